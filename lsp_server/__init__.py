@@ -1,0 +1,1 @@
+"""Kernel Lens language server: indexes debug directories and traces, serves LSP over stdio."""
