@@ -1,0 +1,151 @@
+/** The palette commands (`kernelLens.*`): run compiler jobs on the current file, open kernels beside the
+ * source, choose a run, reindex, show the profile, restart the server. All answers come from the server. */
+
+import * as path from "path";
+import * as vscode from "vscode";
+import { Commands, ServerCommands } from "./common/constants";
+import { Interpreter } from "./common/interpreter";
+import { runJobTask } from "./common/jobTask";
+import { JOB_SPECS, jobOutcome, MessageLevel } from "./common/jobs";
+import { JobKind, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
+import { KernelLensServer } from "./common/server";
+import { KernelLensSettings } from "./common/settings";
+import { formatMs } from "./views/profileHtml";
+import { revealLocation } from "./views/editorLocation";
+import { ProfileView } from "./views/profileView";
+
+export interface CommandServices {
+  server: KernelLensServer;
+  profileView: ProfileView;
+  interpreterFor(resource: vscode.Uri): Promise<Interpreter>;
+  settingsFor(resource: vscode.Uri): KernelLensSettings;
+}
+
+const SHOW: Record<MessageLevel, (text: string, ...items: string[]) => Thenable<string | undefined>> = {
+  info: vscode.window.showInformationMessage,
+  warning: vscode.window.showWarningMessage,
+  error: vscode.window.showErrorMessage,
+};
+
+/** Thrown for a user's mistake (no file open, …): shown as a message, never logged as a failure. */
+class CommandRefused extends Error {}
+
+function requireTrust(): void {
+  if (!vscode.workspace.isTrusted) {
+    throw new CommandRefused("Kernel Lens runs nothing in an untrusted workspace. Trust the workspace to use this command.");
+  }
+}
+
+/** The active editor's Python file, saved so the job runs what the user sees. */
+async function currentPythonFile(): Promise<vscode.TextEditor> {
+  const editor = vscode.window.activeTextEditor;
+  if (!editor || editor.document.uri.scheme !== "file" || editor.document.languageId !== "python") {
+    throw new CommandRefused("Kernel Lens: open a Python file on disk first.");
+  }
+  if (editor.document.isDirty && !(await editor.document.save())) {
+    throw new CommandRefused("Kernel Lens: the file could not be saved.");
+  }
+  return editor;
+}
+
+async function runJob(services: CommandServices, kind: JobKind): Promise<void> {
+  requireTrust();
+  const script = (await currentPythonFile()).document.uri;
+  const exitCode = await runJobTask({
+    kind,
+    script,
+    interpreter: await services.interpreterFor(script),
+    env: services.settingsFor(script).serverEnv,
+  });
+  // The watcher usually sees new runs first; reindexing makes sure before we read the results.
+  if (services.server.isRunning) {
+    await services.server.executeCommand<ReindexResult>(ServerCommands.reindex);
+  }
+  const outcome = jobOutcome(kind, path.basename(script.fsPath), exitCode);
+  if (outcome.succeeded && JOB_SPECS[kind].opensProfile) {
+    await services.profileView.show();
+  }
+  void SHOW[outcome.level](outcome.text);
+}
+
+function kernelPickItem(kernel: KernelLocation): vscode.QuickPickItem & { kernel: KernelLocation } {
+  const time = kernel.time_ms === null || kernel.time_ms === undefined ? "" : ` · ${formatMs(kernel.time_ms)} ms`;
+  return { label: kernel.name, description: `${kernel.kind} · ${kernel.graph_id}${time}`, detail: kernel.run_id, kernel };
+}
+
+async function showKernelsForFunction(services: CommandServices): Promise<void> {
+  requireTrust();
+  const editor = await currentPythonFile();
+  const line = editor.selection.active.line;
+  const kernels = await services.server.executeCommand<KernelLocation[]>(ServerCommands.kernelsAt, {
+    uri: editor.document.uri.toString(),
+    line,
+  });
+  if (!kernels || kernels.length === 0) {
+    throw new CommandRefused(`Kernel Lens: no kernel comes from line ${line + 1}. Compile the file first (Kernel Lens: Compile Current File).`);
+  }
+  const chosen =
+    kernels.length === 1
+      ? kernels[0]
+      : (await vscode.window.showQuickPick(kernels.map(kernelPickItem), { placeHolder: "Open which kernel?", matchOnDescription: true }))?.kernel;
+  if (chosen) {
+    await revealLocation(chosen.uri, chosen.line, vscode.ViewColumn.Beside);
+  }
+}
+
+export async function pickRun(services: Pick<CommandServices, "server" | "profileView">): Promise<void> {
+  requireTrust();
+  const runs = await services.server.executeCommand<RunSummary[]>(ServerCommands.listRuns);
+  if (!runs || runs.length === 0) {
+    throw new CommandRefused("Kernel Lens: no runs indexed yet. Compile or profile a file first.");
+  }
+  const items = runs.map((run) => ({
+    label: `${run.selected ? "$(check) " : ""}${run.id}`,
+    description: `${run.kind} · ${run.graphs} graph(s) · ${run.kernels} kernel(s)`,
+    detail: `${run.time} · ${run.path}`,
+    run,
+  }));
+  const picked = await vscode.window.showQuickPick(items, { placeHolder: "Select the run whose kernels Kernel Lens shows" });
+  if (picked) {
+    await services.server.executeCommand(ServerCommands.selectRun, picked.run.id);
+    await services.profileView.showSelectedRun();
+  }
+}
+
+async function reindex(services: CommandServices): Promise<void> {
+  requireTrust();
+  const result = await services.server.executeCommand<ReindexResult>(ServerCommands.reindex);
+  await services.profileView.refresh();
+  void vscode.window.showInformationMessage(`Kernel Lens: indexed ${result?.runs ?? 0} run(s).`);
+}
+
+/** Shows a command's failure to the user instead of letting it vanish into the log. */
+function guarded(action: () => Promise<void>): () => Promise<void> {
+  return async () => {
+    try {
+      await action();
+    } catch (error) {
+      void vscode.window.showErrorMessage(error instanceof Error ? error.message : String(error));
+    }
+  };
+}
+
+export function registerCommands(services: CommandServices): vscode.Disposable[] {
+  const table: Record<string, () => Promise<void>> = {
+    [Commands.compileCurrentFile]: () => runJob(services, "compile"),
+    [Commands.profileCurrentFile]: () => runJob(services, "profile"),
+    [Commands.checkAccuracyOfCurrentFile]: () => runJob(services, "check-accuracy"),
+    [Commands.showKernelsForFunction]: () => showKernelsForFunction(services),
+    [Commands.pickRun]: () => pickRun(services),
+    [Commands.reindexRuns]: () => reindex(services),
+    [Commands.showProfile]: async () => {
+      requireTrust();
+      await services.profileView.show();
+    },
+    [Commands.restartServer]: async () => {
+      requireTrust();
+      await services.server.restart();
+    },
+  };
+  return Object.entries(table).map(([id, action]) => vscode.commands.registerCommand(id, guarded(action)));
+}

@@ -1,0 +1,72 @@
+/** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs). */
+
+export type RunKind = "lens" | "inductor";
+export type KernelKind = "pointwise" | "reduction" | "extern" | string;
+export type JobKind = "compile" | "profile" | "check-accuracy";
+
+export interface RunSummary {
+  id: string;
+  path: string;
+  kind: RunKind;
+  time: string;
+  graphs: number;
+  kernels: number;
+  selected: boolean;
+}
+
+export interface KernelLocation {
+  name: string;
+  kind: KernelKind;
+  graph_id: string;
+  run_id: string;
+  uri: string;
+  start_line: number;
+  end_line: number;
+  line: number;
+  time_ms: number | null;
+}
+
+export interface SourceLocation {
+  uri: string;
+  line: number;
+}
+
+export interface ProfiledKernel {
+  name: string;
+  kind: KernelKind;
+  calls: number;
+  total_ms: number;
+  percent: number;
+  uri: string;
+  line: number;
+  source: SourceLocation | null;
+}
+
+export interface KindShare {
+  kind: KernelKind;
+  total_ms: number;
+  percent: number;
+}
+
+export interface GraphProfile {
+  graph_id: string;
+  eager_ms: number | null;
+  compiled_ms: number | null;
+  speedup: number | null;
+  categories: KindShare[];
+  kernels: ProfiledKernel[];
+}
+
+export interface RunProfile {
+  run_id: string;
+  graphs: GraphProfile[];
+}
+
+export interface ReindexResult {
+  runs: number;
+}
+
+export interface JobResult {
+  exit_code: number;
+  output_tail: string;
+}

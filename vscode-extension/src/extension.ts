@@ -1,0 +1,77 @@
+/** Entry point of the Kernel Lens extension: a thin client that starts the Python language server, wires
+ * the palette commands and the profile view, and restarts the server when its inputs change. */
+
+import * as vscode from "vscode";
+import { registerCommands } from "./commands";
+import { CONFIG_SECTION, EXTENSION_NAME, Commands } from "./common/constants";
+import { chooseInterpreter, Interpreter } from "./common/interpreter";
+import { onDidChangePythonInterpreter, selectedPythonInterpreter } from "./common/python";
+import { KernelLensServer } from "./common/server";
+import { KernelLensSettings, readSettings, RESTART_SETTINGS } from "./common/settings";
+import { ProfileView } from "./views/profileView";
+
+let server: KernelLensServer | undefined;
+
+function folderPaths(): string[] {
+  return (vscode.workspace.workspaceFolders ?? []).map((folder) => folder.uri.fsPath);
+}
+
+/** The folder a resource belongs to, else the first workspace folder. */
+function folderOf(resource?: vscode.Uri): vscode.WorkspaceFolder | undefined {
+  return (resource && vscode.workspace.getWorkspaceFolder(resource)) ?? vscode.workspace.workspaceFolders?.[0];
+}
+
+function settingsFor(resource?: vscode.Uri): KernelLensSettings {
+  const folder = folderOf(resource);
+  return readSettings(vscode.workspace.getConfiguration(CONFIG_SECTION, folder?.uri), folder?.uri.fsPath, folderPaths());
+}
+
+async function interpreterFor(resource?: vscode.Uri): Promise<Interpreter> {
+  const folder = folderOf(resource);
+  return chooseInterpreter(settingsFor(resource).pythonPath, await selectedPythonInterpreter(folder?.uri));
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel(EXTENSION_NAME, { log: true });
+  server = new KernelLensServer(output, {
+    interpreter: () => interpreterFor(),
+    settings: () => settingsFor(),
+    workspaceFolder: () => folderOf()?.uri.fsPath,
+  });
+  const running = server;
+  const profileView = new ProfileView(running, async () => {
+    await vscode.commands.executeCommand(Commands.pickRun);
+  });
+
+  context.subscriptions.push(
+    output,
+    running,
+    profileView,
+    ...registerCommands({ server: running, profileView, interpreterFor, settingsFor }),
+    running.onDidChangeRunning((isRunning) => void vscode.commands.executeCommand("setContext", "kernelLens.serverRunning", isRunning)),
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(`${CONFIG_SECTION}.${key}`))) {
+        output.info("Settings changed: restarting the server.");
+        running.scheduleRestart();
+      }
+    }),
+    vscode.workspace.onDidChangeWorkspaceFolders(() => running.scheduleRestart()),
+    await onDidChangePythonInterpreter(() => {
+      output.info("The Python extension's interpreter changed: restarting the server.");
+      running.scheduleRestart();
+    }),
+  );
+
+  // Starting the server runs an interpreter the workspace may choose: only once the user trusts it.
+  if (!vscode.workspace.isTrusted) {
+    output.info("Untrusted workspace: Kernel Lens runs nothing until the workspace is trusted.");
+    context.subscriptions.push(vscode.workspace.onDidGrantWorkspaceTrust(() => void running.start()));
+    return;
+  }
+  void running.start();
+}
+
+export async function deactivate(): Promise<void> {
+  await server?.stop();
+  server = undefined;
+}

@@ -1,0 +1,110 @@
+/** Tests of the profile view's HTML: rows, chart, links, escaping, CSP, and the page's messages. */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { RunProfile } from "../../common/protocol";
+import { CHART_LIMIT, escapeHtml, formatMs, locationLabel, parseProfileViewMessage, renderProfileHtml } from "../../views/profileHtml";
+
+const RUN = "run_2026_01_02_03_04_05_000001-pid_42";
+const OUTPUT = `file:///w/examples/torch_compile_debug/${RUN}/lens/graph_0/output_code.py`;
+const PROFILE: RunProfile = {
+  run_id: RUN,
+  graphs: [
+    {
+      graph_id: "graph_0",
+      eager_ms: 1.2,
+      compiled_ms: 0.4,
+      speedup: 3.0,
+      categories: [
+        { kind: "pointwise", total_ms: 0.3, percent: 75 },
+        { kind: "reduction", total_ms: 0.1, percent: 25 },
+      ],
+      kernels: [
+        { name: "cpp_fused_sum_1", kind: "reduction", calls: 1, total_ms: 0.1, percent: 25, uri: OUTPUT, line: 60, source: null },
+        {
+          name: "cpp_fused_maximum_neg_0",
+          kind: "pointwise",
+          calls: 1,
+          total_ms: 0.3,
+          percent: 75,
+          uri: OUTPUT,
+          line: 20,
+          source: { uri: "file:///w/examples/foo1.py", line: 3 },
+        },
+      ],
+    },
+  ],
+};
+const CONTEXT = { cspSource: "vscode-webview://abc", nonce: "n0nce" };
+
+function rows(html: string): string[] {
+  return [...html.matchAll(/<tr class="kernel-row" data-kernel="([^"]+)"/g)].map((m) => m[1]);
+}
+
+test("one table row per kernel, slowest first", () => {
+  assert.deepEqual(rows(renderProfileHtml(PROFILE, CONTEXT)), ["cpp_fused_maximum_neg_0", "cpp_fused_sum_1"]);
+});
+
+test("kernel links open output_code.py at the kernel line; source links open the user's line", () => {
+  const html = renderProfileHtml(PROFILE, CONTEXT);
+  assert.ok(html.includes(`class="kernel-link" data-open-uri="${OUTPUT}" data-open-line="20"`));
+  assert.ok(html.includes(`class="source-link" data-open-uri="file:///w/examples/foo1.py" data-open-line="3"`));
+  assert.ok(html.includes(">foo1.py:4</a>"), "the label shows the 1-based line");
+});
+
+test("the bar chart scales bars to the slowest kernel and colours them by kind", () => {
+  const html = renderProfileHtml(PROFILE, CONTEXT);
+  const chart = html.slice(html.indexOf('<div class="chart"'), html.indexOf("<h3>Kernels</h3>"));
+  const widths = [...chart.matchAll(/style="width:([\d.]+)%;background:([^"]+)"/g)].map((m) => [Number(m[1]), m[2]]);
+  assert.equal(widths.length, 2);
+  assert.deepEqual(widths[0], [100, "var(--vscode-charts-blue)"]);
+  assert.ok(Math.abs((widths[1][0] as number) - 33.33) < 0.01);
+  assert.equal(widths[1][1], "var(--vscode-charts-orange)");
+});
+
+test("the chart shows at most CHART_LIMIT kernels but the table shows all", () => {
+  const many = Array.from({ length: CHART_LIMIT + 5 }, (_, i) => ({ ...PROFILE.graphs[0].kernels[0], name: `k${i}`, total_ms: i + 1 }));
+  const html = renderProfileHtml({ run_id: RUN, graphs: [{ ...PROFILE.graphs[0], kernels: many }] }, CONTEXT);
+  assert.equal((html.match(/class="chart-row"/g) ?? []).length, CHART_LIMIT);
+  assert.equal(rows(html).length, CHART_LIMIT + 5);
+});
+
+test("summary and category shares are shown", () => {
+  const html = renderProfileHtml(PROFILE, CONTEXT);
+  assert.ok(html.includes("speedup <b>3.00×</b>"));
+  assert.ok(html.includes('<tr class="category-row" data-kind="pointwise"><td>pointwise</td><td class="num">0.300</td><td class="num">75.0%</td>'));
+});
+
+test("names from disk are escaped and only our nonce'd script may run", () => {
+  const evil = { ...PROFILE.graphs[0].kernels[0], name: '<img src=x onerror="alert(1)">' };
+  const html = renderProfileHtml({ run_id: "<b>r</b>", graphs: [{ ...PROFILE.graphs[0], kernels: [evil] }] }, CONTEXT);
+  assert.ok(!html.includes("<img"));
+  assert.ok(!html.includes("<b>r</b>"));
+  assert.ok(html.includes("script-src 'nonce-n0nce'"));
+  assert.equal((html.match(/<script/g) ?? []).length, 1);
+  assert.ok(html.includes('<script nonce="n0nce">'));
+});
+
+test("no profile and a profile without kernels say so", () => {
+  assert.match(renderProfileHtml(null, CONTEXT), /No profiled run is indexed/);
+  const empty = renderProfileHtml({ run_id: RUN, graphs: [{ ...PROFILE.graphs[0], kernels: [] }] }, CONTEXT);
+  assert.match(empty, /No kernel times recorded/);
+  assert.deepEqual(rows(empty), []);
+});
+
+test("number and location formatting", () => {
+  assert.equal(formatMs(null), "–");
+  assert.equal(formatMs(0.01234), "0.012");
+  assert.equal(formatMs(12.345), "12.35");
+  assert.equal(formatMs(1234.5), "1234.5");
+  assert.equal(locationLabel("file:///a/b%20c/x.py", 0), "x.py:1");
+  assert.equal(escapeHtml(`a&b"'`), "a&amp;b&quot;&#39;");
+});
+
+test("messages from the page are validated", () => {
+  assert.deepEqual(parseProfileViewMessage({ type: "open", uri: OUTPUT, line: 3 }), { type: "open", uri: OUTPUT, line: 3 });
+  assert.deepEqual(parseProfileViewMessage({ type: "refresh" }), { type: "refresh" });
+  assert.equal(parseProfileViewMessage({ type: "open", uri: OUTPUT, line: -1 }), undefined);
+  assert.equal(parseProfileViewMessage({ type: "open", uri: 5, line: 1 }), undefined);
+  assert.equal(parseProfileViewMessage({ type: "exec" }), undefined);
+  assert.equal(parseProfileViewMessage(null), undefined);
+});
