@@ -25,7 +25,7 @@ EAGER_PAYLOADS = frozenset({"dynamo_graph_break_reason", "recompile_reasons"})
 GLOG_PREFIX = re.compile(
     rb"(?:\[rank(\d+)\]:)?[VIWEC](\d{4} \d\d:\d\d:\d\d\.\d+) +(\d+) [^\]\n]*?:\d+\](?: \[[^\]\n]*\])* ")
 RECORD_START = re.compile(rb"\n(?=[^\t])")
-RANK_IN_NAME = re.compile(r"rank_(\d+)_")
+RANK_IN_NAME = re.compile(r"rank_(\d+)(?=[_.])")
 READ_CHUNK = 16 << 20
 MAX_PENDING = 256 << 20  # a "record" larger than this without a newline is garbage, not a slow writer
 MAX_SKIPS_KEPT = 50
@@ -117,7 +117,7 @@ class TraceReader:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
         m = RANK_IN_NAME.search(Path(self.path).name)
-        self.rank_from_name = int(m.group(1)) if m else None
+        self.rank_from_name = int(m.group(1)) if m else None  # torch names ranked logs `..._rank_N_...`
         self.generation = 0
         self.records_read = 0
         self.skipped_count = 0
@@ -131,6 +131,7 @@ class TraceReader:
         self._strings: dict[int, str] = {}
         self._identity: tuple[int, int] | None = None
         self._head = b""
+        self._rank = self.rank_from_name  # the log's rank, once a record states it
 
     def _restart(self) -> None:
         self._reset_state()
@@ -246,8 +247,7 @@ class TraceReader:
         payload_bytes = seg[nl + 1:].rstrip(b"\n") if nl >= 0 else b""
         record = TraceRecord(
             source=self.path, offset=offset, tag=tag, kind=kind, meta=meta,
-            rank=_as_int(envelope.get("rank")) if "rank" in envelope else (
-                int(m.group(1)) if m.group(1) else self.rank_from_name),
+            rank=self._rank_of(envelope, m),
             pid=int(m.group(3)), timestamp=m.group(2).decode("ascii"),
             frame_id=_as_int(envelope.get("frame_id")),
             frame_compile_id=_as_int(envelope.get("frame_compile_id")),
@@ -264,6 +264,15 @@ class TraceReader:
                 record.payload = PayloadRef(self.path, offset + nl + 1, len(payload_bytes),
                                             md5 if isinstance(md5, str) else None)
         return record
+
+    def _rank_of(self, envelope: dict[str, Any], prefix: re.Match[bytes]) -> int | None:
+        """The envelope's `rank`; records logged without context inherit the log's rank."""
+        rank = _as_int(envelope.get("rank"))
+        if rank is None and prefix.group(1):
+            rank = int(prefix.group(1))
+        if rank is not None:
+            self._rank = rank
+        return self._rank
 
     def _intern(self, meta: Any) -> None:
         if isinstance(meta, list) and len(meta) == 2 and isinstance(meta[0], str) and _as_int(meta[1]) is not None:
