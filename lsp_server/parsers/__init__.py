@@ -1,0 +1,31 @@
+"""One parser per debug-directory file format; each returns plain dataclasses and never imports the file.
+
+`PARSERS` is the table file name → parser that the run loader (and the fuzz test) use.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from .accuracy import parse_accuracy
+from .compile_error import parse_compile_error
+from .errors import ParseError, UnsupportedVersionError
+from .fx_graph_readable import parse_fx_graph_readable
+from .ir_post_fusion import parse_ir_post_fusion
+from .kernel_map import parse_kernel_map
+from .output_code import parse_output_code
+from .profile import parse_profile
+from .provenance import parse_provenance
+
+PARSERS: dict[str, Callable[[Path], Any]] = {
+    "fx_graph_readable.py": parse_fx_graph_readable,
+    "output_code.py": parse_output_code,
+    "kernel_map.json": parse_kernel_map,
+    "inductor_provenance_tracking_node_mappings.json": parse_provenance,
+    "ir_post_fusion.txt": parse_ir_post_fusion,
+    "compile_error.json": parse_compile_error,
+    "accuracy.json": parse_accuracy,
+    "profile.json": parse_profile,
+}
+
+__all__ = ["PARSERS", "ParseError", "UnsupportedVersionError"]

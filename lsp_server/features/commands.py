@@ -1,0 +1,134 @@
+"""`workspace/executeCommand` handlers for the extension's views (signatures fixed with the extension)."""
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+
+from ..index import Index, source_of
+from ..jobs import JobError, run_job
+from ..model import Run
+from .failsafe import failsafe
+from .lookup import kernels_at, path_of, uri_of
+
+
+def run_summary(index: Index, run: Run) -> dict[str, Any]:
+    return {"id": run.id, "path": str(run.path), "kind": run.kind, "time": run.time.isoformat(),
+            "graphs": len(run.graphs), "kernels": run.kernel_count, "selected": run.id == index.current_run_id()}
+
+
+def kernels_at_json(server: Any, index: Index, uri: str, line0: int) -> list[dict[str, Any]]:
+    return [{"name": ref.kernel.name, "kind": ref.kernel.kind, "graph_id": ref.graph.id, "run_id": ref.run.id,
+             "uri": uri_of(ref.graph.output_code), "start_line": ref.kernel.start_line - 1,
+             "end_line": ref.kernel.end_line - 1, "line": line - 1, "time_ms": ref.kernel.time_ms}
+            for ref, line in kernels_at(server, index, uri, line0)]
+
+
+def profile_json(index: Index, run_id: str | None) -> dict[str, Any] | None:
+    view = index.views.get(run_id or index.current_run_id() or "")
+    if view is None:
+        return None
+    graphs = []
+    for graph in view.run.graphs:
+        profile = graph.profile
+        if profile is None:
+            continue
+        kernels_by_name = {k.name: k for k in graph.kernels}
+        kernels = []
+        for timed in profile.kernels:
+            kernel = kernels_by_name.get(timed.name)
+            source = source_of(graph, kernel.nodes) if kernel else None
+            kernels.append({"name": timed.name, "kind": timed.kind or (kernel.kind if kernel else ""),
+                            "calls": timed.calls, "total_ms": timed.total_ms, "percent": timed.percent,
+                            "uri": uri_of(graph.output_code), "line": (kernel.start_line - 1) if kernel else 0,
+                            "source": {"uri": uri_of(source.file), "line": source.line - 1} if source else None})
+        graphs.append({"graph_id": graph.id, "eager_ms": profile.eager_ms, "compiled_ms": profile.compiled_ms,
+                       "speedup": profile.speedup,
+                       "categories": [{"kind": c.kind, "total_ms": c.total_ms, "percent": c.percent}
+                                      for c in profile.categories],
+                       "kernels": kernels})
+    return {"run_id": view.run.id, "graphs": graphs} if graphs else None
+
+
+def first_argument(args: tuple[Any, ...]) -> dict[str, Any]:
+    return args[0] if args and isinstance(args[0], dict) else {}
+
+
+def refresh_editor(server: Any) -> None:
+    """After a selection change: republish diagnostics, ask the client to refresh lenses and hints."""
+    server.after_index_change([])
+    capabilities = server.client_capabilities.workspace
+    if capabilities and capabilities.code_lens and capabilities.code_lens.refresh_support:
+        server.workspace_code_lens_refresh(None)
+    if capabilities and capabilities.inlay_hint and capabilities.inlay_hint.refresh_support:
+        server.workspace_inlay_hint_refresh(None)
+
+
+def register(server: Any) -> None:
+    @server.command("kernelLens.reindex")
+    @failsafe(server, "kernelLens.reindex")
+    def reindex(*args: Any) -> dict[str, int]:
+        return {"runs": server.reindex_all()}
+
+    @server.command("kernelLens.listRuns")
+    @failsafe(server, "kernelLens.listRuns")
+    def list_runs(*args: Any) -> list[dict[str, Any]]:
+        return [run_summary(server.index, run) for run in server.index.runs_newest_first()]
+
+    @server.command("kernelLens.selectRun")
+    @failsafe(server, "kernelLens.selectRun")
+    def select_run(*args: Any) -> dict[str, Any]:
+        run_id = args[0] if args else None
+        if isinstance(run_id, dict):
+            run_id = run_id.get("run_id")
+        if not server.index.select(run_id if isinstance(run_id, str) else None):
+            return {"selected": None, "error": f"unknown run {run_id!r}"}
+        refresh_editor(server)
+        return {"selected": run_id}
+
+    @server.command("kernelLens.kernelsAt")
+    @failsafe(server, "kernelLens.kernelsAt")
+    def kernels_at_command(*args: Any) -> list[dict[str, Any]]:
+        where = first_argument(args)
+        if not isinstance(where.get("uri"), str) or not isinstance(where.get("line"), int):
+            return []
+        return kernels_at_json(server, server.index, where["uri"], where["line"])
+
+    @server.command("kernelLens.getProfile")
+    @failsafe(server, "kernelLens.getProfile")
+    def get_profile(*args: Any) -> dict[str, Any] | None:
+        run_id = first_argument(args).get("run_id")
+        return profile_json(server.index, run_id if isinstance(run_id, str) else None)
+
+    @server.command("kernelLens.runJob")
+    @failsafe(server, "kernelLens.runJob")
+    async def run_job_command(*args: Any) -> dict[str, Any]:
+        request = first_argument(args)
+        kind, uri = request.get("kind"), request.get("uri")
+        if not isinstance(kind, str) or not isinstance(uri, str):
+            return {"exit_code": 2, "output_tail": "runJob expects {\"kind\": str, \"uri\": str}"}
+        file = Path(path_of(uri))
+        token = str(uuid.uuid4())
+        window = server.client_capabilities.window
+        progress = bool(window and window.work_done_progress)
+        if progress:
+            await server.work_done_progress.create_async(token)
+            server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                f"Kernel Lens: {kind}", message=file.name, cancellable=False))
+
+        def on_line(line: str) -> None:
+            server.log(line, types.MessageType.Info)
+            if progress:
+                server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line[:80]))
+
+        try:
+            result = await run_job(kind, file, on_line)
+        except JobError as exc:
+            return {"exit_code": 2, "output_tail": str(exc)}
+        finally:
+            if progress:
+                server.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+        server.reindex_all()
+        return {"exit_code": result.exit_code, "output_tail": result.output_tail}

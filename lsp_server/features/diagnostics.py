@@ -1,0 +1,116 @@
+"""Diagnostics from compile_error.json and accuracy.json, on the user's lines and on the kernel lines.
+
+Recomputed after each index change; a file's diagnostics come from the run that answers for that file
+(selected, else newest), so a newer clean run clears them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lsprotocol import types
+
+from ..graph_builder import normalize_path
+from ..index import Index
+from ..model import Graph, Run, SourceLocation
+from .lookup import uri_of
+
+SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
+            "information": types.DiagnosticSeverity.Information, "hint": types.DiagnosticSeverity.Hint}
+SOURCE_NAME = "kernel-lens"
+LINE_END = 1000  # clients clamp the range to the line's length
+
+
+@dataclass
+class Finding:
+    run: Run
+    file: str
+    line: int
+    column: int
+    message: str
+    code: str
+
+
+def line_range(line: int, column: int = 0) -> types.Range:
+    line0 = max(line - 1, 0)
+    return types.Range(types.Position(line0, max(column - 1, 0)), types.Position(line0, LINE_END))
+
+
+def graph_findings(run: Run, graph: Graph) -> list[Finding]:
+    found: list[Finding] = []
+    error = graph.compile_error
+    if error is not None:
+        for d in error.diagnostics:
+            where = f" (kernel `{d.kernel}`" + (f", node {', '.join(d.nodes)}" if d.nodes else "") + ")" if d.kernel else ""
+            message = f"C++ compile error: {d.message}{where}"
+            if d.source is not None:
+                found.append(Finding(run, normalize_path(d.source.file), d.source.line, 0, message, "compile-error"))
+            if d.output_code_line:
+                found.append(Finding(run, normalize_path(str(graph.output_code)), d.output_code_line, d.column or 0,
+                                     message, "compile-error"))
+    report = graph.accuracy
+    if report is not None and report.status == "mismatch":
+        message = (f"Accuracy mismatch: first diverging node `{report.node}` ({report.target})"
+                   f"{f' in kernel `{report.kernel}`' if report.kernel else ''}: max abs error "
+                   f"{report.max_abs_error:g}, max rel error {report.max_rel_error:g}"
+                   f" (atol {report.atol:g}, rtol {report.rtol:g})"
+                   if None not in (report.max_abs_error, report.max_rel_error, report.atol, report.rtol)
+                   else f"Accuracy mismatch: first diverging node `{report.node}` ({report.target})")
+        source: SourceLocation | None = None
+        node = graph.nodes.get(report.node)
+        if report.source is not None:
+            source = SourceLocation(normalize_path(report.source.file), report.source.line)
+        elif node is not None:
+            source = node.source
+        if source is not None:
+            found.append(Finding(run, source.file, source.line, 0, message, "accuracy"))
+        for kernel in graph.kernels:
+            if kernel.name == report.kernel or (not report.kernel and report.node in kernel.nodes):
+                lines = [kl.line for kl in kernel.lines if report.node in kl.nodes] or [kernel.start_line]
+                found += [Finding(run, normalize_path(str(graph.output_code)), n, 0, message, "accuracy")
+                          for n in lines]
+    return found
+
+
+def compute_diagnostics(index: Index, severity: str) -> dict[str, list[types.Diagnostic]]:
+    findings = [f for view in index.views.values() for g in view.run.graphs for f in graph_findings(view.run, g)]
+    newest: dict[str, Run] = {}
+    for finding in findings:
+        if finding.file not in newest or finding.run.time > newest[finding.file].time:
+            newest[finding.file] = finding.run
+    level = SEVERITY.get(severity, types.DiagnosticSeverity.Error)
+    by_uri: dict[str, list[types.Diagnostic]] = {}
+    for finding in findings:
+        answering = index.view_for_file(finding.file)
+        owner = answering.run if answering is not None else None
+        generated = index.generated_file(finding.file)
+        if generated is not None:
+            owner = generated.run  # a kernel file belongs to its own run
+        if owner is None:
+            owner = newest[finding.file]
+        if owner is not finding.run:
+            continue
+        by_uri.setdefault(uri_of(finding.file), []).append(types.Diagnostic(
+            line_range(finding.line, finding.column), finding.message, severity=level, code=finding.code,
+            source=SOURCE_NAME))
+    return by_uri
+
+
+class DiagnosticsPublisher:
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self.published: dict[str, list[types.Diagnostic]] = {}
+
+    def publish(self) -> None:
+        current = compute_diagnostics(self.server.index, self.server.settings.diagnostic_severity)
+        for uri in set(self.published) - set(current):
+            self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
+        for uri, diagnostics in current.items():
+            if self.published.get(uri) != diagnostics:
+                self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, diagnostics))
+        self.published = current
+
+
+def register(server: Any) -> None:
+    publisher = DiagnosticsPublisher(server)
+    server.index_changed_hooks.append(publisher.publish)

@@ -1,0 +1,77 @@
+"""Hover: on a `def` → its kernels; on a source line → its generated lines; on a kernel line → FX node + source."""
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types
+
+from ..index import Index
+from .describe import count_label, kernel_block, link, node_block, source_block
+from .failsafe import failsafe
+from .lookup import def_name_at, path_of
+
+
+def hover_text(server: Any, index: Index, uri: str, line0: int) -> str | None:
+    path = path_of(uri)
+    generated = index.generated_file(path)
+    if generated is not None:
+        return generated_line_text(index, path, line0 + 1)
+    if index.readable_graph(path) is not None:
+        found = index.node_at_readable_line(path, line0 + 1)
+        return node_block(*found) if found else None
+    function = def_name_at(server, uri, line0)
+    if function is not None:
+        refs = index.kernels_of_function(path, function)
+        if refs:
+            head = f"**Kernel Lens** — `{function}` compiled into {count_label(len(refs), 'kernel')}"
+            return "\n\n".join([head] + [kernel_block(ref) for ref in refs])
+    return source_line_text(index, path, line0 + 1)
+
+
+def generated_line_text(index: Index, path: str, line: int) -> str | None:
+    generated = index.generated_file(path)
+    kernel = generated.kernel_at(line) if generated else None
+    if generated is None or kernel is None:
+        return None
+    graph = generated.graph
+    kernel_line = generated.line_nodes.get(line)
+    names = kernel_line.nodes if kernel_line else kernel.nodes
+    parts = [f"**Kernel Lens** — `{kernel.name}` ({kernel.kind}) in graph `{graph.id}`"]
+    if kernel_line is None:
+        parts.append(f"computes {', '.join(f'`{n}`' for n in kernel.nodes) or 'no mapped nodes'}")
+    for name in names:
+        node = graph.nodes.get(name)
+        if node is not None:
+            parts.append(node_block(graph, node))
+    return "\n\n".join(parts)
+
+
+def source_line_text(index: Index, path: str, line: int) -> str | None:
+    hits = index.hits_at(path, line)
+    if not hits:
+        return None
+    parts = [f"**Kernel Lens** — line {line} became {count_label(len(hits), 'kernel')}"]
+    share = index.line_share(path, line)
+    if share:
+        parts[0] += f" · {share:.1f}% of compiled time"
+    for hit in hits:
+        graph, kernel = hit.ref.graph, hit.ref.kernel
+        code = "\n".join(f"{graph.code_line(n).strip()}" for n in hit.generated_lines[:8])
+        links = ", ".join(link(graph.output_code, n) for n in hit.generated_lines[:8])
+        parts.append(f"`{kernel.name}` ({kernel.kind}, nodes {', '.join(hit.nodes)}): {links}\n"
+                     f"```{'cpp' if kernel.language == 'cpp' else 'python'}\n{code}\n```")
+    first = hits[0].ref
+    node = first.graph.nodes.get(hits[0].nodes[0]) if hits[0].nodes else None
+    if node is not None and node.source is not None:
+        parts.append(source_block(node.source))
+    return "\n\n".join(parts)
+
+
+def register(server: Any) -> None:
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    @failsafe(server, "hover")
+    def hover(params: types.HoverParams) -> types.Hover | None:
+        text = hover_text(server, server.index, params.text_document.uri, params.position.line)
+        if text is None:
+            return None
+        return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text))

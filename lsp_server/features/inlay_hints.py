@@ -1,0 +1,38 @@
+"""Inlay hints at the end of source lines: which kernel(s) the line became, and its share of compiled time."""
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types
+
+from ..index import Index
+from .describe import short_kernel_names
+from .failsafe import failsafe
+from .lookup import document_lines, path_of
+
+
+def inlay_hints(server: Any, index: Index, uri: str, first0: int, last0: int) -> list[types.InlayHint]:
+    path = path_of(uri)
+    text = document_lines(server, uri)
+    hints = []
+    for line, hits in sorted(index.lines_in(path).items()):
+        line0 = line - 1
+        if not (first0 <= line0 <= last0) or line0 >= len(text):
+            continue
+        label = "→ " + short_kernel_names([h.ref for h in hits])
+        share = index.line_share(path, line)
+        if share:
+            label += f" · {share:.1f}%"
+        end = len(text[line0].rstrip("\r\n"))
+        hints.append(types.InlayHint(types.Position(line0, end), label, padding_left=True))
+    return hints
+
+
+def register(server: Any) -> None:
+    @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
+    @failsafe(server, "inlayHint")
+    def inlay_hint(params: types.InlayHintParams) -> list[types.InlayHint] | None:
+        if not server.settings.inlay_hints:
+            return None
+        rng = params.range
+        return inlay_hints(server, server.index, params.text_document.uri, rng.start.line, rng.end.line) or None

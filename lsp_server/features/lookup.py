@@ -1,0 +1,66 @@
+"""Position → index answers shared by features: uris, `def` lines of user files, kernels at a line."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pygls.uris import from_fs_path, to_fs_path
+
+from ..graph_builder import normalize_path
+from ..index import Index, KernelRef
+
+DEF_LINE = re.compile(r"^(?P<indent>\s*)(?:async\s+)?def\s+(?P<name>[A-Za-z_]\w*)\s*\(")
+
+
+def path_of(uri: str) -> str:
+    path = to_fs_path(uri)
+    return normalize_path(path) if path else uri
+
+
+def uri_of(path: str | Any) -> str:
+    return from_fs_path(str(path)) or str(path)
+
+
+def document_lines(server: Any, uri: str) -> list[str]:
+    """The editor's text of `uri` (open buffer, else the file on disk)."""
+    try:
+        return server.workspace.get_text_document(uri).lines
+    except (OSError, UnicodeError, ValueError):
+        return []
+
+
+def def_name_at(server: Any, uri: str, line0: int) -> str | None:
+    lines = document_lines(server, uri)
+    if 0 <= line0 < len(lines):
+        match = DEF_LINE.match(lines[line0])
+        return match["name"] if match else None
+    return None
+
+
+def def_lines(server: Any, uri: str) -> list[tuple[int, str, int]]:
+    """(0-based line, function name, column of the name) for each `def` in the document."""
+    found = []
+    for number, text in enumerate(document_lines(server, uri)):
+        match = DEF_LINE.match(text)
+        if match:
+            found.append((number, match["name"], match.start("name")))
+    return found
+
+
+def kernels_at(server: Any, index: Index, uri: str, line0: int) -> list[tuple[KernelRef, int]]:
+    """Kernels for a position: all of a function's on its `def`, else those computing the source line;
+    in an output_code.py, the kernel around the line. Paired with the generated line (1-based)."""
+    path = path_of(uri)
+    generated = index.generated_file(path)
+    if generated is not None:
+        kernel = generated.kernel_at(line0 + 1)
+        if kernel is None:
+            return []
+        return [(KernelRef(generated.run, generated.graph, kernel), line0 + 1)]
+    function = def_name_at(server, uri, line0)
+    if function is not None:
+        refs = index.kernels_of_function(path, function)
+        if refs:
+            return [(ref, ref.kernel.start_line) for ref in refs]
+    return [(hit.ref, hit.generated_lines[0] if hit.generated_lines else hit.ref.kernel.start_line)
+            for hit in index.hits_at(path, line0 + 1)]

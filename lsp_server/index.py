@@ -1,0 +1,228 @@
+"""The one model LSP features read: runs with reverse maps (source line → kernels and generated lines).
+
+A source file is answered from the selected run when it covers the file, else from the newest run that does.
+"""
+from __future__ import annotations
+
+import bisect
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .graph_builder import normalize_path
+from .model import FxNode, Graph, Kernel, KernelLine, Run, SourceLocation
+
+SourceKey = tuple[str, int]
+
+
+@dataclass
+class KernelRef:
+    run: Run
+    graph: Graph
+    kernel: Kernel
+
+
+@dataclass
+class LineHit:
+    """A kernel that computes (part of) a source line, and the generated lines that do it."""
+
+    ref: KernelRef
+    generated_lines: list[int]
+    nodes: list[str]
+
+
+@dataclass
+class GeneratedFile:
+    """Lookup tables for one graph's output_code.py."""
+
+    run: Run
+    graph: Graph
+    starts: list[int] = field(default_factory=list)
+    spans: list[Kernel] = field(default_factory=list)
+    line_nodes: dict[int, KernelLine] = field(default_factory=dict)
+
+    def kernel_at(self, line: int) -> Kernel | None:
+        at = bisect.bisect_right(self.starts, line) - 1
+        kernel = self.spans[at] if at >= 0 else None
+        return kernel if kernel is not None and line <= kernel.end_line else None
+
+
+@dataclass
+class RunView:
+    """Reverse maps of one run."""
+
+    run: Run
+    by_source_line: dict[SourceKey, list[LineHit]] = field(default_factory=dict)
+    by_function: dict[tuple[str, str], list[KernelRef]] = field(default_factory=dict)
+    line_share: dict[SourceKey, float] = field(default_factory=dict)
+    files: set[str] = field(default_factory=set)
+
+
+def build_view(run: Run) -> RunView:
+    view = RunView(run)
+    for graph in run.graphs:
+        for kernel in graph.kernels:
+            ref = KernelRef(run, graph, kernel)
+            lines_touched: set[SourceKey] = set()
+            for name in kernel.nodes:
+                node = graph.nodes.get(name)
+                if node is None:
+                    continue
+                generated = [kl.line for kl in kernel.lines if name in kl.nodes] or [kernel.start_line]
+                for frame in node.frames:
+                    key = (frame.file, frame.line)
+                    view.files.add(frame.file)
+                    hits = view.by_source_line.setdefault(key, [])
+                    same = next((h for h in hits if h.ref.kernel is kernel and h.ref.graph is graph), None)
+                    if same is None:
+                        hits.append(LineHit(ref, sorted(set(generated)), [name]))
+                    else:
+                        same.generated_lines = sorted(set(same.generated_lines) | set(generated))
+                        same.nodes.append(name)
+                    refs = view.by_function.setdefault((frame.file, frame.function), [])
+                    if not any(r.kernel is kernel and r.graph is graph for r in refs):
+                        refs.append(ref)
+                if node.source is not None:
+                    lines_touched.add((node.source.file, node.source.line))
+            if kernel.percent and lines_touched:
+                for key in lines_touched:
+                    view.line_share[key] = view.line_share.get(key, 0.0) + kernel.percent / len(lines_touched)
+    return view
+
+
+def build_generated_file(run: Run, graph: Graph) -> GeneratedFile:
+    spans = sorted((k for k in graph.kernels), key=lambda k: k.start_line)
+    table = GeneratedFile(run, graph, [k.start_line for k in spans], spans)
+    for kernel in graph.kernels:
+        for kernel_line in kernel.lines:
+            table.line_nodes.setdefault(kernel_line.line, kernel_line)
+    return table
+
+
+class Index:
+    """Runs keyed by id; features ask it questions and never read debug files themselves."""
+
+    def __init__(self) -> None:
+        self.views: dict[str, RunView] = {}
+        self.selected_run_id: str | None = None
+        self.generated: dict[str, GeneratedFile] = {}
+        self.readable: dict[str, tuple[Run, Graph]] = {}
+        self._ids = itertools.count(2)
+
+    # -- updates ------------------------------------------------------------------------------------
+    def put_run(self, run: Run) -> None:
+        """Add or replace (by folder) a run."""
+        old = self.run_at_path(run.path)
+        if old is not None:
+            self.remove_run(old.id)
+            run.id = old.id
+        elif run.id in self.views:
+            run.id = f"{run.id}#{next(self._ids)}"
+        for graph in run.graphs:
+            graph.run_id = run.id
+            self.generated[normalize_path(str(graph.output_code))] = build_generated_file(run, graph)
+            self.readable[normalize_path(str(graph.readable))] = (run, graph)
+        self.views[run.id] = build_view(run)
+
+    def remove_run(self, run_id: str) -> Run | None:
+        view = self.views.pop(run_id, None)
+        if view is None:
+            return None
+        for graph in view.run.graphs:
+            self.generated.pop(normalize_path(str(graph.output_code)), None)
+            self.readable.pop(normalize_path(str(graph.readable)), None)
+        if self.selected_run_id == run_id:
+            self.selected_run_id = None
+        return view.run
+
+    def run_at_path(self, path: Path) -> Run | None:
+        target = normalize_path(str(path))
+        return next((v.run for v in self.views.values() if normalize_path(str(v.run.path)) == target), None)
+
+    def select(self, run_id: str | None) -> bool:
+        if run_id is not None and run_id not in self.views:
+            return False
+        self.selected_run_id = run_id
+        return True
+
+    # -- queries ------------------------------------------------------------------------------------
+    def runs_newest_first(self) -> list[Run]:
+        return sorted((v.run for v in self.views.values()), key=lambda r: (r.time, r.id), reverse=True)
+
+    def current_run_id(self) -> str | None:
+        """The selected run, else the newest."""
+        if self.selected_run_id is not None:
+            return self.selected_run_id
+        runs = self.runs_newest_first()
+        return runs[0].id if runs else None
+
+    def view_for_file(self, file: str) -> RunView | None:
+        file = normalize_path(file)
+        selected = self.views.get(self.selected_run_id or "")
+        if selected is not None and file in selected.files:
+            return selected
+        for run in self.runs_newest_first():
+            view = self.views[run.id]
+            if file in view.files:
+                return view
+        return None
+
+    def covered_files(self) -> set[str]:
+        return set().union(*(v.files for v in self.views.values())) if self.views else set()
+
+    def hits_at(self, file: str, line: int) -> list[LineHit]:
+        view = self.view_for_file(file)
+        return view.by_source_line.get((normalize_path(file), line), []) if view else []
+
+    def kernels_of_function(self, file: str, function: str) -> list[KernelRef]:
+        view = self.view_for_file(file)
+        return view.by_function.get((normalize_path(file), function), []) if view else []
+
+    def functions_in(self, file: str) -> dict[str, list[KernelRef]]:
+        view = self.view_for_file(file)
+        if view is None:
+            return {}
+        target = normalize_path(file)
+        return {fn: refs for (f, fn), refs in view.by_function.items() if f == target}
+
+    def lines_in(self, file: str) -> dict[int, list[LineHit]]:
+        view = self.view_for_file(file)
+        if view is None:
+            return {}
+        target = normalize_path(file)
+        return {line: hits for (f, line), hits in view.by_source_line.items() if f == target}
+
+    def line_share(self, file: str, line: int) -> float | None:
+        view = self.view_for_file(file)
+        return view.line_share.get((normalize_path(file), line)) if view else None
+
+    def generated_file(self, path: str) -> GeneratedFile | None:
+        return self.generated.get(normalize_path(path))
+
+    def readable_graph(self, path: str) -> tuple[Run, Graph] | None:
+        return self.readable.get(normalize_path(path))
+
+    def node_at_readable_line(self, path: str, line: int) -> tuple[Graph, FxNode] | None:
+        """The node whose statement (or `# File:` comment block) is at `line`."""
+        found = self.readable_graph(path)
+        if found is None:
+            return None
+        graph = found[1]
+        after = [n for n in graph.nodes.values() if n.readable_line is not None and n.readable_line >= line]
+        if not after:
+            return None
+        node = min(after, key=lambda n: n.readable_line or 0)
+        lines_between = node.readable_line - line if node.readable_line else 0
+        return (graph, node) if lines_between <= len(node.frames) else None
+
+    def graph_by_id(self, run_id: str, graph_id: str) -> Graph | None:
+        view = self.views.get(run_id)
+        return next((g for g in view.run.graphs if g.id == graph_id), None) if view else None
+
+
+def source_of(graph: Graph, names: list[str]) -> SourceLocation | None:
+    for name in names:
+        node = graph.nodes.get(name)
+        if node is not None and node.source is not None:
+            return node.source
+    return None

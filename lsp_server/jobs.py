@@ -1,0 +1,43 @@
+"""Runs `python -m compiler <kind> <file>` for the editor, streaming its output line by line."""
+from __future__ import annotations
+
+import asyncio
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+JOB_KINDS = ("compile", "profile", "check-accuracy")
+TAIL_CHARS = 4000
+
+
+class JobError(ValueError):
+    """A job request the server cannot run (unknown kind, missing file)."""
+
+
+@dataclass
+class JobResult:
+    exit_code: int
+    output_tail: str
+
+
+async def run_job(kind: str, file: Path, on_line: Callable[[str], None],
+                  python: str = sys.executable) -> JobResult:
+    """Run the compiler CLI in the file's folder; `on_line` gets each output line as it arrives."""
+    if kind not in JOB_KINDS:
+        raise JobError(f"unknown job kind {kind!r}; expected one of {', '.join(JOB_KINDS)}")
+    if not file.is_file():
+        raise JobError(f"{file}: no such file")
+    process = await asyncio.create_subprocess_exec(
+        python, "-m", "compiler", kind, str(file), cwd=str(file.parent),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL)
+    tail = ""
+    assert process.stdout is not None
+    while True:
+        raw = await process.stdout.readline()
+        if not raw:
+            break
+        line = raw.decode("utf-8", errors="replace")
+        tail = (tail + line)[-TAIL_CHARS:]
+        on_line(line.rstrip("\n"))
+    return JobResult(await process.wait(), tail)

@@ -1,0 +1,82 @@
+"""Parses `fx_graph_readable.py`: the FX nodes, their lines, and their `# File:` source frames."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .json_contract import SourceRef
+
+# `# File: /abs/x.py:4 in foo1, code: a = torch.neg(x1)`; older torch omits ` in fn`.
+FILE_COMMENT = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+)(?: in (?P<function>[^,]+))?, code: (?P<code>.*)$")
+# `neg: "u8[4, 8]" = torch.ops.aten.neg.default(arg0_1);  arg0_1 = None`
+NODE_STATEMENT = re.compile(
+    r"^\s+(?P<name>[A-Za-z_]\w*)\s*(?::\s*\"[^\"]*\"|:\s*[\w\[\], .]+)?\s*=\s*(?P<target>[A-Za-z_][\w.]*)\("
+)
+FORWARD_DEF = re.compile(r"^\s*def forward\(")
+
+
+@dataclass
+class ReadableNode:
+    """One node statement; `frames` are its `# File:` comments, innermost (the user's line) last."""
+
+    name: str
+    target: str
+    line: int
+    frames: list[SourceRef] = field(default_factory=list)
+
+    @property
+    def source(self) -> SourceRef | None:
+        return self.frames[-1] if self.frames else None
+
+
+@dataclass
+class ReadableGraph:
+    path: Path
+    nodes: list[ReadableNode]
+    forward_line: int | None = None
+
+
+def parse_fx_graph_readable(path: Path) -> ReadableGraph:
+    """Never raises on content: lines it does not recognise are skipped."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return parse_fx_graph_readable_text(path, text)
+
+
+def parse_fx_graph_readable_text(path: Path, text: str) -> ReadableGraph:
+    nodes: list[ReadableNode] = []
+    frames: list[SourceRef] = []
+    frames_closed = False  # a node statement ends a run of comments; the next comment starts a new one
+    forward_line = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            frames, frames_closed = [], False
+            continue
+        comment = FILE_COMMENT.match(line)
+        if comment:
+            if frames_closed:
+                frames, frames_closed = [], False
+            frames.append(SourceRef(comment["file"].strip(), int(comment["line"]),
+                                    (comment["function"] or "").strip(), comment["code"].strip()))
+            continue
+        if forward_line is None and FORWARD_DEF.match(line):
+            forward_line = number
+            continue
+        statement = NODE_STATEMENT.match(line)
+        if statement and not line.lstrip().startswith(("return", "#")):
+            nodes.append(ReadableNode(statement["name"], clean_target(statement["target"]), number, list(frames)))
+            frames_closed = True
+    return ReadableGraph(path, nodes, forward_line)
+
+
+def clean_target(target: str) -> str:
+    """`torch.ops.aten.neg.default` → `aten.neg.default`."""
+    return target[len("torch.ops."):] if target.startswith("torch.ops.") else target
+
+
+def op_name(target: str) -> str:
+    """`aten.neg.default` → `neg`; `operator.getitem` → `getitem`."""
+    parts = target.split(".")
+    if len(parts) >= 2 and parts[0] in ("aten", "prims", "inductor", "quantized", "_quantized"):
+        return parts[1]
+    return parts[-1] if parts else target

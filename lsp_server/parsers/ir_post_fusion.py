@@ -1,0 +1,67 @@
+"""Parses `ir_post_fusion.txt` (Inductor's and ours): scheduler nodes, their buffers and loop-body ops."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NODE_HEADER = re.compile(r"^(?P<name>[A-Za-z_]\w*): (?P<kind>\w+)\((?P<detail>[^)]*)\)\s*$")
+WRITES = re.compile(r"^(?P<name>[A-Za-z_]\w*)\.writes = \[(?P<deps>.*)\]\s*$")
+BUFFER_NAME = re.compile(r"(?:name=)?'(?P<buf>\w+)'")
+BODY_OP = re.compile(r"^\s+\w+ = ops\.(?P<op>\w+)\(")
+EXTERN_KERNEL = re.compile(r"^(?P<name>[A-Za-z_]\w*)\.node\.kernel = (?P<kernel>[\w.]+)\s*$")
+
+
+@dataclass
+class IrNode:
+    """One top-level scheduler node (fused nodes list their parts' ops too)."""
+
+    name: str
+    kind: str
+    line: int
+    writes: list[str] = field(default_factory=list)
+    body_ops: list[str] = field(default_factory=list)
+    extern_kernel: str | None = None
+
+
+@dataclass
+class IrGraph:
+    path: Path
+    nodes: list[IrNode]
+
+
+def parse_ir_post_fusion(path: Path) -> IrGraph:
+    """Never raises on content; unknown lines are skipped."""
+    return parse_ir_post_fusion_text(path, path.read_text(encoding="utf-8", errors="replace"))
+
+
+def parse_ir_post_fusion_text(path: Path, text: str) -> IrGraph:
+    nodes: list[IrNode] = []
+    by_name: dict[str, IrNode] = {}
+    current: IrNode | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = NODE_HEADER.match(line)
+        if header:
+            name = header["name"]
+            owner = next((n for n in nodes if name in n.name.split("_") and n is not current), None)
+            if owner is None or name == owner.name:
+                current = IrNode(name, header["kind"], number)
+                nodes.append(current)
+                by_name[name] = current
+            else:
+                current = owner  # a part of a fused node: fold its ops into the fused node
+            continue
+        if current is None:
+            continue
+        writes = WRITES.match(line)
+        if writes and writes["name"] == current.name:
+            current.writes = [m["buf"] for m in BUFFER_NAME.finditer(writes["deps"])]
+            continue
+        extern = EXTERN_KERNEL.match(line)
+        if extern:
+            current.extern_kernel = extern["kernel"]
+            continue
+        op = BODY_OP.match(line)
+        if op and op["op"] not in ("load", "store", "store_reduction", "index_expr", "constant"):
+            current.body_ops.append(op["op"])
+    return IrGraph(path, nodes)

@@ -1,0 +1,122 @@
+"""Parses `output_code.py` (ours and real Inductor's): kernel sources, FX-line comments, kernel launches.
+
+Recognises C++ kernels (`async_compile.cpp_pybinding`/`cpp`), Triton kernels (`async_compile.triton`),
+and launches in `call()` with their `# [Provenance debug handles]` and source-node comments.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# `name = async_compile.cpp_pybinding([...], r'''` / `.triton('name', '''`; ours: any `name = f(..., r'''`
+KERNEL_START = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<call>[\w.]+)\((?P<rest>.*)$")
+KERNEL_CALLS = ("async_compile.cpp_pybinding", "async_compile.cpp", "async_compile.triton")
+KERNEL_END = re.compile(r"^\s*'''\s*(\)|,)")
+FX_LINE_COMMENT = re.compile(r"//\s*Corresponding FX code line:\s*(?P<fx>\d+)")
+# `# Topologically Sorted Source Nodes: [a, b], Original ATen: [aten.neg]`; older: `# Source Nodes: [...]`
+SOURCE_NODES = re.compile(r"^\s*# (?:Topologically Sorted )?Source Nodes: \[(?P<nodes>[^\]]*)\]"
+                          r"(?:, Original ATen: \[(?P<aten>[^\]]*)\])?")
+PROVENANCE = re.compile(r"^\s*# \[Provenance debug handles\] (?P<kernel>[\w.]+)(?::(?P<handle>\d+))?")
+NODE_TO_ATEN = re.compile(r"^\s*#\s+(?P<node>\w+) => (?P<aten>[\w, ]+)$")
+CALL_DEF = re.compile(r"^\s*def call\(")
+LAUNCH = re.compile(r"^\s*(?P<callee>extern_kernels\.\w+|[A-Za-z_]\w*)(?:\.run)?\(")
+
+
+@dataclass
+class FxLineMark:
+    """A `// Corresponding FX code line: N` comment: the statement line it annotates and N."""
+
+    comment_line: int
+    statement_line: int
+    fx_line: int
+
+
+@dataclass
+class CodeKernel:
+    name: str
+    flavor: str  # cpp | triton
+    start_line: int
+    end_line: int
+    source_nodes: list[str] = field(default_factory=list)
+    original_aten: list[str] = field(default_factory=list)
+    fx_marks: list[FxLineMark] = field(default_factory=list)
+
+
+@dataclass
+class KernelLaunch:
+    callee: str
+    line: int
+    handle: int | None = None
+    source_nodes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class OutputCode:
+    path: Path
+    lines: list[str]
+    kernels: list[CodeKernel]
+    launches: list[KernelLaunch]
+    call_line: int | None = None
+
+
+def parse_output_code(path: Path) -> OutputCode:
+    """Never raises on content: unknown lines are skipped, an unterminated kernel ends at end of file."""
+    return parse_output_code_text(path, path.read_text(encoding="utf-8", errors="replace"))
+
+
+def split_list(text: str | None) -> list[str]:
+    return [item.strip() for item in (text or "").split(",") if item.strip()]
+
+
+def parse_output_code_text(path: Path, text: str) -> OutputCode:
+    lines = text.splitlines()
+    kernels: list[CodeKernel] = []
+    launches: list[KernelLaunch] = []
+    current: CodeKernel | None = None
+    pending_nodes: tuple[list[str], list[str]] = ([], [])
+    pending_marks: list[tuple[int, int]] = []
+    pending_handle: tuple[str, int | None] | None = None
+    call_line = None
+    for number, line in enumerate(lines, start=1):
+        if current is not None:
+            if KERNEL_END.match(line):
+                current.end_line, current = number, None
+                continue
+            mark = FX_LINE_COMMENT.search(line)
+            if mark:
+                pending_marks.append((number, int(mark["fx"])))
+            elif line.strip() and pending_marks:
+                current.fx_marks.extend(FxLineMark(c, number, fx) for c, fx in pending_marks)
+                pending_marks = []
+            continue
+        start = KERNEL_START.match(line)
+        if start and (start["call"] in KERNEL_CALLS or "'''" in start["rest"]):
+            current = CodeKernel(start["name"], "triton" if "triton" in start["call"] else "cpp",
+                                 number, len(lines), *pending_nodes)
+            kernels.append(current)
+            pending_nodes, pending_marks = ([], []), []
+            continue
+        nodes = SOURCE_NODES.match(line)
+        if nodes:
+            pending_nodes = (split_list(nodes["nodes"]), split_list(nodes["aten"]))
+            continue
+        provenance = PROVENANCE.match(line)
+        if provenance:
+            handle = provenance["handle"]
+            pending_handle = (provenance["kernel"], int(handle) if handle else None)
+            continue
+        if CALL_DEF.match(line):
+            call_line = number
+            continue
+        if call_line is None or not line.strip() or line.lstrip().startswith("#"):
+            continue
+        launch = LAUNCH.match(line)
+        known = {k.name for k in kernels}
+        if pending_handle is not None:
+            launches.append(KernelLaunch(pending_handle[0], number, pending_handle[1], pending_nodes[0]))
+            pending_handle, pending_nodes = None, ([], [])
+        elif launch and (launch["callee"] in known or launch["callee"].startswith("extern_kernels.")):
+            launches.append(KernelLaunch(launch["callee"], number, None, pending_nodes[0]))
+            pending_nodes = ([], [])
+    return OutputCode(path, lines, kernels, launches, call_line)

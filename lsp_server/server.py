@@ -1,0 +1,150 @@
+"""The language server: owns the index, settings and watcher, and registers one module per feature."""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import threading
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
+
+from .index import Index
+from .model import Run
+from .run_loader import debug_dir_for_root, find_run_dirs, load_run
+from .settings import Settings, parse_settings
+from .watcher import RunWatcher
+
+log = logging.getLogger(__name__)
+
+# Each module has `register(server)`; the table is the server's feature list.
+FEATURE_MODULES = (
+    "hover", "definition", "references", "code_lens", "inlay_hints", "document_symbols", "diagnostics",
+    "commands",
+)
+
+
+class KernelLensServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("kernel-lens", "0.1.0")
+        self.index = Index()
+        self.settings = Settings()
+        self.watcher: RunWatcher | None = None
+        self.debug_dirs: list[Path] = []
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.index_changed_hooks: list = []  # callables run (in the loop thread) after each index update
+        self.reported_problems: set[str] = set()
+        self.index_lock = threading.Lock()
+
+    # -- messages -------------------------------------------------------------------------------------
+    def log(self, message: str, kind: types.MessageType = types.MessageType.Log) -> None:
+        self.window_log_message(types.LogMessageParams(kind, message))
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Warning) -> None:
+        self.window_show_message(types.ShowMessageParams(kind, message))
+
+    # -- indexing ---------------------------------------------------------------------------------------
+    def configure(self, params: types.InitializeParams) -> None:
+        self.settings, problems = parse_settings(params.initialization_options)
+        for problem in problems:
+            self.show(f"Kernel Lens: {problem}")
+        roots = [Path(to_fs_path(f.uri)) for f in (params.workspace_folders or []) if to_fs_path(f.uri)]
+        if not roots and params.root_uri and to_fs_path(params.root_uri):
+            roots = [Path(to_fs_path(params.root_uri))]
+        roots += [Path(r).expanduser() for r in self.settings.debug_roots]
+        seen: list[Path] = []
+        for root in roots:
+            debug_dir = debug_dir_for_root(root.absolute())
+            if debug_dir not in seen:
+                seen.append(debug_dir)
+        self.debug_dirs = seen
+
+    def start_indexing(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.reindex_all()
+        if self.settings.watch:
+            self.watcher = RunWatcher(self.debug_dirs, self.index_paths, self.settings.debounce_ms / 1000)
+            self.watcher.start()
+
+    def reindex_all(self) -> int:
+        """Synchronous full scan (loop thread)."""
+        loaded: list[tuple[Path, Run | None]] = []
+        for debug_dir in self.debug_dirs:
+            loaded += [(d, load_run(d)) for d in find_run_dirs(debug_dir)]
+        with self.index_lock:
+            for run_id in list(self.index.views):
+                self.index.remove_run(run_id)
+            for _, run in loaded:
+                if run is not None:
+                    self.index.put_run(run)
+        self.after_index_change([run for _, run in loaded if run is not None])
+        return len(self.index.views)
+
+    def index_paths(self, paths: set[Path]) -> set[Path]:
+        """Watcher thread: parse changed runs here, apply them in the loop thread; returns paths to retry."""
+        loaded: list[tuple[Path, Run | None]] = []
+        rescanned: list[Path] = []
+        for path in paths:
+            if path in self.debug_dirs:
+                rescanned.append(path)
+                loaded += [(d, load_run(d)) for d in find_run_dirs(path)]
+            else:
+                loaded.append((path, load_run(path)))
+        retry = {path for path, run in loaded if run is not None and run.incomplete}
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.apply_loaded, loaded, rescanned)
+        return retry
+
+    def apply_loaded(self, loaded: list[tuple[Path, Run | None]], rescanned: list[Path]) -> None:
+        with self.index_lock:
+            present = {path.absolute() for path, _ in loaded}
+            for debug_dir in rescanned:
+                for view in list(self.index.views.values()):
+                    if view.run.path.parent == debug_dir and view.run.path.absolute() not in present:
+                        self.index.remove_run(view.run.id)
+            for path, run in loaded:
+                if run is None:
+                    old = self.index.run_at_path(path)
+                    if old is not None:
+                        self.index.remove_run(old.id)
+                else:
+                    self.index.put_run(run)
+        self.after_index_change([run for _, run in loaded if run is not None])
+
+    def after_index_change(self, runs: list[Run]) -> None:
+        for run in runs:
+            for problem in run.problems():
+                if problem not in self.reported_problems and not run.incomplete:
+                    self.reported_problems.add(problem)
+                    self.log(f"Kernel Lens: {problem}", types.MessageType.Warning)
+                    if "unsupported version" in problem:
+                        self.show(f"Kernel Lens: {problem}")
+        for hook in self.index_changed_hooks:
+            try:
+                hook()
+            except Exception as exc:  # one feature's failure is never fatal
+                log.exception("index hook failed")
+                self.log(f"Kernel Lens: index hook failed: {exc!r}", types.MessageType.Error)
+
+
+def build_server() -> KernelLensServer:
+    server = KernelLensServer()
+
+    @server.feature(types.INITIALIZE)
+    def on_initialize(params: types.InitializeParams) -> None:
+        server.configure(params)
+
+    @server.feature(types.INITIALIZED)
+    def on_initialized(params: types.InitializedParams) -> None:
+        server.start_indexing()
+
+    @server.feature(types.SHUTDOWN)
+    def on_shutdown(params: None) -> None:
+        if server.watcher is not None:
+            server.watcher.stop()
+
+    for name in FEATURE_MODULES:
+        importlib.import_module(f"{__package__}.features.{name}").register(server)
+    return server

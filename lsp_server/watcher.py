@@ -1,0 +1,109 @@
+"""Watches debug roots with watchdog and reports changed run folders, debounced, with retries.
+
+Knows nothing about LSP: it calls `on_change(paths)` from its own thread, where each path is a run folder
+or a whole debug root (created/deleted); `on_change` returns the paths to retry (half-written files).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Callable
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+log = logging.getLogger(__name__)
+RETRY_DELAY_S = 0.25
+MAX_RETRIES = 8
+
+
+class RunWatcher(FileSystemEventHandler):
+    def __init__(self, debug_dirs: list[Path], on_change: Callable[[set[Path]], set[Path]],
+                 debounce_s: float = 0.05) -> None:
+        self.debug_dirs = [d.resolve() if d.exists() else d.absolute() for d in debug_dirs]
+        self.on_change = on_change
+        self.debounce_s = debounce_s
+        self.observer = Observer()
+        self.watches: dict[Path, object] = {}
+        self.pending: set[Path] = set()
+        self.retries: dict[Path, int] = {}
+        self.lock = threading.Lock()
+        self.timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        for debug_dir in self.debug_dirs:
+            if debug_dir.parent.is_dir():
+                self.observer.schedule(self, str(debug_dir.parent), recursive=False)
+            self.watch_debug_dir(debug_dir)
+        self.observer.daemon = True
+        self.observer.start()
+
+    def stop(self) -> None:
+        with self.lock:
+            if self.timer is not None:
+                self.timer.cancel()
+        self.observer.stop()
+
+    def watch_debug_dir(self, debug_dir: Path) -> None:
+        old = self.watches.pop(debug_dir, None)
+        if old is not None:
+            try:
+                self.observer.unschedule(old)
+            except (KeyError, ValueError):
+                pass
+        if debug_dir.is_dir():
+            try:
+                self.watches[debug_dir] = self.observer.schedule(self, str(debug_dir), recursive=True)
+            except OSError as exc:
+                log.warning("cannot watch %s: %s", debug_dir, exc)
+
+    # -- events (watchdog thread) ---------------------------------------------------------------------
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if raw:
+                self.note(Path(raw if isinstance(raw, str) else raw.decode()))
+
+    def note(self, path: Path) -> None:
+        for debug_dir in self.debug_dirs:
+            if path == debug_dir:
+                if debug_dir.is_dir():
+                    self.watch_debug_dir(debug_dir)
+                self.schedule({debug_dir})
+                return
+            try:
+                relative = path.relative_to(debug_dir)
+            except ValueError:
+                continue
+            if relative.parts:
+                self.schedule({debug_dir / relative.parts[0]})
+            return
+
+    def schedule(self, paths: set[Path], delay_s: float | None = None) -> None:
+        with self.lock:
+            self.pending |= paths
+            if self.timer is not None:
+                self.timer.cancel()
+            self.timer = threading.Timer(self.debounce_s if delay_s is None else delay_s, self.flush)
+            self.timer.daemon = True
+            self.timer.start()
+
+    def flush(self) -> None:
+        with self.lock:
+            paths, self.pending, self.timer = self.pending, set(), None
+        if not paths:
+            return
+        try:
+            retry = self.on_change(paths)
+        except Exception:  # the watcher must survive anything the indexer does
+            log.exception("indexing %s failed", sorted(map(str, paths)))
+            retry = set()
+        for path in paths - retry:
+            self.retries.pop(path, None)
+        again = set()
+        for path in retry:
+            self.retries[path] = self.retries.get(path, 0) + 1
+            if self.retries[path] <= MAX_RETRIES:
+                again.add(path)
+        if again:
+            self.schedule(again, RETRY_DELAY_S)
