@@ -33,10 +33,10 @@ def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:
         where = types.Range(types.Position(line0, column), types.Position(line0, column + len(name)))
         argument = {"uri": uri, "line": line0}
         title = f"{count_label(len(refs), 'kernel')} · {short_kernel_names(refs)}"
-        lenses.append(types.CodeLens(where, types.Command(title, SHOW_KERNELS_COMMAND, [argument])))
+        lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND, arguments=[argument])))
         timing = profile_label(refs)
         if timing is not None:
-            lenses.append(types.CodeLens(where, types.Command(timing, SHOW_KERNELS_COMMAND, [argument])))
+            lenses.append(types.CodeLens(where, types.Command(title=timing, command=SHOW_KERNELS_COMMAND, arguments=[argument])))
     return lenses
 
 

@@ -1,0 +1,80 @@
+"""Helpers for the language-server tests: copying fixture runs into workspaces, starting LSP sessions."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+LENS_FOO1 = FIXTURES / "lens_foo1"
+PLACEHOLDER = "@FIXTURE_DIR@"
+OK_RUN = "run_2026_01_02_10_00_00_000000-pid_200"
+COMPILE_ERROR_RUN = "run_2026_01_01_09_00_00_000000-pid_100"
+ACCURACY_RUN = "run_2026_01_01_09_30_00_000000-pid_150"
+SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "lsp_server"])
+
+INDUCTOR_SCRIPT = '''import torch
+
+
+def foo1(x1, x2):
+    a = torch.neg(x1)
+    b = torch.maximum(x2, a)
+    y = torch.cat([b], dim=1)
+    return y
+
+
+def mlp(x, w):
+    h = x @ w
+    h = torch.relu(h)
+    s = h.sum(dim=1)
+    return s * 2
+
+
+if __name__ == "__main__":
+    x1 = torch.randint(0, 255, (4, 8), dtype=torch.uint8)
+    x2 = torch.randint(0, 255, (4, 8), dtype=torch.uint8)
+    torch.compile(foo1)(x1, x2)
+    torch.compile(mlp)(torch.randn(16, 32), torch.randn(32, 8))
+'''
+
+
+def copy_run(run_name: str, workspace: Path) -> Path:
+    """Copy one fixture run into `workspace/torch_compile_debug/`, pointing its paths at the workspace."""
+    target = workspace / "torch_compile_debug" / run_name
+    staging = workspace / f".staging_{run_name}"
+    shutil.copytree(LENS_FOO1 / "runs" / run_name, staging)
+    for path in staging.rglob("*"):
+        if path.is_file():
+            path.write_text(path.read_text().replace(PLACEHOLDER, str(workspace)))
+    target.parent.mkdir(exist_ok=True)
+    os.replace(staging, target)  # appear at once, as the compiler's atomic writes do
+    return target
+
+
+def lens_workspace_with(tmp_path: Path, *runs: str) -> Path:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    shutil.copy(LENS_FOO1 / "foo1.py", workspace / "foo1.py")
+    for run in runs:
+        copy_run(run, workspace)
+    return workspace
+
+
+@dataclass
+class InductorWorkspace:
+    path: Path
+    script: Path
+
+
+async def start_session(client: LanguageClient, workspace: Path, options: dict | None = None) -> None:
+    uri = workspace.as_uri()
+    await client.initialize_session(types.InitializeParams(
+        capabilities=pytest_lsp.client_capabilities("visual-studio-code"),
+        root_uri=uri, workspace_folders=[types.WorkspaceFolder(uri, workspace.name)],
+        initialization_options=options or {}))
