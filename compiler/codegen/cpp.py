@@ -1,0 +1,277 @@
+"""Renders a FusedKernel as one `extern "C"` C++ function, keeping for every line the FX node(s) it
+comes from. Outer loops run under OpenMP when the work is big enough; innermost loops are `omp simd`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+import torch
+
+from compiler import config
+from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
+                                      render_op)
+from compiler.codegen.index import cpp_index, merge_loops
+from compiler.ir import Cast, ComputedBuffer, Constant, Expr, IndexValue, Layout, Load, Op, substitute, walk
+from compiler.scheduler import FusedKernel, nonunit_dims
+
+
+@dataclass
+class KernelArg:
+    param: str  # in_ptr0 / out_ptr0
+    buffer: str
+    ctype: str
+    is_output: bool
+
+
+@dataclass
+class RenderedKernel:
+    name: str
+    kind: str
+    origins: list[str]
+    args: list[KernelArg]
+    lines: list[tuple[str, list[str]]]  # C++ text, FX nodes it comes from ([] for structure)
+
+
+@dataclass
+class _Block:
+    """Statements of one innermost loop body, with common-subexpression elimination."""
+
+    temps: dict[tuple, str] = field(default_factory=dict)
+
+
+class KernelRenderer:
+    def __init__(self, kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
+                 readable_lines: dict[str, int]):
+        self.k, self.layouts, self.readable = kernel, layouts, readable_lines
+        self.lines: list[tuple[str, list[str]]] = []
+        self.indent = 0
+        self.params: dict[str, KernelArg] = {}
+        self.tmp_count = 0
+        self.last_origin: str | None = None
+        written = kernel.buffers()
+        for n in kernel.nodes:
+            for ld in n.reads():
+                if ld.buffer not in written:
+                    self._param(ld.buffer, False)
+        for n in kernel.nodes:
+            self._param(n.name, True)
+
+    # -- parameters and lines -------------------------------------------------
+    def _param(self, buffer: str, is_output: bool) -> KernelArg:
+        if buffer not in self.params:
+            count = sum(1 for a in self.params.values() if a.is_output == is_output)
+            ctype = CTYPES[self.layouts[buffer][0]]
+            self.params[buffer] = KernelArg(f"{'out' if is_output else 'in'}_ptr{count}", buffer, ctype, is_output)
+        return self.params[buffer]
+
+    def emit(self, text: str, nodes: list[str] | None = None) -> None:
+        self.lines.append(("    " * self.indent + text, list(nodes or [])))
+
+    def statement(self, text: str, origin: str | None) -> None:
+        if origin is not None and origin != self.last_origin and origin in self.readable:
+            self.emit(f"// Corresponding FX code line: {self.readable[origin]}")
+        self.last_origin = origin
+        self.emit(text, [origin] if origin else [])
+
+    # -- expressions -----------------------------------------------------------
+    def flat(self, ld: Load) -> sympy.Expr:
+        layout = self.layouts[ld.buffer][1]
+        return layout.flat_index(ld.index)
+
+    def value(self, e: Expr, block: _Block) -> str:
+        """Emit temps for `e` (children first) and return the C++ operand naming its value."""
+        names: dict[int, str] = {}
+        for node in walk(e):
+            names[id(node)] = self._render_node(node, names, block)
+        return names[id(e)]
+
+    def _render_node(self, node: Expr, names: dict[int, str], block: _Block) -> str:
+        if isinstance(node, Constant):
+            return render_constant(node.value, node.dtype)
+        if isinstance(node, IndexValue):
+            return f"static_cast<{CTYPES[node.dtype]}>({cpp_index(node.expr)})"
+        if isinstance(node, Load):
+            arg = self.params[node.buffer]
+            idx = cpp_index(self.flat(node))
+            key: tuple = ("load", node.buffer, idx)
+            text = f"{arg.param}[{idx}]"
+        elif isinstance(node, Cast):
+            src = names[id(node.arg)]
+            key = ("cast", node.dtype, src)
+            text = render_cast(src, node.arg.dtype, node.dtype)
+        elif isinstance(node, Op):
+            operands = [names[id(a)] for a in node.args]
+            key = ("op", node.name, node.dtype, tuple(operands))
+            text = render_op(node.name, operands, [a.dtype for a in node.args])
+        else:
+            raise TypeError(f"unknown IR expression {node!r}")
+        got = block.temps.get(key)
+        if got is not None:
+            return got
+        name = f"tmp{self.tmp_count}"
+        self.tmp_count += 1
+        block.temps[key] = name
+        self.statement(f"auto {name} = {text};", node.origin)
+        return name
+
+    # -- loops -------------------------------------------------------------------
+    def open_loop(self, var: sympy.Symbol, size: int, pragma: str | None, nodes: list[str]) -> None:
+        if pragma:
+            self.emit(pragma)
+        self.emit(f"for (int64_t {var.name} = 0; {var.name} < {size}; {var.name}++)", nodes)
+        self.emit("{")
+        self.indent += 1
+
+    def close(self) -> None:
+        self.indent -= 1
+        self.emit("}")
+
+    # -- the kernel --------------------------------------------------------------
+    def render(self) -> RenderedKernel:
+        k = self.k
+        outer_vars = [sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(len(k.outer))]
+        bodies = [self._node_mapping(n, i, outer_vars) for i, n in enumerate(k.nodes)]
+        outer_exprs = [e for b in bodies for e in b["exprs"]]
+        ovars, osizes, osubst = merge_loops(outer_vars, list(k.outer), outer_exprs)
+        signature = ", ".join(f"{'' if a.is_output else 'const '}{a.ctype}* __restrict__ {a.param}"
+                              for a in self.params.values())
+        self.emit(f'extern "C" void {k.name}({signature})', k.origins)
+        self.emit("{")
+        self.indent += 1
+        inner_work = max(1, max(b["work"] for b in bodies))
+        total = inner_work
+        for s in osizes:
+            total *= s
+        parallel = total >= config.cpp.min_chunk_size and ovars
+        simdlen = f" simdlen({config.cpp.simdlen})" if config.cpp.simdlen else ""
+        for v, s, pragma in zip(ovars, osizes, self._outer_pragmas(osizes, bool(parallel), simdlen,
+                                                                       not any(b["inner"][0] for b in bodies))):
+            self.open_loop(v, s, pragma, k.origins)
+        for node, b in zip(k.nodes, bodies):
+            b["body"] = substitute(b["body"], osubst)
+            self._render_node_block(node, b, parallel_inner=not parallel)
+        for _ in ovars:
+            self.close()
+        self.indent -= 1
+        self.emit("}")
+        return RenderedKernel(k.name, k.kind, list(k.origins), list(self.params.values()), self.lines)
+
+    def _outer_pragmas(self, sizes: list[int], parallel: bool, simdlen: str, flat: bool) -> list[str | None]:
+        """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),
+        `simd` on the innermost when the kernel has no reduction loop inside."""
+        n = len(sizes)
+        pragmas: list[str | None] = [None] * n
+        simd_last = flat and not self.k.has_reduction  # the last outer loop is the innermost loop
+        if n and simd_last:
+            pragmas[-1] = f"#pragma omp simd{simdlen}"
+        if parallel and n:
+            nest = n - 1 if simd_last else n  # loops the threads may share
+            if simd_last and n == 1:
+                pragmas[0] = f"#pragma omp parallel for simd{simdlen}"
+            elif nest >= 1:
+                collapse = nest if nest > 1 and sizes[0] < 64 else 1
+                pragmas[0] = "#pragma omp parallel for" + (f" collapse({collapse})" if collapse > 1 else "")
+        return pragmas
+
+    def _node_mapping(self, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> dict:
+        """Map the node's index vars onto the kernel's outer vars and its own inner/reduction vars."""
+        dims = nonunit_dims(n.layout.size)
+        mapping: dict[sympy.Symbol, sympy.Expr] = {v: sympy.Integer(0) for v in n.vars}
+        inner_vars, inner_sizes = [], []
+        for j, d in enumerate(dims):
+            if j < len(outer_vars):
+                mapping[n.vars[d]] = outer_vars[j]
+            else:
+                v = sympy.Symbol(f"x{i}_{j}", integer=True, nonnegative=True)
+                mapping[n.vars[d]] = v
+                inner_vars.append(v)
+                inner_sizes.append(n.layout.size[d])
+        red_vars = [sympy.Symbol(f"r{i}_{j}", integer=True, nonnegative=True) for j in range(len(n.reduction_vars))]
+        mapping.update(dict(zip(n.reduction_vars, red_vars)))
+        body = substitute(n.body, mapping)
+        out_index = tuple(mapping[v] for v in n.vars)
+        store = n.layout.flat_index(out_index)
+        exprs = [self.flat(e) for e in walk(body) if isinstance(e, Load)]
+        exprs += [e.expr for e in walk(body) if isinstance(e, IndexValue)]
+        exprs.append(store)
+        work = 1
+        for s in list(inner_sizes) + list(n.reduction_ranges):
+            work *= s
+        return {"body": body, "store": store, "inner": (inner_vars, inner_sizes),
+                "red": (red_vars, list(n.reduction_ranges)), "exprs": exprs, "work": work}
+
+    def _render_node_block(self, n: ComputedBuffer, b: dict, parallel_inner: bool) -> None:
+        out = self.params[n.name].param
+        ivars, isizes = b["inner"]
+        self.emit("{")
+        self.indent += 1
+        store = sympy.expand(b["store"])
+        if ivars:
+            exprs = [self.flat(e) for e in walk(b["body"]) if isinstance(e, Load)] + [store]
+            exprs += [e.expr for e in walk(b["body"]) if isinstance(e, IndexValue)]
+            ivars, isizes, subst = merge_loops(ivars, isizes, exprs)
+            b["body"] = substitute(b["body"], subst)
+            store = sympy.expand(store.xreplace(subst))
+        if n.reduction_type:
+            self._render_reduction(n, b, store, out)
+        else:
+            work = 1
+            for s in isizes:
+                work *= s
+            for depth, (v, s) in enumerate(zip(ivars, isizes)):
+                last = depth == len(ivars) - 1
+                pragma = None
+                if depth == 0 and parallel_inner and work >= config.cpp.min_chunk_size:
+                    pragma = "#pragma omp parallel for" + (" simd" if last else "")
+                elif last:
+                    pragma = "#pragma omp simd"
+                self.open_loop(v, s, pragma, n.origins)
+            block = _Block()
+            val = self.value(b["body"], block)
+            self.statement(f"{out}[{cpp_index(store)}] = {val};", n.origin)
+            for _ in ivars:
+                self.close()
+        self.indent -= 1
+        self.emit("}")
+
+    def _render_reduction(self, n: ComputedBuffer, b: dict, store: sympy.Expr, out: str) -> None:
+        rvars, rsizes = b["red"]
+        rtype = n.reduction_type
+        value_dtype = b["body"].dtype
+        vt = CTYPES[value_dtype]
+        acc = f"acc_{self.params[n.name].param}"
+        if rtype in ("argmax", "argmin"):
+            init = "lens_lowest" if rtype == "argmax" else "lens_highest"
+            self.statement(f"{vt} {acc} = {init}<{vt}>(); int64_t {acc}_idx = 0;", n.origin)
+        else:
+            self.statement(f"{CTYPES[n.dtype]} {acc} = {REDUCTION_INIT[rtype].format(t=CTYPES[n.dtype])};",
+                           n.origin)
+        simd = rtype in ("sum", "prod") and n.dtype != torch.bool
+        for depth, (v, s) in enumerate(zip(rvars, rsizes)):
+            last = depth == len(rvars) - 1
+            pragma = None
+            if last and simd:
+                pragma = f"#pragma omp simd reduction({'+' if rtype == 'sum' else '*'}:{acc})"
+            self.open_loop(v, s, pragma, n.origins)
+        block = _Block()
+        val = self.value(b["body"], block)
+        if rtype in ("argmax", "argmin"):
+            flat = sympy.Integer(0)
+            for v, s in zip(rvars, rsizes):
+                flat = flat * s + v
+            better = f"{val} > {acc}" if rtype == "argmax" else f"{val} < {acc}"
+            nan = f" || ({val} != {val})" if value_dtype.is_floating_point else ""
+            guard = f"!({acc} != {acc}) && ({better}{nan})" if value_dtype.is_floating_point else better
+            self.statement(f"if ({guard}) {{ {acc} = {val}; {acc}_idx = {cpp_index(flat)}; }}", n.origin)
+        else:
+            combine = REDUCTION_COMBINE[rtype].format(acc=acc, v=val)
+            self.statement(f"{acc} = {combine};", n.origin)
+        for _ in rvars:
+            self.close()
+        result = f"{acc}_idx" if rtype in ("argmax", "argmin") else acc
+        self.statement(f"{out}[{cpp_index(store)}] = {result};", n.origin)
+
+
+def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
+                  readable_lines: dict[str, int]) -> RenderedKernel:
+    return KernelRenderer(kernel, layouts, readable_lines).render()

@@ -1,0 +1,197 @@
+"""C++ for each IR op, as data: op name -> format string over operands {x}, {y}, {z}.
+
+An entry may be a dict keyed by the operand's dtype class ("float", "int", "bool") when C++ needs
+different code per type. `config.cpp.op_overrides` replaces entries (to reproduce codegen bugs).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from compiler import config
+
+CTYPES = {
+    torch.float32: "float", torch.float64: "double", torch.int8: "int8_t", torch.int16: "int16_t",
+    torch.int32: "int32_t", torch.int64: "int64_t", torch.uint8: "uint8_t", torch.bool: "bool",
+}
+
+# Same-type arithmetic is wrapped in decltype(x)(...) so small integers wrap like eager (C++ would
+# promote uint8 + uint8 to int); this is also why the seed's `-{x}` override fails to compile.
+CPP_OPS: dict[str, str | dict[str, str]] = {
+    "identity": "{x}",
+    "add": "decltype({x})({x} + {y})",
+    "sub": {"bool": "decltype({x})({x} ^ {y})", "default": "decltype({x})({x} - {y})"},
+    "mul": {"bool": "decltype({x})({x} && {y})", "default": "decltype({x})({x} * {y})"},
+    "div": "{x} / {y}",
+    "truncdiv": {"float": "std::trunc({x} / {y})", "default": "lens_truncdiv({x}, {y})"},
+    "floordiv": "lens_floordiv({x}, {y})",
+    "remainder": "lens_remainder({x}, {y})",
+    "fmod": {"float": "std::fmod({x}, {y})", "default": "lens_truncmod({x}, {y})"},
+    "neg": {"bool": "{x}", "default": "decltype({x})(-{x})"},
+    "abs": {"float": "std::abs({x})", "bool": "{x}", "default": "decltype({x})({x} < 0 ? -{x} : {x})"},
+    "exp": "std::exp({x})", "exp2": "std::exp2({x})", "expm1": "std::expm1({x})",
+    "log": "std::log({x})", "log2": "std::log2({x})", "log10": "std::log10({x})", "log1p": "std::log1p({x})",
+    "sqrt": "std::sqrt({x})", "rsqrt": "decltype({x})(1) / std::sqrt({x})",
+    "sin": "std::sin({x})", "cos": "std::cos({x})", "tan": "std::tan({x})", "asin": "std::asin({x})",
+    "acos": "std::acos({x})", "atan": "std::atan({x})", "sinh": "std::sinh({x})", "cosh": "std::cosh({x})",
+    "tanh": "std::tanh({x})", "asinh": "std::asinh({x})", "acosh": "std::acosh({x})",
+    "atanh": "std::atanh({x})", "erf": "std::erf({x})", "erfc": "std::erfc({x})",
+    "floor": {"float": "std::floor({x})", "default": "{x}"},
+    "ceil": {"float": "std::ceil({x})", "default": "{x}"},
+    "trunc": {"float": "std::trunc({x})", "default": "{x}"},
+    "round": {"float": "std::nearbyint({x})", "default": "{x}"},
+    "frac": {"float": "{x} - std::trunc({x})", "default": "decltype({x})(0)"},
+    "reciprocal": "decltype({x})(1) / {x}",
+    "sigmoid": "decltype({x})(1) / (decltype({x})(1) + std::exp(-{x}))",
+    "sign": {"bool": "{x}", "default": "lens_sign({x})"},
+    "relu": {"bool": "{x}", "default": "lens_relu({x})"},
+    "maximum": {"bool": "decltype({x})({x} || {y})", "default": "max_propagate_nan({x}, {y})"},
+    "minimum": {"bool": "decltype({x})({x} && {y})", "default": "min_propagate_nan({x}, {y})"},
+    "fmax": {"float": "std::fmax({x}, {y})", "default": "std::max({x}, {y})"},
+    "fmin": {"float": "std::fmin({x}, {y})", "default": "std::min({x}, {y})"},
+    "atan2": "std::atan2({x}, {y})", "hypot": "std::hypot({x}, {y})",
+    "copysign": "std::copysign({x}, {y})", "nextafter": "std::nextafter({x}, {y})",
+    "pow": {"float": "std::pow({x}, {y})", "default": "lens_ipow({x}, {y})"},
+    "bitwise_and": "decltype({x})({x} & {y})", "bitwise_or": "decltype({x})({x} | {y})",
+    "bitwise_xor": "decltype({x})({x} ^ {y})",
+    "bitwise_not": {"bool": "!{x}", "default": "decltype({x})(~{x})"},
+    "lshift": "lens_lshift({x}, {y})", "rshift": "lens_rshift({x}, {y})",
+    "eq": "{x} == {y}", "ne": "{x} != {y}", "lt": "{x} < {y}", "le": "{x} <= {y}", "gt": "{x} > {y}",
+    "ge": "{x} >= {y}",
+    "logical_and": "{x} && {y}", "logical_or": "{x} || {y}", "logical_xor": "{x} != {y}",
+    "logical_not": "!{x}",
+    "isnan": {"float": "std::isnan({x})", "default": "false"},
+    "isinf": {"float": "std::isinf({x})", "default": "false"},
+    "isfinite": {"float": "std::isfinite({x})", "default": "true"},
+    "signbit": {"float": "std::signbit({x})", "bool": "false", "default": "({x} < 0)"},
+    "where": "{x} ? {y} : {z}",
+}
+
+# Reductions: (initial accumulator, combine "acc = f(acc, v)").
+REDUCTION_INIT = {
+    "sum": "0", "prod": "1", "any": "false", "all": "true",
+    "max": "lens_lowest<{t}>()", "min": "lens_highest<{t}>()",
+}
+REDUCTION_COMBINE = {
+    "sum": "{acc} + {v}", "prod": "{acc} * {v}", "max": "max_propagate_nan({acc}, {v})",
+    "min": "min_propagate_nan({acc}, {v})", "any": "{acc} || {v}", "all": "{acc} && {v}",
+}
+
+
+def dtype_class(dtype: torch.dtype) -> str:
+    if dtype.is_floating_point:
+        return "float"
+    return "bool" if dtype == torch.bool else "int"
+
+
+class UnknownOpError(Exception):
+    """The renderer has no C++ for this op and dtype: a bug in the lowering tables."""
+
+
+def render_op(name: str, operands: list[str], dtypes: list[torch.dtype]) -> str:
+    """The C++ expression for `name` applied to the operand expressions."""
+    template = config.cpp.op_overrides.get(name) or CPP_OPS.get(name)
+    if template is None:
+        raise UnknownOpError(f"no C++ for op {name!r} with operand dtypes {dtypes} ({operands})")
+    if isinstance(template, dict):
+        cls = dtype_class(dtypes[-1] if name == "where" else dtypes[0]) if dtypes else "default"
+        template = template.get(cls, template.get("default"))
+        if template is None:
+            raise UnknownOpError(f"no C++ for op {name!r} on {cls} operands {dtypes}")
+    names = dict(zip("xyz", operands))
+    return template.format(**names)
+
+
+def render_cast(operand: str, src: torch.dtype, dst: torch.dtype) -> str:
+    # Float -> small int goes through int64 like c10::convert, so out-of-range values wrap the same way.
+    if src.is_floating_point and not dst.is_floating_point and dst not in (torch.bool, torch.int64):
+        return f"static_cast<{CTYPES[dst]}>(static_cast<int64_t>({operand}))"
+    return f"static_cast<{CTYPES[dst]}>({operand})"
+
+
+def render_constant(value, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        v = float(value)
+        if math.isnan(v):
+            return f"std::numeric_limits<{CTYPES[dtype]}>::quiet_NaN()"
+        if math.isinf(v):
+            return f"{'-' if v < 0 else ''}std::numeric_limits<{CTYPES[dtype]}>::infinity()"
+        text = repr(v)
+        return f"{text}f" if dtype == torch.float32 else text
+    v = int(value)
+    if dtype == torch.int64:
+        return f"static_cast<int64_t>({v}LL)" if v >= -2**63 + 1 else "std::numeric_limits<int64_t>::min()"
+    return f"static_cast<{CTYPES[dtype]}>({v})"
+
+
+PRELUDE = r"""#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <algorithm>
+#include <omp.h>
+template <typename T> inline T max_propagate_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
+  return a > b ? a : b;
+}
+template <typename T> inline T min_propagate_nan(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
+  return a < b ? a : b;
+}
+template <typename T> inline T lens_lowest() {
+  if constexpr (std::is_floating_point_v<T>) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <typename T> inline T lens_highest() {
+  if constexpr (std::is_floating_point_v<T>) return std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::max();
+}
+template <typename T> inline T lens_floordiv(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (b == 0) return a / b;
+    T mod = std::fmod(a, b); T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+    T floordiv;
+    if (div != 0) { floordiv = std::floor(div); if (div - floordiv > T(0.5)) floordiv += T(1); }
+    else floordiv = std::copysign(T(0), a / b);
+    return floordiv;
+  } else {
+    if (b == 0) return T(0);
+    T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q;
+  }
+}
+template <typename T> inline T lens_truncdiv(T a, T b) { return b == 0 ? T(0) : T(a / b); }
+template <typename T> inline T lens_truncmod(T a, T b) { return b == 0 ? T(0) : T(a % b); }
+template <typename T> inline T lens_remainder(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T r = std::fmod(a, b); if (r != 0 && ((b < 0) != (r < 0))) r += b; return r;
+  } else {
+    if (b == 0) return T(0);
+    T r = a % b; if (r != 0 && ((b < 0) != (r < 0))) r += b; return r;
+  }
+}
+template <typename T> inline T lens_sign(T a) {
+  if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; }
+  return T((T(0) < a) - (a < T(0)));
+}
+template <typename T> inline T lens_relu(T a) {
+  if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; }
+  return a < T(0) ? T(0) : a;
+}
+template <typename T> inline T lens_ipow(T base, T exp) {
+  if (exp < 0) { if (base == 1) return 1; if (base == -1) return (exp % 2) ? -1 : 1; return 0; }
+  T result = 1;
+  while (exp) { if (exp & 1) result = T(result * base); exp >>= 1; base = T(base * base); }
+  return result;
+}
+template <typename T> inline T lens_lshift(T a, T b) {
+  if (b < 0 || b >= T(sizeof(T) * 8)) return T(0);
+  return T(static_cast<std::make_unsigned_t<T>>(a) << b);
+}
+template <typename T> inline T lens_rshift(T a, T b) {
+  if (b < 0 || b >= T(sizeof(T) * 8)) return a < 0 ? T(-1) : T(0);
+  return T(a >> b);
+}
+"""

@@ -1,0 +1,203 @@
+"""Generates `output_code.py`: the graph's C++ source (one translation unit), the Python `call(args)`
+that allocates buffers, launches kernels and extern ATen calls, `get_args()`, and a `__main__` that
+benchmarks (`-p` profiles). Records, for every line, the FX nodes it comes from."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from compiler.codegen.cpp import RenderedKernel, render_kernel
+from compiler.codegen.cpp_ops import PRELUDE
+from compiler.ir import ExternArg, ExternCall, GraphIR, Layout
+from compiler.scheduler import FusedKernel, ScheduledGraph
+
+
+@dataclass
+class KernelLines:
+    """Where a kernel (or extern call) landed in output_code.py, line by line."""
+
+    name: str
+    kind: str
+    nodes: list[str]
+    start: int
+    end: int
+    lines: list[tuple[int, list[str]]] = field(default_factory=list)  # (output_code line, nodes)
+
+
+@dataclass
+class OutputCode:
+    text: str
+    cpp_first_line: int  # output_code.py line holding C++ line 1
+    kernels: list[KernelLines]
+    rendered: list[RenderedKernel]
+
+
+class _Lines:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def add(self, text: str = "") -> int:
+        self.lines.append(text)
+        return len(self.lines)  # 1-based number of the line just added
+
+
+def py_repr(v) -> str:
+    if isinstance(v, torch.dtype):
+        return str(v)
+    if isinstance(v, torch.device):
+        return f"torch.device({str(v)!r})"
+    if isinstance(v, (torch.layout, torch.memory_format)):
+        return str(v)
+    if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):
+        return f"float({str(v)!r})"
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(py_repr(x) for x in v)
+        return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+    return repr(v)
+
+
+def _arg_code(a: ExternArg, layouts: dict[str, tuple[torch.dtype, Layout]]) -> str:
+    if a.items is not None:
+        return "[" + ", ".join(_arg_code(x, layouts) for x in a.items) + "]"
+    if a.buffer is None:
+        return py_repr(a.value)
+    size, stride, offset = a.view
+    lay = layouts[a.buffer][1]
+    if offset == 0 and tuple(size) == lay.size and all(
+            x == y for x, y, s in zip(stride, lay.stride, size) if s != 1):
+        return a.buffer
+    return f"reinterpret({a.buffer}, {py_repr(tuple(size))}, {py_repr(tuple(stride))}, {offset})"
+
+
+def _op_code(target: str) -> str:
+    ns, op, overload = target.split(".")
+    return f"torch.ops.{ns}.{op}.{overload}"
+
+
+def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], graph_id: str,
+                         header: str = "") -> OutputCode:
+    ir: GraphIR = sg.ir
+    layouts = ir.buffer_layouts()
+    rendered = [render_kernel(k, layouts, readable_lines) for k in sg.kernels]
+    out = _Lines()
+    for line in header.splitlines():
+        out.add(f"# {line}".rstrip())
+    out.add("import sys")
+    out.add("import torch")
+    out.add("from compiler.runtime import load_cpp_module, reinterpret, rand_strided, empty_strided, "
+            "output_code_main")
+    out.add("")
+    src_line = out.add("cpp_source = r'''")
+    cpp_first = src_line  # the string starts with a newline: C++ line 1 is this line's remainder
+    for line in PRELUDE.splitlines():
+        out.add(line)
+    kernels: list[KernelLines] = []
+    for rk in rendered:
+        out.add("")
+        start = None
+        entry = KernelLines(rk.name, rk.kind, rk.origins, 0, 0)
+        for text, nodes in rk.lines:
+            n = out.add(text)
+            start = start or n
+            if nodes and not text.lstrip().startswith(("for ", "extern ", "#pragma")):
+                entry.lines.append((n, nodes))
+        entry.start, entry.end = start or 0, len(out.lines)
+        kernels.append(entry)
+    out.add("'''")
+    out.add("")
+    nargs = ", ".join(f"{rk.name!r}: {len(rk.args)}" for rk in rendered)
+    out.add(f"kernels = load_cpp_module(cpp_source, {{{nargs}}}, name={graph_id!r}, "
+            f"profile=__name__ == '__main__' and '-p' in sys.argv)")
+    for rk in rendered:
+        out.add(f"{rk.name} = kernels[{rk.name!r}]")
+    out.add("")
+    out.add("")
+    _emit_call(out, sg, rendered, kernels, layouts)
+    _emit_get_args(out, ir)
+    out.add("")
+    out.add("")
+    out.add('if __name__ == "__main__":')
+    kinds = {k.name: k.kind for k in kernels}
+    out.add(f"    output_code_main(call, get_args, __file__, {kinds!r})")
+    return OutputCode("\n".join(out.lines) + "\n", cpp_first, kernels, rendered)
+
+
+def _last_uses(sg: ScheduledGraph) -> dict[int, list[str]]:
+    """For each step, the buffers read for the last time there (candidates for `del`)."""
+    last: dict[str, int] = {}
+    for i, step in enumerate(sg.steps):
+        if isinstance(step, FusedKernel):
+            for n in step.nodes:
+                for ld in n.reads():
+                    last[ld.buffer] = i
+        else:
+            for a in list(step.args) + list(step.kwargs.values()):
+                for b in _arg_buffers(a):
+                    last[b] = i
+    keep = {name for kind, name in sg.ir.outputs if kind == "buffer"}
+    keep |= {v.buffer for kind, v in sg.ir.outputs if kind == "view"}
+    by_step: dict[int, list[str]] = {}
+    for b, i in last.items():
+        if b not in keep:
+            by_step.setdefault(i, []).append(b)
+    return by_step
+
+
+def _arg_buffers(a: ExternArg) -> list[str]:
+    if a.items is not None:
+        return [b for x in a.items for b in _arg_buffers(x)]
+    return [a.buffer] if a.buffer else []
+
+
+def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], kernels: list[KernelLines],
+               layouts) -> None:
+    ir = sg.ir
+    out.add("def call(args):")
+    names = [b.name for b in ir.inputs]
+    if names:
+        out.add(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
+    out.add("    args.clear()")
+    by_name = {rk.name: (rk, kl) for rk, kl in zip(rendered, kernels)}
+    dels = _last_uses(sg)
+    for i, step in enumerate(sg.steps):
+        if isinstance(step, FusedKernel):
+            rk, kl = by_name[step.name]
+            out.add(f"    # Topologically Sorted Source Nodes: [{', '.join(step.origins)}]")
+            for n in step.nodes:
+                dtype, lay = layouts[n.name]
+                out.add(f"    {n.name} = empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})")
+            ptrs = ", ".join(f"{a.buffer}.data_ptr()" for a in rk.args)
+            line = out.add(f"    {step.name}({ptrs})")
+            kl.lines.append((line, list(step.origins)))
+        else:
+            args = [_arg_code(a, layouts) for a in step.args]
+            args += [f"{k}={_arg_code(v, layouts)}" for k, v in step.kwargs.items()]
+            out.add(f"    # Source Nodes: [{step.origin}] (extern: {step.reason})")
+            start = out.add(f"    {step.name} = {_op_code(step.target)}({', '.join(args)})")
+            if step.is_tuple:
+                for k, o in enumerate(step.outputs):
+                    if o is not None:
+                        out.add(f"    {o[0]} = {step.name}[{k}]")
+            kernels.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
+                                       [step.origin], start, len(out.lines), [(start, [step.origin])]))
+        if dels.get(i):
+            out.add(f"    del {', '.join(sorted(dels[i]))}")
+    results = []
+    for kind, v in ir.outputs:
+        if kind == "buffer":
+            results.append(v)
+        elif kind == "view":
+            results.append(f"reinterpret({v.buffer}, {py_repr(v.size)}, {py_repr(v.stride)}, {v.offset})")
+        else:
+            results.append(py_repr(v))
+    out.add(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
+    out.add("")
+    out.add("")
+
+
+def _emit_get_args(out: _Lines, ir: GraphIR) -> None:
+    out.add("def get_args():")
+    items = [f"rand_strided({py_repr(b.layout.size)}, {py_repr(b.layout.stride)}, {b.dtype})" for b in ir.inputs]
+    out.add(f"    return [{', '.join(items)}]")

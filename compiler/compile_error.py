@@ -1,0 +1,75 @@
+"""Maps g++ diagnostics on generated C++ back through output_code.py lines, kernels and FX nodes to
+the user's source line; the error users see names that line."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compiler.build import CppCompileError
+from compiler.codegen.wrapper import OutputCode
+from compiler.graph_source import ReadableGraph
+from compiler.kernel_map import KernelMap
+
+
+@dataclass
+class MappedDiagnostic:
+    severity: str
+    message: str
+    cpp_file: str
+    cpp_line: int
+    column: int
+    output_code_line: int | None
+    kernel: str | None
+    nodes: list[str]
+    source: dict | None
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class CompileErrorReport:
+    command: str
+    stderr: str
+    diagnostics: list[MappedDiagnostic] = field(default_factory=list)
+
+    def to_json(self, graph_id: str) -> dict:
+        return {"version": 1, "graph_id": graph_id, "command": self.command,
+                "diagnostics": [d.to_json() for d in self.diagnostics], "stderr": self.stderr[-20000:]}
+
+    def first_error(self) -> MappedDiagnostic | None:
+        return next((d for d in self.diagnostics if d.severity == "error"), None)
+
+
+class LensCompileError(RuntimeError):
+    """A generated kernel failed to compile; names the user's source line, the kernel and g++'s message."""
+
+    def __init__(self, report: CompileErrorReport, debug_dir: str | None):
+        self.report, self.debug_dir = report, debug_dir
+        d = report.first_error()
+        if d is None:
+            msg = f"C++ compile error (no parsable diagnostic):\n{report.stderr[-2000:]}"
+        else:
+            where = (f"{d.source['file']}:{d.source['line']} ({d.source['code']})" if d.source
+                     else "an unknown source line")
+            msg = (f"C++ compile error in kernel {d.kernel} (FX node {', '.join(d.nodes) or '?'}) generated "
+                   f"from {where}: {d.message}\n  at {d.cpp_file}:{d.cpp_line}:{d.column}")
+        if debug_dir:
+            msg += f"\n  debug directory: {debug_dir} (compile_error.json)"
+        super().__init__(msg)
+
+
+def map_compile_error(err: CppCompileError, code: OutputCode, kmap: KernelMap,
+                      readable: ReadableGraph) -> CompileErrorReport:
+    report = CompileErrorReport(" ".join(err.command), err.stderr)
+    for d in err.diagnostics:
+        line = code.cpp_first_line + d.line - 1 if d.file == err.source_path else None
+        kernel = kmap.kernel_at(line) if line else None
+        nodes = kmap.nodes_at(line) if line else []
+        source = None
+        for n in nodes:
+            if n in readable.sources:
+                source = readable.sources[n].to_json()
+                break
+        report.diagnostics.append(MappedDiagnostic(d.severity, d.message, d.file, d.line, d.column, line,
+                                                   kernel["name"] if kernel else None, nodes, source))
+    return report

@@ -1,0 +1,51 @@
+"""Compiler settings, named like Inductor's (`torch._inductor.config`) so users find them where they expect.
+
+Read at compile time, so `compiler.config.cpp.op_overrides = {...}` before `torch.compile` takes effect.
+"""
+from __future__ import annotations
+
+import os
+
+
+def _env_flag(*names: str) -> bool:
+    return any(os.environ.get(n, "") not in ("", "0") for n in names)
+
+
+# Write the debug directory (also on with LENS_DEBUG=1 or TORCH_COMPILE_DEBUG=1).
+debug: bool = _env_flag("LENS_DEBUG", "TORCH_COMPILE_DEBUG")
+# Root of the debug directories; None means `<cwd>/torch_compile_debug`.
+debug_dir_root: str | None = os.environ.get("LENS_DEBUG_DIR") or None
+# Most FX nodes fused into one kernel.
+max_fusion_size: int = 64
+# Save each graph's inputs/outputs beside the debug dir (tensors/), up to this many bytes in all.
+save_tensors: bool = _env_flag("LENS_SAVE_TENSORS")
+save_tensors_max_bytes: int = 256 * 2**20
+
+
+class cpp:
+    """C++ code generation and build settings."""
+
+    # Vector width hint for `#pragma omp simd simdlen(N)`; None lets g++ choose.
+    simdlen: int | None = None
+    # Below this many elements of work a kernel runs on one thread (no OpenMP region).
+    min_chunk_size: int = 4096
+    # Record each kernel call in torch.profiler under the kernel's name.
+    enable_kernel_profile: bool = _env_flag("LENS_KERNEL_PROFILE")
+    # op name -> C++ format string ({x}, {y}, {z} are the operands), replacing the emitted expression.
+    # Exists to reproduce codegen bugs on purpose, e.g. {"neg": "decltype({x})(2 * {x})"}.
+    op_overrides: dict[str, str] = {}
+    # The C++ compiler and its flags.
+    cxx: str = os.environ.get("CXX", "g++")
+    flags: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
+                              "-fno-math-errno", "-fno-trapping-math")
+    # Threads used by kernels; None means torch.get_num_threads().
+    threads: int | None = None
+
+
+def cache_dir() -> str:
+    """Where built kernels are cached (LENS_CACHE_DIR, else the user cache dir)."""
+    root = os.environ.get("LENS_CACHE_DIR")
+    if root:
+        return root
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kernel-lens")

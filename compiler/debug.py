@@ -1,0 +1,90 @@
+"""The debug directory (docs/debug-directory.md): one writer method per file, written atomically.
+A failure while writing debug output is logged and never breaks compilation."""
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import tempfile
+
+from compiler import config
+
+log = logging.getLogger(__name__)
+_RUN_DIR: str | None = None
+
+
+def run_dir() -> str:
+    """`<root>/run_<timestamp>-pid_<pid>`, one per process, made on first use."""
+    global _RUN_DIR
+    if _RUN_DIR is None or not os.path.isdir(_RUN_DIR):
+        root = config.debug_dir_root or os.path.join(os.getcwd(), "torch_compile_debug")
+        stamp = datetime.datetime.now().strftime("%Y_%m_%d_%H_%M_%S_%f")
+        _RUN_DIR = os.path.join(root, f"run_{stamp}-pid_{os.getpid()}")
+        os.makedirs(_RUN_DIR, exist_ok=True)
+    return _RUN_DIR
+
+
+def write_atomic(path: str, text: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+class DebugDir:
+    """Files of one graph's folder `<run>/lens/<graph_id>/`."""
+
+    def __init__(self, graph_id: str, path: str | None = None):
+        self.graph_id = graph_id
+        self.path = path or os.path.join(run_dir(), "lens", graph_id)
+
+    def _write(self, name: str, text: str) -> str | None:
+        target = os.path.join(self.path, name)
+        try:
+            write_atomic(target, text)
+            return target
+        except OSError as e:
+            log.warning("kernel-lens: could not write debug file %s: %s", target, e)
+            return None
+
+    def _write_json(self, name: str, data: dict) -> str | None:
+        return self._write(name, json.dumps(data, indent=1) + "\n")
+
+    def fx_graph_readable(self, text: str) -> None:
+        self._write("fx_graph_readable.py", text)
+
+    def fx_graph_runnable(self, text: str) -> None:
+        self._write("fx_graph_runnable.py", text)
+
+    def fx_graph_transformed(self, text: str) -> None:
+        self._write("fx_graph_transformed.py", text)
+
+    def ir_pre_fusion(self, text: str) -> None:
+        self._write("ir_pre_fusion.txt", text)
+
+    def ir_post_fusion(self, text: str) -> None:
+        self._write("ir_post_fusion.txt", text)
+
+    def output_code(self, text: str) -> None:
+        self._write("output_code.py", text)
+
+    def kernel_map(self, data: dict) -> None:
+        self._write_json("kernel_map.json", data)
+
+    def compile_error(self, data: dict) -> None:
+        self._write_json("compile_error.json", data)
+
+    def accuracy(self, data: dict) -> None:
+        self._write_json("accuracy.json", data)
+
+    def profile(self, data: dict) -> None:
+        self._write_json("profile.json", data)
+
+    def trace(self, data: dict) -> None:
+        self._write_json("trace.json", data)
+
+    def notes(self, lines: list[str]) -> None:
+        if lines:
+            self._write("notes.txt", "\n".join(lines) + "\n")

@@ -1,0 +1,142 @@
+"""The `lens` Dynamo backend: AOTAutograd + decompositions give aten graphs, which this module sends
+through the pipeline (lower -> schedule -> codegen -> build -> load) and into the debug directory."""
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.fx
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+from compiler import config
+from compiler.build import CppCompileError
+from compiler.codegen.wrapper import OutputCode, generate_output_code
+from compiler.compile_error import LensCompileError, map_compile_error
+from compiler.debug import DebugDir
+from compiler.graph_source import ReadableGraph, readable_graph
+from compiler.ir import format_node
+from compiler.kernel_map import KernelMap, build_kernel_map
+from compiler.lowering import DynamicShapeGraph, lower_graph
+from compiler.repro_code import input_specs, runnable_graph_code
+from compiler.runtime import load_output_code
+from compiler.scheduler import format_schedule, schedule
+
+log = logging.getLogger(__name__)
+aten = torch.ops.aten
+_GRAPH_IDS = itertools.count()
+
+
+@functools.lru_cache(maxsize=None)
+def decomposition_table() -> dict:
+    """Core ATen decompositions plus the composite ops we would rather fuse than call."""
+    extra = get_decompositions([
+        aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.var, aten.var_mean, aten.std,
+        aten.std_mean, aten.gelu, aten.silu, aten.mean, aten.addcmul, aten.addcdiv, aten.hardswish,
+        aten.hardsigmoid, aten.softplus, aten.logsumexp, aten.sigmoid, aten.elu, aten.leaky_relu,
+        aten.hardtanh, aten.mish, aten.lerp, aten.threshold, aten.masked_fill,
+    ])
+    table = {**core_aten_decompositions(), **extra}
+    # Kept whole: reductions we lower natively, and extern ops that are faster as one ATen call.
+    for op in (aten.sum, aten.amax, aten.amin, aten.argmax, aten.argmin, aten.prod, aten.any, aten.all,
+               aten.mm, aten.addmm, aten.bmm, aten.convolution):
+        for name in op.overloads():
+            table.pop(getattr(op, name), None)
+    return table
+
+
+@dataclass
+class CompiledGraph:
+    """What one compile produced: ids, files' contents, and the callable that runs it."""
+
+    graph_id: str
+    readable: ReadableGraph
+    code: OutputCode | None
+    kernel_map: KernelMap | None
+    debug: DebugDir | None
+    call: Callable
+
+
+def _eager(gm: torch.fx.GraphModule) -> Callable:
+    def call(args):
+        out = gm(*args)
+        args.clear()
+        return out
+
+    call._boxed_call = True  # type: ignore[attr-defined]
+    return call
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference") -> Callable:
+    """AOTAutograd's compiler hook: a boxed callable running `gm` with generated kernels."""
+    return compile_to_graph(gm, example_inputs, kind).call
+
+
+def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference") -> CompiledGraph:
+    graph_id = f"graph_{next(_GRAPH_IDS)}"
+    readable = readable_graph(gm)
+    debug = DebugDir(graph_id) if config.debug else None
+    if debug:
+        debug.fx_graph_readable(readable.text)
+        debug.fx_graph_runnable(runnable_graph_code(gm, input_specs(example_inputs),
+                                                    f"{graph_id} ({kind}) of a Kernel Lens run"))
+        debug.fx_graph_transformed(readable.text)
+    try:
+        ir = lower_graph(gm)
+    except DynamicShapeGraph as e:
+        log.warning("kernel-lens: %s runs eagerly: %s", graph_id, e)
+        if debug:
+            debug.notes([f"{graph_id} runs eagerly (no generated code): {e}"])
+        return CompiledGraph(graph_id, readable, None, None, debug, _eager(gm))
+    if debug:
+        debug.ir_pre_fusion("\n\n".join(format_node(n) for n in ir.nodes) + "\n")
+    sg = schedule(ir, readable.op_names)
+    header = f"Kernel Lens output code for {graph_id} ({kind}); FX graph: fx_graph_readable.py"
+    code = generate_output_code(sg, readable.lines, graph_id, header)
+    kmap = build_kernel_map(graph_id, readable, code)
+    if debug:
+        debug.ir_post_fusion(format_schedule(sg))
+        debug.output_code(code.text)
+        debug.kernel_map(kmap.to_json())
+        debug.notes(ir.notes)
+    try:
+        module = load_output_code(code.text)
+    except CppCompileError as e:
+        report = map_compile_error(e, code, kmap, readable)
+        if debug:
+            kmap.status = "compile_error"
+            debug.kernel_map(kmap.to_json())
+            debug.compile_error(report.to_json(graph_id))
+        raise LensCompileError(report, debug.path if debug else None) from None
+    call = module.call
+    call._boxed_call = True
+    return CompiledGraph(graph_id, readable, code, kmap, debug, call)
+
+
+def compile_graph_module(gm: torch.fx.GraphModule, example_inputs) -> Callable:
+    """Compile an aten-level GraphModule directly (repro scripts, minifier, accuracy checks)."""
+    if any("val" not in n.meta for n in gm.graph.nodes if n.op != "output"):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+        FakeTensorProp(gm, FakeTensorMode(allow_non_fake_inputs=True)).propagate(*example_inputs)
+    return compile_graph(gm, example_inputs)
+
+
+def _eager_backward(gm: torch.fx.GraphModule, example_inputs) -> Callable:
+    return _eager(gm)
+
+
+def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable:
+    """`torch.compile(fn, backend="lens")`: forward and inference graphs get generated kernels; the
+    backward graph of training runs eagerly for now."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+    return aot_module_simplified(
+        gm, example_inputs,
+        fw_compiler=functools.partial(compile_graph, kind="forward"),
+        bw_compiler=_eager_backward,
+        inference_compiler=functools.partial(compile_graph, kind="inference"),
+        decompositions=decomposition_table(),
+    )

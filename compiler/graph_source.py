@@ -1,0 +1,83 @@
+"""The FX graph as Inductor prints it (fx_graph_readable.py), each node's line in that text, and the
+user's source location of each node taken from its `stack_trace`."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.fx
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\n]+)\n(?P<code>[^\n]*)')
+_TORCH_DIR = os.path.dirname(torch.__file__)
+
+
+@dataclass
+class SourceLocation:
+    file: str
+    line: int
+    function: str
+    code: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def source_of(node: torch.fx.Node) -> SourceLocation | None:
+    """The innermost user frame of the node's stack trace (frames inside torch itself are skipped)."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = [m for m in _FRAME.finditer(trace)]
+    if not frames:
+        return None
+    user = [m for m in frames if not os.path.abspath(m["file"]).startswith(_TORCH_DIR)]
+    m = (user or frames)[-1]
+    return SourceLocation(os.path.abspath(m["file"]), int(m["line"]), m["fn"].strip(), m["code"].strip())
+
+
+@dataclass
+class ReadableGraph:
+    text: str
+    lines: dict[str, int]  # FX node name -> 1-based line of its statement
+    sources: dict[str, SourceLocation]
+    targets: dict[str, str]  # FX node name -> "aten.neg.default"
+    op_names: dict[str, str]  # FX node name -> short op name for kernel names (original aten op)
+
+
+def target_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))
+
+
+def _short_op(node: torch.fx.Node) -> str:
+    original = node.meta.get("original_aten")
+    target = original if isinstance(original, torch._ops.OpOverload) else node.target
+    if isinstance(target, torch._ops.OpOverload):
+        return target._opname
+    return getattr(target, "__name__", node.name)
+
+
+def readable_graph(gm: torch.fx.GraphModule) -> ReadableGraph:
+    text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
+    text_lines = text.splitlines()
+    lines: dict[str, int] = {}
+    sources: dict[str, SourceLocation] = {}
+    targets: dict[str, str] = {}
+    op_names: dict[str, str] = {}
+    search_from = 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        pattern = re.compile(rf"^\s+{re.escape(node.name)}(: [^=]+)? = ")
+        for i in range(search_from, len(text_lines)):
+            if pattern.match(text_lines[i]):
+                lines[node.name] = i + 1
+                search_from = i + 1
+                break
+        src = source_of(node)
+        if src is not None:
+            sources[node.name] = src
+        targets[node.name] = target_name(node.target)
+        op_names[node.name] = _short_op(node)
+    return ReadableGraph(text if text.endswith("\n") else text + "\n", lines, sources, targets, op_names)

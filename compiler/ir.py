@@ -1,0 +1,262 @@
+"""The loop-level IR: value expressions over sympy indices, and the buffers that compute them.
+
+A buffer's body is an expression tree evaluated at symbolic index variables (`x0, x1, ...` for the
+output, `r0, r1, ...` for a reduction); every expression node remembers the FX node it came from.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable, Sequence, Union
+
+import sympy
+import torch
+
+Index = tuple[sympy.Expr, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Expr:
+    """One value computed per loop iteration."""
+
+    dtype: torch.dtype
+    origin: str | None  # the FX node this value comes from
+
+
+@dataclass(frozen=True, eq=False)
+class Load(Expr):
+    buffer: str
+    index: Index  # one index per dimension of the buffer's logical shape
+
+
+@dataclass(frozen=True, eq=False)
+class Constant(Expr):
+    value: Union[int, float, bool]
+
+
+@dataclass(frozen=True, eq=False)
+class IndexValue(Expr):
+    expr: sympy.Expr
+
+
+@dataclass(frozen=True, eq=False)
+class Op(Expr):
+    name: str  # a key of compiler.codegen.cpp_ops.CPP_OPS
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Cast(Expr):
+    arg: Expr
+
+
+Loader = Callable[[Sequence[sympy.Expr]], Expr]
+ReductionLoader = Callable[[Sequence[sympy.Expr], Sequence[sympy.Expr]], Expr]
+
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
+
+
+def index_vars(n: int, prefix: str = "x") -> list[sympy.Symbol]:
+    return [sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n)]
+
+
+def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(size):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+@dataclass
+class Layout:
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+
+    def flat_index(self, index: Sequence[sympy.Expr]) -> sympy.Expr:
+        return sympy.expand(sum((i * s for i, s in zip(index, self.stride) if s), sympy.Integer(0)))
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.size:
+            n *= s
+        return n
+
+
+@dataclass
+class InputBuffer:
+    name: str
+    dtype: torch.dtype
+    layout: Layout
+
+
+@dataclass
+class ComputedBuffer:
+    """A buffer computed by a loop nest: pointwise over `size`, or a reduction over `reduction_ranges`."""
+
+    name: str
+    dtype: torch.dtype
+    layout: Layout
+    body: Expr  # evaluated at `vars` (and `reduction_vars`)
+    vars: list[sympy.Symbol]
+    origins: list[str]  # FX nodes, in graph order
+    origin: str  # the FX node whose value this buffer holds
+    reduction_type: str | None = None
+    reduction_ranges: tuple[int, ...] = ()
+    reduction_vars: list[sympy.Symbol] = field(default_factory=list)
+    is_output: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "reduction" if self.reduction_type else "pointwise"
+
+    def reads(self) -> list[Load]:
+        return [e for e in walk(self.body) if isinstance(e, Load)]
+
+
+@dataclass
+class ExternArg:
+    """An argument of an extern call: a buffer (optionally viewed with as_strided) or a Python value."""
+
+    buffer: str | None = None
+    view: tuple[tuple[int, ...], tuple[int, ...], int] | None = None  # size, stride, offset
+    value: object = None
+    items: list["ExternArg"] | None = None  # a list argument (e.g. the tensors of cat)
+
+
+@dataclass
+class ExternCall:
+    """A call to an ATen op: for ops without a lowering, and for mm/addmm/bmm/convolution."""
+
+    name: str  # the buffer (or tuple) it defines
+    target: str  # e.g. "aten.mm.default"
+    args: list[ExternArg]
+    kwargs: dict[str, ExternArg]
+    outputs: list[tuple[str, torch.dtype, Layout] | None]  # per tuple element (single output: one)
+    origin: str
+    reason: str  # why this is not generated code
+    is_tuple: bool = False
+
+    origins: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.origins:
+            self.origins = [self.origin]
+
+    @property
+    def kind(self) -> str:
+        return "extern"
+
+
+Node = Union[ComputedBuffer, ExternCall]
+
+
+@dataclass
+class GraphIR:
+    """Everything the scheduler needs: inputs, nodes in topological order, and the graph's outputs."""
+
+    inputs: list[InputBuffer]
+    nodes: list[Node]
+    # each output: ("buffer", name) for a computed/extern/input buffer, ("value", python value)
+    outputs: list[tuple[str, object]]
+    notes: list[str] = field(default_factory=list)
+
+    def buffer_layouts(self) -> dict[str, tuple[torch.dtype, Layout]]:
+        out: dict[str, tuple[torch.dtype, Layout]] = {b.name: (b.dtype, b.layout) for b in self.inputs}
+        for n in self.nodes:
+            if isinstance(n, ComputedBuffer):
+                out[n.name] = (n.dtype, n.layout)
+            else:
+                for o in n.outputs:
+                    if o is not None:
+                        out[o[0]] = (o[1], o[2])
+        return out
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Op):
+        return e.args
+    if isinstance(e, Cast):
+        return (e.arg,)
+    return ()
+
+
+def walk(e: Expr):
+    """Post-order traversal (children before parents), each node once."""
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in seen:
+            continue
+        if expanded:
+            seen.add(id(node))
+            yield node
+            continue
+        stack.append((node, True))
+        for c in reversed(children(node)):
+            if id(c) not in seen:
+                stack.append((c, False))
+
+
+def substitute(e: Expr, mapping: dict[sympy.Symbol, sympy.Expr]) -> Expr:
+    """The same tree with index variables replaced (shared subtrees stay shared)."""
+    memo: dict[int, Expr] = {}
+
+    def go(n: Expr) -> Expr:
+        got = memo.get(id(n))
+        if got is not None:
+            return got
+        if isinstance(n, Load):
+            new: Expr = dataclasses.replace(n, index=tuple(sympy.expand(i.xreplace(mapping)) for i in n.index))
+        elif isinstance(n, IndexValue):
+            new = dataclasses.replace(n, expr=n.expr.xreplace(mapping))
+        elif isinstance(n, Op):
+            new = dataclasses.replace(n, args=tuple(go(a) for a in n.args))
+        elif isinstance(n, Cast):
+            new = dataclasses.replace(n, arg=go(n.arg))
+        else:
+            new = n
+        memo[id(n)] = new
+        return new
+
+    return go(e)
+
+
+def format_expr(e: Expr) -> str:
+    """A one-line rendering for the IR dumps."""
+    if isinstance(e, Load):
+        return f"load({e.buffer}, [{', '.join(str(i) for i in e.index)}])"
+    if isinstance(e, Constant):
+        return repr(e.value)
+    if isinstance(e, IndexValue):
+        return f"index({e.expr})"
+    if isinstance(e, Cast):
+        return f"to_{str(e.dtype).replace('torch.', '')}({format_expr(e.arg)})"
+    if isinstance(e, Op):
+        return f"{e.name}({', '.join(format_expr(a) for a in e.args)})"
+    return "?"
+
+
+def format_node(n: Node) -> str:
+    """The block describing one IR node in ir_pre_fusion.txt / ir_post_fusion.txt."""
+    if isinstance(n, ExternCall):
+        lines = [f"{n.name}: ExternKernel({n.target})", f"  origins: {n.origins}", f"  reason: {n.reason}"]
+        for o in n.outputs:
+            if o is not None:
+                lines.append(f"  output {o[0]}: {o[1]} size={list(o[2].size)} stride={list(o[2].stride)}")
+        return "\n".join(lines)
+    reads = sorted({ld.buffer for ld in n.reads()})
+    lines = [
+        f"{n.name}: ComputedBuffer({n.kind})",
+        f"  dtype: {n.dtype}, size: {list(n.layout.size)}, stride: {list(n.layout.stride)}",
+        f"  origins: {n.origins}",
+        f"  reads: {reads}",
+        f"  index vars: {[str(v) for v in n.vars]}",
+    ]
+    if n.reduction_type:
+        lines.append(f"  reduction: {n.reduction_type} over {list(n.reduction_ranges)} "
+                     f"vars {[str(v) for v in n.reduction_vars]}")
+    lines.append(f"  body: {format_expr(n.body)}")
+    return "\n".join(lines)

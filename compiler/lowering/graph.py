@@ -1,0 +1,241 @@
+"""Walks an aten FX graph and lowers each node: to a lazy TensorValue (inlined into its consumers), a
+realized ComputedBuffer, or an ExternCall to ATen when no lowering applies. Never rejects a graph."""
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+
+from compiler import config
+from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBuffer, Layout, Node,
+                         contiguous_strides, index_vars)
+from compiler.lowering.registry import LOWERINGS
+from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, buffer_value,
+                                      current_origin, origin_scope)
+
+# Inlining a value into more than one consumer recomputes it; past this many FX ops we realize instead.
+INLINE_REUSE_LIMIT = 3
+EXPENSIVE_OPS = {"exp", "log", "tanh", "erf", "sigmoid", "pow", "sin", "cos", "atan2", "expm1", "log1p"}
+
+
+class DynamicShapeGraph(Exception):
+    """The graph has symbolic sizes; the frontend runs it eagerly instead."""
+
+
+def _target_name(target) -> str:
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))
+
+
+def _is_static(val) -> bool:
+    if isinstance(val, torch.Tensor):
+        return all(isinstance(s, int) for s in val.shape) and all(isinstance(s, int) for s in val.stride())
+    if isinstance(val, (list, tuple)):
+        return all(_is_static(v) for v in val)
+    return not isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+class LoweringContext:
+    """What a lowering function may ask about the node it lowers, and how it adds reduction buffers."""
+
+    def __init__(self, graph: "GraphLowering", node: torch.fx.Node):
+        self.graph, self.node = graph, node
+        val = node.meta.get("val")
+        self.meta = val
+        first = val[0] if isinstance(val, (list, tuple)) and val else val
+        self.out_dtype = first.dtype if isinstance(first, torch.Tensor) else None
+        self.out_size = tuple(first.shape) if isinstance(first, torch.Tensor) else ()
+        self.out_device_is_cpu = first.device.type == "cpu" if isinstance(first, torch.Tensor) else None
+
+    def realize_reduction(self, dtype, size, ranges, rtype, loader, inlined) -> TensorValue:
+        name = self.graph.new_name()
+        xs, rs = index_vars(len(size)), index_vars(len(ranges), "r")
+        body = loader(xs, rs)
+        buf = ComputedBuffer(name, dtype, Layout(tuple(size), contiguous_strides(size)), body, xs,
+                             self.graph.ordered(inlined | {self.node.name}), self.node.name,
+                             reduction_type=rtype, reduction_ranges=tuple(ranges), reduction_vars=rs)
+        self.graph.nodes.append(buf)
+        return buffer_value(name, dtype, size, buf.layout.stride)
+
+
+class GraphLowering:
+    def __init__(self, gm: torch.fx.GraphModule):
+        self.gm = gm
+        self.order = {n.name: i for i, n in enumerate(gm.graph.nodes)}
+        self.inputs: list[InputBuffer] = []
+        self.nodes: list[Node] = []
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.notes: list[str] = []
+        self._count = 0
+
+    def new_name(self) -> str:
+        name = f"buf{self._count}"
+        self._count += 1
+        return name
+
+    def ordered(self, names) -> list[str]:
+        return sorted((n for n in names if n in self.order), key=self.order.__getitem__)
+
+    def run(self) -> GraphIR:
+        outputs: list[tuple[str, object]] = []
+        for node in self.gm.graph.nodes:
+            if not _is_static(node.meta.get("val")):
+                raise DynamicShapeGraph(f"node {node.name} has symbolic sizes")
+            if node.op == "placeholder":
+                self._placeholder(node)
+            elif node.op == "call_function":
+                token = current_origin.set(node.name)
+                try:
+                    self.env[node] = self._call(node)
+                finally:
+                    current_origin.reset(token)
+            elif node.op == "output":
+                token = current_origin.set(node.name)
+                try:
+                    outputs = [self._output(a) for a in node.args[0]]
+                finally:
+                    current_origin.reset(token)
+            else:
+                raise UnsupportedLowering(f"FX op {node.op} ({node.name})")
+        return GraphIR(self.inputs, self.nodes, outputs, self.notes)
+
+    def _placeholder(self, node: torch.fx.Node) -> None:
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise DynamicShapeGraph(f"graph input {node.name} is not a tensor ({type(val).__name__})")
+        layout = Layout(tuple(val.shape), tuple(val.stride()))
+        self.inputs.append(InputBuffer(node.name, val.dtype, layout))
+        self.env[node] = buffer_value(node.name, val.dtype, layout.size, layout.stride)
+
+    def _args(self, node: torch.fx.Node):
+        return torch.fx.node.map_arg((node.args, node.kwargs), lambda n: self.env[n])
+
+    def _call(self, node: torch.fx.Node):
+        if node.target is operator.getitem:
+            base, idx = node.args
+            return self.env[base][idx]
+        fn = LOWERINGS.get(node.target)
+        reason = f"no lowering for {_target_name(node.target)}"
+        if fn is not None:
+            args, kwargs = self._args(node)
+            ctx = LoweringContext(self, node)
+            mark = len(self.nodes)
+            try:
+                value = fn(ctx, *args, **kwargs)
+                self._check(node, value)
+                return self._maybe_realize(node, value)
+            except (UnsupportedLowering, NotImplementedError, AssertionError, TypeError, KeyError,
+                    IndexError, ValueError, ZeroDivisionError) as e:
+                del self.nodes[mark:]  # drop buffers a failed lowering already added
+                reason = f"lowering of {_target_name(node.target)} failed: {type(e).__name__}: {e}"
+        return self._extern(node, reason)
+
+    def _check(self, node: torch.fx.Node, value) -> None:
+        """A lowering whose result disagrees with the fake tensor is a bug: fall back instead of lying."""
+        val = node.meta.get("val")
+        pairs = zip(value, val) if isinstance(value, tuple) else [(value, val)]
+        for v, m in pairs:
+            if isinstance(m, torch.Tensor):
+                if not isinstance(v, TensorValue) or tuple(v.size) != tuple(m.shape) or v.dtype != m.dtype:
+                    got = (getattr(v, "size", None), getattr(v, "dtype", None))
+                    raise UnsupportedLowering(f"lowering gave {got}, expected {(tuple(m.shape), m.dtype)}")
+
+    def _maybe_realize(self, node: torch.fx.Node, value):
+        if not isinstance(value, TensorValue):
+            return value
+        users = len(node.users)
+        too_big = len(value.inlined) > config.max_fusion_size
+        if too_big or (users > 1 and self._costly(value)):
+            return self.realize(value)
+        return value
+
+    def _costly(self, value: TensorValue) -> bool:
+        if value.strided is not None:  # a plain (view of a) buffer: loading it twice is free
+            return False
+        if len(value.inlined) >= INLINE_REUSE_LIMIT:
+            return True
+        from compiler.ir import Op, walk
+        body = value.load(index_vars(len(value.size)))
+        return any(isinstance(e, Op) and e.name in EXPENSIVE_OPS for e in walk(body))
+
+    def realize(self, value: TensorValue, stride: tuple[int, ...] | None = None, is_output: bool = False,
+                origin: str | None = None) -> TensorValue:
+        name = self.new_name()
+        xs = index_vars(len(value.size))
+        org = origin or current_origin.get()
+        layout = Layout(tuple(value.size), tuple(stride) if stride else contiguous_strides(value.size))
+        with origin_scope(org):
+            body = value.load(xs)
+        buf = ComputedBuffer(name, value.dtype, layout, body, xs,
+                             self.ordered(value.inlined | {org}), org, is_output=is_output)
+        self.nodes.append(buf)
+        return buffer_value(name, value.dtype, layout.size, layout.stride)
+
+    def _extern_arg(self, v) -> ExternArg:
+        if isinstance(v, TensorValue):
+            st = v.strided or self.realize(v).strided
+            assert st is not None
+            return ExternArg(buffer=st.buffer, view=(st.size, st.stride, st.offset))
+        if isinstance(v, (list, tuple)) and any(isinstance(x, TensorValue) for x in v):
+            return ExternArg(items=[self._extern_arg(x) for x in v])
+        return ExternArg(value=v)
+
+    def _extern(self, node: torch.fx.Node, reason: str):
+        args, kwargs = self._args(node)
+        eargs = [self._extern_arg(a) for a in args]
+        ekwargs = {k: self._extern_arg(v) for k, v in kwargs.items()}
+        val = node.meta.get("val")
+        name = self.new_name()
+        vals = list(val) if isinstance(val, (list, tuple)) else [val]
+        outputs = []
+        for i, m in enumerate(vals):
+            if isinstance(m, torch.Tensor):
+                oname = f"{name}_{i}" if isinstance(val, (list, tuple)) else name
+                outputs.append((oname, m.dtype, Layout(tuple(m.shape), tuple(m.stride()))))
+            else:
+                outputs.append(None)
+        self.nodes.append(ExternCall(name, _target_name(node.target), eargs, ekwargs, outputs, node.name,
+                                     reason, is_tuple=isinstance(val, (list, tuple))))
+        self.notes.append(f"{node.name}: extern call to {_target_name(node.target)} ({reason})")
+        results = [buffer_value(o[0], o[1], o[2].size, o[2].stride) if o else m for o, m in zip(outputs, vals)]
+        return tuple(results) if isinstance(val, (list, tuple)) else results[0]
+
+    def _output(self, arg) -> tuple[str, object]:
+        if not isinstance(arg, torch.fx.Node):
+            return ("value", arg)
+        value = self.env[arg]
+        if not isinstance(value, TensorValue):
+            return ("value", value)
+        meta = arg.meta["val"]
+        st = value.strided
+        if st is not None and self._matches(st, meta):
+            if st.offset == 0 and st.size == tuple(meta.shape) and self._is_whole(st):
+                return ("buffer", st.buffer)
+            return ("view", StridedView(st.buffer, tuple(meta.shape), tuple(meta.stride()), st.offset))
+        realized = self.realize(value, stride=tuple(meta.stride()), is_output=True, origin=arg.name)
+        return ("buffer", realized.strided.buffer)
+
+    def _matches(self, st: StridedView, meta: torch.Tensor) -> bool:
+        return all(a == b for a, b, s in zip(st.stride, meta.stride(), meta.shape) if s != 1)
+
+    def _is_whole(self, st: StridedView) -> bool:
+        layouts = {b.name: b.layout for b in self.inputs}
+        for n in self.nodes:
+            if isinstance(n, ComputedBuffer):
+                layouts[n.name] = n.layout
+            else:
+                layouts.update({o[0]: o[2] for o in n.outputs if o})
+        lay = layouts.get(st.buffer)
+        return lay is not None and lay.size == st.size and all(
+            a == b for a, b, s in zip(lay.stride, st.stride, st.size) if s != 1)
+
+
+def lower_graph(gm: torch.fx.GraphModule) -> GraphIR:
+    return GraphLowering(gm).run()
+
+
+

@@ -1,0 +1,242 @@
+"""Elementwise lowerings: math, comparison, logical and bitwise ops, where, clamp, casts, fills.
+
+Each op computes in eager's computation dtype (inputs cast first) and yields the output dtype that the
+FX node's fake tensor says, so type promotion and integer wrap-around match eager.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import sympy
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+
+from compiler.ir import IndexValue, Op
+from compiler.lowering.registry import register
+from compiler.lowering.values import (TensorValue, UnsupportedLowering, broadcast_shapes, broadcast_to, cast,
+                                      constant, origin, origin_scope)
+
+aten, prims = torch.ops.aten, torch.ops.prims
+
+SUPPORTED_DTYPES = {torch.float32, torch.float64, torch.int8, torch.int16, torch.int32, torch.int64,
+                    torch.uint8, torch.bool}
+
+
+def check_dtype(dtype: torch.dtype) -> None:
+    if dtype not in SUPPORTED_DTYPES:
+        raise UnsupportedLowering(f"dtype {dtype} has no generated code")
+
+
+def _as_value(x, dtype: torch.dtype) -> TensorValue:
+    if isinstance(x, TensorValue):
+        return x
+    c = constant(x, dtype)
+    return TensorValue(dtype, (), lambda idx, c=c: c)
+
+
+def _probe(x):
+    if isinstance(x, TensorValue):
+        return torch.empty([1] * len(x.size), dtype=x.dtype) if x.size else torch.empty((), dtype=x.dtype)
+    return x
+
+
+def promoted_dtype(*args) -> torch.dtype:
+    return elementwise_dtypes(*[_probe(a) for a in args if a is not None],
+                              type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)[0]
+
+
+def elementwise(name: str, args: Sequence, out_dtype: torch.dtype, compute_dtype: torch.dtype | None = None,
+                size: Sequence[int] | None = None) -> TensorValue:
+    """`name` applied elementwise, broadcasting tensors and Python scalars."""
+    compute = compute_dtype or out_dtype
+    check_dtype(out_dtype)
+    check_dtype(compute)
+    vals = [_as_value(a, compute) for a in args]
+    size = tuple(size) if size is not None else broadcast_shapes(*[v.size for v in vals])
+    vals = [broadcast_to(v, size) for v in vals]
+    org = origin()
+
+    def loader(index):
+        with origin_scope(org):
+            ops = tuple(cast(v.load(index), compute) for v in vals)
+        return Op(out_dtype if name not in COMPARISONS else torch.bool, org, name, ops)
+
+    inlined = frozenset().union(*[v.inlined for v in vals]) | {org}
+    result = TensorValue(out_dtype if name not in COMPARISONS else torch.bool, size, loader, None, inlined)
+    if result.dtype != out_dtype:
+        return to_dtype(result, out_dtype)
+    return result
+
+
+def to_dtype(v: TensorValue, dtype: torch.dtype) -> TensorValue:
+    check_dtype(dtype)
+    if v.dtype == dtype:
+        return v
+    org = origin()
+
+    def loader(idx):
+        with origin_scope(org):
+            return cast(v.load(idx), dtype)
+
+    return TensorValue(dtype, v.size, loader, None, v.inlined | {org})
+
+
+COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "signbit", "logical_not",
+               "logical_and", "logical_or", "logical_xor"}
+
+# ops whose computation dtype is the node's output dtype
+SAME_DTYPE_OPS = {
+    aten.neg: "neg", aten.abs: "abs", aten.exp: "exp", aten.exp2: "exp2", aten.expm1: "expm1",
+    aten.log: "log", aten.log2: "log2", aten.log10: "log10", aten.log1p: "log1p", aten.sqrt: "sqrt",
+    aten.rsqrt: "rsqrt", aten.sin: "sin", aten.cos: "cos", aten.tan: "tan", aten.asin: "asin",
+    aten.acos: "acos", aten.atan: "atan", aten.sinh: "sinh", aten.cosh: "cosh", aten.tanh: "tanh",
+    aten.asinh: "asinh", aten.acosh: "acosh", aten.atanh: "atanh", aten.erf: "erf", aten.erfc: "erfc",
+    aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.frac: "frac",
+    aten.reciprocal: "reciprocal", aten.sigmoid: "sigmoid", aten.sign: "sign", aten.sgn: "sign",
+    aten.relu: "relu", aten.bitwise_not: "bitwise_not", aten.mul: "mul", aten.maximum: "maximum",
+    aten.minimum: "minimum", aten.fmax: "fmax", aten.fmin: "fmin", aten.atan2: "atan2",
+    aten.hypot: "hypot", aten.copysign: "copysign", aten.fmod: "fmod", aten.remainder: "remainder",
+    aten.bitwise_and: "bitwise_and", aten.bitwise_or: "bitwise_or", aten.bitwise_xor: "bitwise_xor",
+    aten.bitwise_left_shift: "lshift", aten.bitwise_right_shift: "rshift", aten.__lshift__: "lshift",
+    aten.__rshift__: "rshift", aten.pow: "pow", aten.nextafter: "nextafter",
+    prims.mul: "mul", prims.neg: "neg", prims.abs: "abs", prims.exp: "exp", prims.log: "log",
+    prims.sqrt: "sqrt", prims.rsqrt: "rsqrt", prims.maximum: "maximum", prims.minimum: "minimum",
+    prims.sin: "sin", prims.cos: "cos", prims.tanh: "tanh", prims.erf: "erf", prims.sub: "sub",
+    prims.add: "add", prims.fmod: "fmod", prims.remainder: "remainder", prims.pow: "pow",
+}
+PROMOTED_OPS = {  # computed in the promoted dtype of the inputs, output bool
+    aten.eq: "eq", aten.ne: "ne", aten.lt: "lt", aten.le: "le", aten.gt: "gt", aten.ge: "ge",
+    prims.eq: "eq", prims.ne: "ne", prims.lt: "lt", prims.le: "le", prims.gt: "gt", prims.ge: "ge",
+}
+BOOL_OPS = {  # computed on bools
+    aten.logical_and: "logical_and", aten.logical_or: "logical_or", aten.logical_xor: "logical_xor",
+    aten.logical_not: "logical_not",
+}
+TEST_OPS = {aten.isnan: "isnan", aten.isinf: "isinf", aten.isfinite: "isfinite", aten.signbit: "signbit"}
+
+for _op, _name in SAME_DTYPE_OPS.items():
+    register(_op)(lambda ctx, *args, _name=_name: elementwise(_name, args, ctx.out_dtype))
+for _op, _name in PROMOTED_OPS.items():
+    register(_op)(lambda ctx, a, b, _name=_name: elementwise(_name, [a, b], ctx.out_dtype, promoted_dtype(a, b)))
+for _op, _name in BOOL_OPS.items():
+    register(_op)(lambda ctx, *args, _name=_name: elementwise(_name, args, ctx.out_dtype, torch.bool))
+for _op, _name in TEST_OPS.items():
+    register(_op)(lambda ctx, a, _name=_name: elementwise(_name, [a], ctx.out_dtype, a.dtype))
+
+
+@register(aten.add, aten.sub)
+def _add_sub(ctx, a, b, alpha=1):
+    name = "add" if ctx.node.target.overloadpacket is aten.add else "sub"
+    if alpha != 1:
+        b = elementwise("mul", [b, alpha], ctx.out_dtype)
+    return elementwise(name, [a, b], ctx.out_dtype)
+
+
+@register(aten.rsub)
+def _rsub(ctx, a, b, alpha=1):
+    if alpha != 1:
+        a = elementwise("mul", [a, alpha], ctx.out_dtype)
+    return elementwise("sub", [b, a], ctx.out_dtype)
+
+
+@register(aten.div, prims.div)
+def _div(ctx, a, b, rounding_mode=None):
+    out = ctx.out_dtype
+    if rounding_mode is None:
+        if ctx.node.target.namespace == "prims" and not out.is_floating_point:
+            return elementwise("truncdiv", [a, b], out)
+        return elementwise("div", [a, b], out)
+    return elementwise("floordiv" if rounding_mode == "floor" else "truncdiv", [a, b], out)
+
+
+@register(aten.floor_divide)
+def _floor_divide(ctx, a, b):
+    return elementwise("floordiv", [a, b], ctx.out_dtype)
+
+
+@register(aten.where, prims.where)
+def _where(ctx, cond, a, b):
+    out = ctx.out_dtype
+    cond_v = _as_value(cond, torch.bool)
+    size = broadcast_shapes(cond_v.size, *[x.size for x in (a, b) if isinstance(x, TensorValue)])
+    cond_b = broadcast_to(to_dtype(cond_v, torch.bool), size)
+    vals = [broadcast_to(_as_value(x, out), size) for x in (a, b)]
+    org = origin()
+    check_dtype(out)
+
+    def loader(index):
+        with origin_scope(org):
+            return Op(out, org, "where", (cond_b.load(index), cast(vals[0].load(index), out),
+                                          cast(vals[1].load(index), out)))
+
+    return TensorValue(out, size, loader, None, cond_b.inlined | vals[0].inlined | vals[1].inlined | {org})
+
+
+@register(aten.clamp, aten.clamp_min, aten.clamp_max)
+def _clamp(ctx, x, lo=None, hi=None):
+    op = ctx.node.target.overloadpacket
+    if op is aten.clamp_max:
+        lo, hi = None, lo
+    v = x
+    if lo is not None:
+        v = elementwise("maximum", [v, lo], ctx.out_dtype)
+    if hi is not None:
+        v = elementwise("minimum", [v, hi], ctx.out_dtype)
+    return to_dtype(v, ctx.out_dtype)
+
+
+@register(aten._to_copy, prims.convert_element_type, aten.clone, aten.lift_fresh_copy, aten.alias,
+          aten.detach, aten.positive, prims.clone)
+def _copy(ctx, x, *args, **kwargs):
+    if ctx.out_device_is_cpu is False:
+        raise UnsupportedLowering("device transfer")
+    return to_dtype(x, ctx.out_dtype) if isinstance(x, TensorValue) else x
+
+
+@register(aten.full, aten.scalar_tensor, aten.zeros, aten.ones, aten.full_like, aten.zeros_like,
+          aten.ones_like, aten.empty_like, aten.empty, aten.empty_strided, aten.new_zeros, aten.new_ones,
+          aten.new_full, aten.new_empty, aten.new_empty_strided, prims.full, aten.fill)
+def _full(ctx, *args, **kwargs):
+    op = ctx.node.target.overloadpacket
+    value = {aten.ones: 1, aten.ones_like: 1, aten.new_ones: 1}.get(op, 0)
+    if op in (aten.full, prims.full):
+        value = args[1] if len(args) > 1 else kwargs["fill_value"]
+    elif op in (aten.full_like, aten.fill):
+        value = args[1] if len(args) > 1 else kwargs.get("fill_value", kwargs.get("value"))
+    elif op is aten.new_full:
+        value = args[2] if len(args) > 2 else kwargs["fill_value"]
+    elif op is aten.scalar_tensor:
+        value = args[0]
+    if isinstance(value, TensorValue):
+        if value.size not in ((), (1,) * len(value.size)):
+            raise UnsupportedLowering("fill with a non-scalar tensor")
+        zero = [sympy.Integer(0)] * len(value.size)
+        src, org, out = value, origin(), ctx.out_dtype
+
+        def loader(idx):
+            with origin_scope(org):
+                return cast(src.load(zero), out)
+
+        return TensorValue(out, ctx.out_size, loader, None, src.inlined | {org})
+    c = constant(value, ctx.out_dtype)
+    check_dtype(ctx.out_dtype)
+    return TensorValue(ctx.out_dtype, ctx.out_size, lambda idx: c, None, frozenset({origin()}))
+
+
+@register(aten.arange, prims.iota)
+def _arange(ctx, *args, **kwargs):
+    op = ctx.node.target.overloadpacket
+    if op is prims.iota:
+        start, step = kwargs.get("start", 0), kwargs.get("step", 1)
+    else:
+        nums = [a for a in args if isinstance(a, (int, float))]
+        start, step = (0, 1) if len(nums) == 1 else (nums[0], nums[2] if len(nums) > 2 else 1)
+    if not all(isinstance(s, int) for s in (start, step)):
+        raise UnsupportedLowering("arange with float bounds")
+    out, org = ctx.out_dtype, origin()
+    check_dtype(out)
+
+    def loader(index):
+        return Op(out, org, "identity", (IndexValue(out, org, start + step * index[0]),))
+
+    return TensorValue(out, ctx.out_size, loader, None, frozenset({org}))

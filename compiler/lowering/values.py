@@ -1,0 +1,116 @@
+"""Tensor values during lowering: a dtype, a size and a loader (index -> expression), plus the
+strided view of a realized buffer when the value is one (so extern calls can take it without a copy).
+"""
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass
+from typing import Sequence
+
+import sympy
+import torch
+
+from compiler.ir import Cast, Constant, Expr, Load, Loader
+
+# The FX node being lowered: every expression created meanwhile records it as its origin.
+current_origin: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_origin", default=None)
+
+
+def origin() -> str | None:
+    return current_origin.get()
+
+
+class origin_scope:
+    """Expressions (and loads) built inside belong to FX node `name`."""
+
+    def __init__(self, name: str | None):
+        self.name = name
+
+    def __enter__(self):
+        self.token = current_origin.set(self.name)
+
+    def __exit__(self, *exc):
+        current_origin.reset(self.token)
+
+
+class UnsupportedLowering(Exception):
+    """This node (or these arguments) cannot be generated; the node becomes an extern ATen call."""
+
+
+@dataclass(frozen=True)
+class StridedView:
+    """The value is `as_strided(buffer, size, stride, offset)` of a realized buffer."""
+
+    buffer: str
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int
+
+
+@dataclass
+class TensorValue:
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    loader: Loader
+    strided: StridedView | None = None
+    # FX nodes whose computation is inlined into this value (for the fusion-size bound)
+    inlined: frozenset[str] = frozenset()
+
+    def load(self, index: Sequence[sympy.Expr]) -> Expr:
+        return self.loader(index)
+
+
+def buffer_value(name: str, dtype: torch.dtype, size: Sequence[int], stride: Sequence[int]) -> TensorValue:
+    """A realized buffer read element by element."""
+    size = tuple(int(s) for s in size)
+
+    def loader(index: Sequence[sympy.Expr]) -> Expr:
+        idx = tuple(sympy.Integer(0) if s == 1 else sympy.sympify(i) for i, s in zip(index, size))
+        return Load(dtype, origin(), name, idx)
+
+    return TensorValue(dtype, size, loader, StridedView(name, size, tuple(int(s) for s in stride), 0))
+
+
+def cast(e: Expr, dtype: torch.dtype) -> Expr:
+    if e.dtype == dtype:
+        return e
+    if isinstance(e, Constant):
+        return Constant(dtype, e.origin, _py_cast(e.value, dtype))
+    return Cast(dtype, origin(), e)
+
+
+def _py_cast(v, dtype: torch.dtype):
+    if dtype == torch.bool:
+        return bool(v)
+    if dtype.is_floating_point:
+        return float(v)
+    return int(v)
+
+
+def constant(value, dtype: torch.dtype) -> Expr:
+    return Constant(dtype, origin(), _py_cast(value, dtype))
+
+
+def broadcast_shapes(*sizes: Sequence[int]) -> tuple[int, ...]:
+    return tuple(torch.broadcast_shapes(*[torch.Size(s) for s in sizes]))
+
+
+def broadcast_to(v: TensorValue, size: Sequence[int]) -> TensorValue:
+    """The value read at `size`-shaped indices (numpy broadcasting)."""
+    size = tuple(size)
+    if v.size == size:
+        return v
+    lead = len(size) - len(v.size)
+    vsize = v.size
+
+    def loader(index: Sequence[sympy.Expr]) -> Expr:
+        idx = [sympy.Integer(0) if s == 1 else i for i, s in zip(list(index)[lead:], vsize)]
+        return v.load(idx)
+
+    strided = None
+    if v.strided is not None:
+        st = v.strided
+        stride = [0] * lead + [0 if s == 1 and t != 1 else st.stride[k] for k, (s, t) in
+                               enumerate(zip(vsize, size[lead:]))]
+        strided = StridedView(st.buffer, size, tuple(stride), st.offset)
+    return TensorValue(v.dtype, size, loader, strided, v.inlined)

@@ -1,0 +1,253 @@
+"""View lowerings as index rewrites (no copies): view/reshape, permute, expand, (un)squeeze, slice,
+select, cat, constant_pad_nd, broadcast_in_dim. The strided view of the base is kept when there is one.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import sympy
+import torch
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+from compiler.ir import Op, contiguous_strides
+from compiler.lowering.pointwise import check_dtype
+from compiler.lowering.registry import register
+from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, broadcast_to, cast,
+                                      constant, origin, origin_scope)
+
+aten, prims = torch.ops.aten, torch.ops.prims
+
+
+def _norm_dim(d: int, ndim: int) -> int:
+    return d + ndim if d < 0 else d
+
+
+def _view(v: TensorValue, size: tuple[int, ...], loader, strided: StridedView | None) -> TensorValue:
+    return TensorValue(v.dtype, size, loader, strided, v.inlined)
+
+
+@register(aten.view, aten.reshape, aten._unsafe_view, prims.reshape, aten.view_copy, aten._reshape_alias)
+def reshape(ctx, x: TensorValue, *args, **kwargs) -> TensorValue:
+    return reshape_value(x, tuple(int(s) for s in ctx.out_size))
+
+
+def reshape_value(x: TensorValue, new: tuple[int, ...]) -> TensorValue:
+    """The same elements in row-major order, seen with shape `new`."""
+    old = x.size
+    if new == old:
+        return x
+    old_strides = contiguous_strides(old)
+    new_strides = contiguous_strides(new)
+
+    def loader(index):
+        flat = sum((i * s for i, s in zip(index, new_strides)), sympy.Integer(0))
+        return x.load([ModularIndexing(flat, st, sz) if sz != 1 else sympy.Integer(0)
+                       for st, sz in zip(old_strides, old)])
+
+    strided = None
+    if x.strided is not None and _is_contiguous(x.strided):
+        strided = StridedView(x.strided.buffer, new, new_strides, x.strided.offset)
+    return _view(x, new, loader, strided)
+
+
+def _is_contiguous(st: StridedView) -> bool:
+    return all(a == b for a, b, s in zip(st.stride, contiguous_strides(st.size), st.size) if s != 1)
+
+
+@register(aten.permute, prims.transpose)
+def permute(ctx, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+    n = len(x.size)
+    dims = [_norm_dim(d, n) for d in dims]
+    size = tuple(x.size[d] for d in dims)
+
+    def loader(index):
+        base = [sympy.Integer(0)] * n
+        for out_pos, d in enumerate(dims):
+            base[d] = index[out_pos]
+        return x.load(base)
+
+    strided = None
+    if x.strided is not None:
+        strided = StridedView(x.strided.buffer, size, tuple(x.strided.stride[d] for d in dims), x.strided.offset)
+    return _view(x, size, loader, strided)
+
+
+@register(aten.transpose)
+def transpose(ctx, x: TensorValue, d0: int, d1: int) -> TensorValue:
+    n = len(x.size)
+    dims = list(range(n))
+    if n:
+        d0, d1 = _norm_dim(d0, n), _norm_dim(d1, n)
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+    return permute(ctx, x, dims)
+
+
+@register(aten.t)
+def t(ctx, x: TensorValue) -> TensorValue:
+    return transpose(ctx, x, 0, 1) if len(x.size) == 2 else x
+
+
+@register(aten.expand, aten.expand_copy, prims.broadcast_in_dim)
+def expand(ctx, x: TensorValue, *args, **kwargs) -> TensorValue:
+    size = tuple(int(s) for s in ctx.out_size)
+    if ctx.node.target.overloadpacket is prims.broadcast_in_dim:
+        dims = list(args[1])
+        inner = [1] * len(size)
+        for k, d in enumerate(dims):
+            inner[d] = x.size[k]
+        x = reshape_to(x, tuple(inner))
+    return broadcast_to(x, size)
+
+
+def reshape_to(x: TensorValue, size: tuple[int, ...]) -> TensorValue:
+    """Insert/remove size-1 dims only (same elements in the same order)."""
+    if size == x.size:
+        return x
+    keep_in = [i for i, s in enumerate(x.size) if s != 1]
+    keep_out = [i for i, s in enumerate(size) if s != 1]
+    assert [x.size[i] for i in keep_in] == [size[i] for i in keep_out], (x.size, size)
+
+    def loader(index):
+        base = [sympy.Integer(0)] * len(x.size)
+        for i, o in zip(keep_in, keep_out):
+            base[i] = index[o]
+        return x.load(base)
+
+    strided = None
+    if x.strided is not None:
+        stride = [0] * len(size)
+        for i, o in zip(keep_in, keep_out):
+            stride[o] = x.strided.stride[i]
+        strided = StridedView(x.strided.buffer, size, tuple(stride), x.strided.offset)
+    return _view(x, size, loader, strided)
+
+
+@register(aten.unsqueeze, aten.squeeze, prims.squeeze)
+def squeeze_unsqueeze(ctx, x: TensorValue, *args) -> TensorValue:
+    return reshape_to(x, tuple(int(s) for s in ctx.out_size))
+
+
+@register(aten.slice, aten.slice_copy)
+def slice_(ctx, x: TensorValue, dim: int = 0, start=None, end=None, step: int = 1) -> TensorValue:
+    n = len(x.size)
+    dim = _norm_dim(dim, n)
+    size = tuple(int(s) for s in ctx.out_size)
+    length = x.size[dim]
+    start = 0 if start is None else start
+    start = max(0, min(length, start + length if start < 0 else start))
+
+    def loader(index):
+        idx = list(index)
+        idx[dim] = start + step * idx[dim]
+        return x.load(idx)
+
+    strided = None
+    if x.strided is not None:
+        st = x.strided
+        stride = list(st.stride)
+        stride[dim] *= step
+        strided = StridedView(st.buffer, size, tuple(stride), st.offset + start * st.stride[dim])
+    return _view(x, size, loader, strided)
+
+
+@register(aten.select, aten.select_copy)
+def select(ctx, x: TensorValue, dim: int, i: int) -> TensorValue:
+    n = len(x.size)
+    dim = _norm_dim(dim, n)
+    i = i + x.size[dim] if i < 0 else i
+    size = x.size[:dim] + x.size[dim + 1:]
+
+    def loader(index):
+        idx = list(index)
+        idx.insert(dim, sympy.Integer(i))
+        return x.load(idx)
+
+    strided = None
+    if x.strided is not None:
+        st = x.strided
+        strided = StridedView(st.buffer, size, st.stride[:dim] + st.stride[dim + 1:],
+                              st.offset + i * st.stride[dim])
+    return _view(x, size, loader, strided)
+
+
+@register(aten.cat, prims.cat)
+def cat(ctx, tensors: list, dim: int = 0) -> TensorValue:
+    size = tuple(int(s) for s in ctx.out_size)
+    dim = _norm_dim(dim, len(size))
+    parts = [t for t in tensors if isinstance(t, TensorValue) and not (len(t.size) == 1 and t.size[0] == 0)]
+    if len(parts) == 1 and parts[0].dtype == ctx.out_dtype:
+        return parts[0]
+    out, org = ctx.out_dtype, origin()
+    check_dtype(out)
+    offsets, acc = [], 0
+    for p in parts:
+        offsets.append(acc)
+        acc += p.size[dim]
+
+    def loader(index):
+        with origin_scope(org):
+            return _cat_value(index)
+
+    def _cat_value(index):
+        i = index[dim]
+        result = None
+        for p, off in reversed(list(zip(parts, offsets))):
+            idx = list(index)
+            # clamped: both sides of the select are evaluated, so every load must stay in bounds
+            local = i - off
+            if off > 0:
+                local = sympy.Max(0, local)
+            if off + p.size[dim] < size[dim]:
+                local = sympy.Min(local, p.size[dim] - 1)
+            idx[dim] = local
+            val = cast(p.load(idx), out)
+            if result is None:
+                result = val
+            else:
+                cond = Op(torch.bool, org, "lt", (_index_value(i, org), constant(off + p.size[dim], torch.int64)))
+                result = Op(out, org, "where", (cond, val, result))
+        return result
+
+    inlined = frozenset().union(*[p.inlined for p in parts]) | {org}
+    return TensorValue(out, size, loader, None, inlined)
+
+
+def _index_value(expr, org):
+    from compiler.ir import IndexValue
+    return IndexValue(torch.int64, org, expr)
+
+
+@register(aten.constant_pad_nd)
+def constant_pad_nd(ctx, x: TensorValue, pad: Sequence[int], value=0) -> TensorValue:
+    size = tuple(int(s) for s in ctx.out_size)
+    n = len(size)
+    lows = [0] * n
+    for k in range(len(pad) // 2):
+        lows[n - 1 - k] = pad[2 * k]
+    if any(p < 0 for p in pad):
+        raise UnsupportedLowering("negative padding")
+    out, org = ctx.out_dtype, origin()
+    check_dtype(out)
+    fill = constant(value, out)
+
+    def loader(index):
+        with origin_scope(org):
+            return _pad_value(index)
+
+    def _pad_value(index):
+        idx = [i - lo for i, lo in zip(index, lows)]
+        conds = []
+        for d, (i, lo) in enumerate(zip(index, lows)):
+            if size[d] != x.size[d] or lo:
+                iv = _index_value(i, org)
+                conds.append(Op(torch.bool, org, "ge", (iv, constant(lo, torch.int64))))
+                conds.append(Op(torch.bool, org, "lt", (iv, constant(lo + x.size[d], torch.int64))))
+        if not conds:
+            return cast(x.load(idx), out)
+        cond = conds[0]
+        for c in conds[1:]:
+            cond = Op(torch.bool, org, "logical_and", (cond, c))
+        safe = [sympy.Max(0, sympy.Min(i, s - 1)) if s > 1 else sympy.Integer(0) for i, s in zip(idx, x.size)]
+        return Op(out, org, "where", (cond, cast(x.load(safe), out), fill))
+
+    return TensorValue(out, size, loader, None, x.inlined | {org})

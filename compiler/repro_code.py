@@ -1,0 +1,57 @@
+"""Standalone Python for an FX graph: `fx_graph_runnable.py` and the minifier's `repro.py`."""
+from __future__ import annotations
+
+import textwrap
+
+import torch
+import torch.fx
+
+from compiler.codegen.wrapper import py_repr
+
+
+def input_specs(example_inputs) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
+    return [(tuple(t.shape), tuple(t.stride()), t.dtype) for t in example_inputs if isinstance(t, torch.Tensor)]
+
+
+def runnable_graph_code(gm: torch.fx.GraphModule, specs, title: str, tensors_file: str | None = None) -> str:
+    """A script defining `class Repro(torch.nn.Module)` and `load_args()`, which runs the graph eagerly
+    and with the lens backend and compares them. Saved inputs are used when `tensors_file` exists."""
+    body = textwrap.indent(gm.code.strip("\n"), "    ")
+    args = ", ".join(f"rand_strided({py_repr(s)}, {py_repr(st)}, {d})" for s, st, d in specs)
+    saved = repr(tensors_file) if tensors_file else "None"
+    return f'''# {title}
+# Runs standalone: `python fx_graph_runnable.py` (eager vs lens, compared).
+import os
+import torch
+from torch import tensor, device
+from math import inf, nan
+from compiler.runtime import rand_strided
+
+_SAVED_INPUTS = {saved}
+
+
+class Repro(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+
+{body}
+
+
+def load_args():
+    if _SAVED_INPUTS and os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), _SAVED_INPUTS)):
+        return torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), _SAVED_INPUTS))
+    torch.manual_seed(0)
+    return [{args}]
+
+
+if __name__ == "__main__":
+    from compiler.frontend import compile_graph_module
+    mod = Repro()
+    expected = mod(*load_args())
+    compiled = compile_graph_module(torch.fx.symbolic_trace(mod), load_args())
+    got = compiled(load_args())
+    for i, (e, g) in enumerate(zip(expected, got)):
+        if isinstance(e, torch.Tensor):
+            torch.testing.assert_close(g, e, equal_nan=True)
+    print("OK: lens matches eager on", len(expected), "outputs")
+'''

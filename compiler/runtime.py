@@ -1,0 +1,90 @@
+"""Loads built kernels (ctypes) and generated modules, and the helpers generated code calls at run time."""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import importlib.util
+import os
+import sys
+import types
+from typing import Callable
+
+import torch
+
+from compiler import config
+from compiler.build import build_shared_library
+
+_LIBS: dict[str, ctypes.CDLL] = {}
+empty_strided = torch.empty_strided
+
+
+def reinterpret(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
+    return torch.as_strided(t, size, stride, t.storage_offset() + offset)
+
+
+def rand_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
+    """A random tensor with this layout (like Inductor's rand_strided)."""
+    needed = 1 + sum((s - 1) * st for s, st in zip(size, stride) if s > 0) if all(s > 0 for s in size) else 0
+    if dtype == torch.bool:
+        base = torch.randint(0, 2, (needed,), dtype=torch.bool)
+    elif dtype.is_floating_point:
+        base = torch.randn(needed, dtype=dtype)
+    else:
+        base = torch.randint(0, 100, (needed,), dtype=dtype)
+    return torch.as_strided(base, size, stride)
+
+
+def _profiled(name: str, fn: Callable) -> Callable:
+    record = torch.profiler.record_function
+
+    def call(*ptrs):
+        with record(name):
+            fn(*ptrs)
+
+    return call
+
+
+def load_cpp_module(source: str, kernels: dict[str, int], name: str = "kernels",
+                    profile: bool = False) -> dict[str, Callable]:
+    """Build (or fetch from the cache) `source` and return its kernels as callables taking data pointers.
+    With profiling on, each call is recorded in torch.profiler under the kernel's name."""
+    path = build_shared_library(source, name)
+    lib = _LIBS.get(path)
+    if lib is None:
+        lib = _LIBS[path] = ctypes.CDLL(path)
+    profile = profile or config.cpp.enable_kernel_profile
+    out: dict[str, Callable] = {}
+    for kname, nargs in kernels.items():
+        fn = getattr(lib, kname)
+        fn.argtypes = [ctypes.c_void_p] * nargs
+        fn.restype = None
+        out[kname] = _profiled(kname, fn) if profile else fn
+    return out
+
+
+def load_output_code(text: str) -> types.ModuleType:
+    """Import generated output_code.py text as a module (kept in the cache so tracebacks show lines)."""
+    key = hashlib.sha256(text.encode()).hexdigest()[:40]
+    folder = os.path.join(config.cache_dir(), "py", key[:2])
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"output_code_{key}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"lens_output_code_{key}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def output_code_main(call: Callable, get_args: Callable, path: str, kinds: dict[str, str]) -> None:
+    """`python output_code.py` benchmarks the module; `-p` profiles it per kernel and writes a trace."""
+    from compiler.profiling import benchmark_module, profile_module
+    if "-p" in sys.argv:
+        profile_module(call, get_args, path, kinds)
+    else:
+        ms = benchmark_module(call, get_args)
+        print(f"{ms:.6f} ms per call")

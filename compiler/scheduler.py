@@ -1,0 +1,155 @@
+"""Dependency analysis and fusion: groups IR buffers into kernels that share an outer loop.
+
+Pointwise buffers fuse with pointwise consumers, with reductions over the same outer index (prologues
+and epilogues), and horizontally with same-shape neighbours; a consumer joins only if each value it
+reads from the group was produced in the same outer iteration. Extern calls stand alone.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from compiler import config
+from compiler.ir import ComputedBuffer, ExternCall, GraphIR, Load
+
+
+def nonunit_dims(size: tuple[int, ...]) -> list[int]:
+    return [d for d, s in enumerate(size) if s != 1]
+
+
+@dataclass
+class FusedKernel:
+    """One generated C++ function: `nodes` run in order inside a shared outer loop nest `outer`."""
+
+    nodes: list[ComputedBuffer]
+    outer: tuple[int, ...]
+    has_reduction: bool
+    name: str = ""
+    origins: list[str] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return "reduction" if self.has_reduction else "pointwise"
+
+    def buffers(self) -> set[str]:
+        return {n.name for n in self.nodes}
+
+
+Step = FusedKernel | ExternCall
+
+
+@dataclass
+class ScheduledGraph:
+    ir: GraphIR
+    steps: list[Step]
+
+    @property
+    def kernels(self) -> list[FusedKernel]:
+        return [s for s in self.steps if isinstance(s, FusedKernel)]
+
+
+def _dims_of(node: ComputedBuffer) -> tuple[int, ...]:
+    return tuple(node.layout.size[d] for d in nonunit_dims(node.layout.size))
+
+
+def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return a[:n]
+
+
+def _outer_after_join(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] | None:
+    dims = _dims_of(node)
+    if node.reduction_type:
+        if k.has_reduction:
+            return dims if dims == k.outer else None
+        return dims if k.outer[:len(dims)] == dims else None
+    if k.has_reduction:
+        return k.outer if dims[:len(k.outer)] == k.outer else None
+    prefix = _common_prefix(k.outer, dims)
+    if not prefix and (k.outer or dims):
+        return None
+    return prefix
+
+
+def _reads_same_iteration(consumer: ComputedBuffer, producer: ComputedBuffer, depth: int) -> bool:
+    """Every load of `producer` by `consumer` touches only the outer iteration it runs in."""
+    c_vars = [consumer.vars[d] for d in nonunit_dims(consumer.layout.size)][:depth]
+    p_dims = nonunit_dims(producer.layout.size)[:depth]
+    for ld in consumer.reads():
+        if ld.buffer != producer.name:
+            continue
+        for j, d in enumerate(p_dims):
+            if sympy.simplify(ld.index[d] - c_vars[j]) != 0:
+                return False
+    return True
+
+
+def _can_join(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] | None:
+    if len(set(k.origins) | set(node.origins)) > config.max_fusion_size:
+        return None
+    outer = _outer_after_join(k, node)
+    if outer is None:
+        return None
+    members = {n.name: n for n in k.nodes}
+    for ld in node.reads():
+        producer = members.get(ld.buffer)
+        if producer is not None and not _reads_same_iteration(node, producer, len(outer)):
+            return None
+    return outer
+
+
+def kernel_name(origins: list[str], op_names: dict[str, str], index: int) -> str:
+    ops = sorted({op_names.get(o, o) for o in origins})
+    return "cpp_fused_" + "_".join(ops[:6]) + f"_{index}"
+
+
+def schedule(ir: GraphIR, op_names: dict[str, str]) -> ScheduledGraph:
+    """Greedy fusion in topological order; `op_names` gives each FX node's op name for kernel names."""
+    steps: list[Step] = []
+    current: FusedKernel | None = None
+    for node in ir.nodes:
+        if isinstance(node, ExternCall):
+            steps.append(node)
+            current = None
+            continue
+        outer = _can_join(current, node) if current is not None else None
+        if current is not None and outer is not None:
+            current.nodes.append(node)
+            current.outer = outer
+            current.has_reduction = current.has_reduction or bool(node.reduction_type)
+            current.origins = sorted(set(current.origins) | set(node.origins), key=ir_order(ir))
+            continue
+        current = FusedKernel([node], _dims_of(node), bool(node.reduction_type), origins=list(node.origins))
+        steps.append(current)
+    for i, k in enumerate(s for s in steps if isinstance(s, FusedKernel)):
+        k.name = kernel_name(k.origins, op_names, i)
+    return ScheduledGraph(ir, steps)
+
+
+def ir_order(ir: GraphIR):
+    order: dict[str, int] = {}
+    for n in ir.nodes:
+        for o in n.origins:
+            order.setdefault(o, len(order))
+    return lambda name: order.get(name, len(order))
+
+
+def format_schedule(sg: ScheduledGraph) -> str:
+    """The body of ir_post_fusion.txt."""
+    from compiler.ir import format_node
+    out = []
+    for step in sg.steps:
+        if isinstance(step, ExternCall):
+            out.append(format_node(step))
+        else:
+            out.append(f"{step.name}: FusedKernel({step.kind}) outer={list(step.outer)} "
+                       f"nodes={[n.name for n in step.nodes]}")
+            out.extend("  " + line for n in step.nodes for line in format_node(n).splitlines())
+        out.append("")
+    return "\n".join(out)
+
+
+__all__ = ["schedule", "ScheduledGraph", "FusedKernel", "format_schedule", "Load"]
