@@ -11,6 +11,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 # Envelope keys that are context, not the record's tag (torch/_logging/_internal.py `reserved_names`).
@@ -147,7 +148,10 @@ class TraceReader:
 
     def read_new(self) -> list[TraceRecord]:
         """Records appended since the last call. Never raises on bad content; a missing file reads empty."""
-        records: list[TraceRecord] = []
+        return [rec for batch in self.read_batches() for rec in batch]
+
+    def read_batches(self) -> Iterator[list[TraceRecord]]:
+        """Like read_new, one batch per chunk read, so a consumer never holds a whole large log's records."""
         try:
             st = os.stat(self.path)
             with open(self.path, "rb") as f:
@@ -155,23 +159,18 @@ class TraceReader:
                     self._restart()
                 f.seek(self._offset + len(self._pending))
                 while chunk := f.read(READ_CHUNK):
-                    self._consume(self._pending + chunk, records, final=False)
-                self._consume(self._pending, records, final=False, at_eof=True)
+                    yield self._consume(self._pending + chunk, at_eof=False)
+                yield self._consume(self._pending, at_eof=True)
                 if not self._head:
                     f.seek(0)
                     self._head = f.read(256)
                     self._identity = (st.st_dev, st.st_ino)
         except OSError:
-            pass  # vanished or unreadable: what was read so far still counts
-        self.records_read += len(records)
-        return records
+            return  # vanished or unreadable: what was read so far still counts
 
     def finish(self) -> list[TraceRecord]:
         """The writer is gone: turn what is still pending into a record if it parses, else count it skipped."""
-        records: list[TraceRecord] = []
-        self._consume(self._pending, records, final=True)
-        self.records_read += len(records)
-        return records
+        return self._consume(self._pending, final=True)
 
     def _was_replaced(self, f: Any, st: os.stat_result) -> bool:
         if not self._head:
@@ -180,8 +179,9 @@ class TraceReader:
             return True
         return f.read(len(self._head)) != self._head
 
-    def _consume(self, buf: bytes, out: list[TraceRecord], *, final: bool, at_eof: bool = False) -> None:
+    def _consume(self, buf: bytes, *, at_eof: bool = False, final: bool = False) -> list[TraceRecord]:
         """Parse every complete record in `buf` (which starts at self._offset); keep the rest pending."""
+        out: list[TraceRecord] = []
         starts = [0] + [m.end() for m in RECORD_START.finditer(buf)]
         base = self._offset
         for seg_start, seg_end in zip(starts, starts[1:]):
@@ -196,6 +196,8 @@ class TraceReader:
             last = b""
         self._offset = base + len(buf) - len(last)
         self._pending = last
+        self.records_read += len(out)
+        return out
 
     def _is_complete(self, seg: bytes) -> bool:
         """A record at EOF is complete when its line ended and its payload matches `has_payload`."""

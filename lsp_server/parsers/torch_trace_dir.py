@@ -29,14 +29,18 @@ class TraceDirectory:
         """Read one log's new bytes into the summary (e.g. on a watcher event); True if anything changed."""
         key = str(path)
         reader = self.readers.setdefault(key, TraceReader(key))
-        generation, skipped = reader.generation, reader.skipped_count
-        records = reader.read_new()
-        if reader.generation != generation:
+        generation, skipped, read = reader.generation, reader.skipped_count, 0
+        for batch in reader.read_batches():
+            if reader.generation != generation and read == 0:
+                self.summary.drop_log(key)  # truncated or replaced: its old records are void
+            self.summary.add(batch)
+            read += len(batch)
+        restarted = reader.generation != generation
+        if restarted and read == 0:
             self.summary.drop_log(key)
-        self.summary.add(records)
-        if reader.skipped_count != skipped or reader.generation != generation:
+        if reader.skipped_count != skipped or restarted:
             self.summary.note_skipped(key, reader.skipped_count, reader.skipped)
-        return bool(records) or reader.generation != generation or reader.skipped_count != skipped
+        return bool(read) or restarted or reader.skipped_count != skipped
 
     def forget(self, path: str | os.PathLike[str]) -> None:
         """The log was deleted."""

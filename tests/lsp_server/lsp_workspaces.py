@@ -74,6 +74,10 @@ class InductorWorkspace:
 
 async def start_session(client: LanguageClient, workspace: Path, options: dict | None = None) -> None:
     uri = workspace.as_uri()
+    client.refresh_requests = []
+    for method in (types.WORKSPACE_CODE_LENS_REFRESH, types.WORKSPACE_INLAY_HINT_REFRESH):
+        if method not in client.protocol.fm.features:
+            client.feature(method)(lambda params, method=method: client.refresh_requests.append(method))
     await client.initialize_session(types.InitializeParams(
         capabilities=pytest_lsp.client_capabilities("visual-studio-code"),
         root_uri=uri, workspace_folders=[types.WorkspaceFolder(uri, workspace.name)],
