@@ -75,8 +75,43 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inferen
     return compile_to_graph(gm, example_inputs, kind).call
 
 
+def lift_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
+    """Turn `get_attr` tensors into trailing graph inputs; returns the tensors to append to the args."""
+    consts = []
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node in list(gm.graph.nodes):
+        if node.op != "get_attr":
+            continue
+        value = getattr(gm, node.target)
+        anchor = placeholders[-1] if placeholders else next(iter(gm.graph.nodes))
+        with gm.graph.inserting_after(anchor):
+            ph = gm.graph.placeholder(f"const_{len(consts)}")
+        ph.meta.update(node.meta)
+        node.replace_all_uses_with(ph)
+        gm.graph.erase_node(node)
+        placeholders.append(ph)
+        consts.append(value)
+    if consts:
+        gm.recompile()
+    return consts
+
+
+def _with_constants(call: Callable, consts: list[torch.Tensor]) -> Callable:
+    if not consts:
+        return call
+
+    def run(args):
+        args.extend(consts)
+        return call(args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
 def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference") -> CompiledGraph:
     graph_id = f"graph_{next(_GRAPH_IDS)}"
+    consts = lift_constants(gm)
+    example_inputs = list(example_inputs) + consts
     readable = readable_graph(gm)
     debug = DebugDir(graph_id) if config.debug else None
     if debug:
@@ -90,7 +125,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         log.warning("kernel-lens: %s runs eagerly: %s", graph_id, e)
         if debug:
             debug.notes([f"{graph_id} runs eagerly (no generated code): {e}"])
-        return CompiledGraph(graph_id, readable, None, None, debug, _eager(gm))
+        return CompiledGraph(graph_id, readable, None, None, debug, _with_constants(_eager(gm), consts))
     if debug:
         debug.ir_pre_fusion("\n\n".join(format_node(n) for n in ir.nodes) + "\n")
     sg = schedule(ir, readable.op_names)
@@ -113,7 +148,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         raise LensCompileError(report, debug.path if debug else None) from None
     call = module.call
     call._boxed_call = True
-    return CompiledGraph(graph_id, readable, code, kmap, debug, call)
+    return CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts))
 
 
 def compile_graph_module(gm: torch.fx.GraphModule, example_inputs) -> Callable:

@@ -149,6 +149,7 @@ class KernelRenderer:
             self.open_loop(v, s, pragma, k.origins)
         for node, b in zip(k.nodes, bodies):
             b["body"] = substitute(b["body"], osubst)
+            b["store"] = sympy.expand(b["store"].xreplace(osubst))
             self._render_node_block(node, b, parallel_inner=not parallel)
         for _ in ovars:
             self.close()

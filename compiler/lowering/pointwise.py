@@ -51,6 +51,9 @@ def elementwise(name: str, args: Sequence, out_dtype: torch.dtype, compute_dtype
     compute = compute_dtype or out_dtype
     check_dtype(out_dtype)
     check_dtype(compute)
+    for a in args:
+        if isinstance(a, TensorValue):
+            check_dtype(a.dtype)
     vals = [_as_value(a, compute) for a in args]
     size = tuple(size) if size is not None else broadcast_shapes(*[v.size for v in vals])
     vals = [broadcast_to(v, size) for v in vals]
@@ -70,6 +73,7 @@ def elementwise(name: str, args: Sequence, out_dtype: torch.dtype, compute_dtype
 
 def to_dtype(v: TensorValue, dtype: torch.dtype) -> TensorValue:
     check_dtype(dtype)
+    check_dtype(v.dtype)
     if v.dtype == dtype:
         return v
     org = origin()
@@ -157,6 +161,9 @@ def _floor_divide(ctx, a, b):
 @register(aten.where, prims.where)
 def _where(ctx, cond, a, b):
     out = ctx.out_dtype
+    for x in (cond, a, b):
+        if isinstance(x, TensorValue):
+            check_dtype(x.dtype)
     cond_v = _as_value(cond, torch.bool)
     size = broadcast_shapes(cond_v.size, *[x.size for x in (a, b) if isinstance(x, TensorValue)])
     cond_b = broadcast_to(to_dtype(cond_v, torch.bool), size)

@@ -29,6 +29,7 @@ def reduce(ctx, x: TensorValue, dims, keepdim: bool, rtype: str, out_dtype: torc
     n = len(x.size)
     dims = _dims(dims, n)
     value_dtype = value_dtype or out_dtype
+    check_dtype(x.dtype)
     check_dtype(out_dtype)
     check_dtype(value_dtype)
     kept = [d for d in range(n) if d not in dims]
