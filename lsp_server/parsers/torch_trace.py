@@ -30,6 +30,7 @@ RANK_IN_NAME = re.compile(r"rank_(\d+)(?=[_.])")
 READ_CHUNK = 16 << 20
 MAX_PENDING = 256 << 20  # a "record" larger than this without a newline is garbage, not a slow writer
 MAX_SKIPS_KEPT = 50
+JSON = json.JSONDecoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,10 +186,14 @@ class TraceReader:
         starts = [0] + [m.end() for m in RECORD_START.finditer(buf)]
         base = self._offset
         for seg_start, seg_end in zip(starts, starts[1:]):
-            self._emit(buf[seg_start:seg_end], base + seg_start, out)
+            self._emit(buf, seg_start, seg_end, base, out)
         last = buf[starts[-1]:]
         if last and (final or (at_eof and self._is_complete(last))):
-            self._emit(last, base + starts[-1], out, truncated_ok=not final)
+            if final and not self._is_complete(last):
+                self._skip(base + starts[-1], "truncated record at end of log")
+                self._line += last.count(b"\n")
+            else:
+                self._emit(buf, starts[-1], len(buf), base, out)
             last = b""
         elif len(last) > MAX_PENDING:
             self._skip(base + starts[-1], "record larger than MAX_PENDING without a newline")
@@ -215,24 +220,23 @@ class TraceReader:
         if len(self.skipped) < MAX_SKIPS_KEPT:
             self.skipped.append(SkippedRecord(self.path, self._line, offset, reason))
 
-    def _emit(self, seg: bytes, offset: int, out: list[TraceRecord], truncated_ok: bool = True) -> None:
-        record = self._parse(seg, offset, truncated_ok)
-        self._line += seg.count(b"\n")
+    def _emit(self, buf: bytes, start: int, end: int, base: int, out: list[TraceRecord]) -> None:
+        record = self._parse(buf, start, end, base)
+        self._line += buf.count(b"\n", start, end)
         if record is not None:
             out.append(record)
 
-    def _parse(self, seg: bytes, offset: int, truncated_ok: bool) -> TraceRecord | None:
-        if not truncated_ok and not self._is_complete(seg):
-            self._skip(offset, "truncated record at end of log")
-            return None
-        nl = seg.find(b"\n")
-        header = seg if nl < 0 else seg[:nl]
-        m = GLOG_PREFIX.match(header)
+    def _parse(self, buf: bytes, start: int, end: int, base: int) -> TraceRecord | None:
+        """The record in buf[start:end] (indexes, so payload bytes are never copied unless decoded)."""
+        offset = base + start
+        nl = buf.find(b"\n", start, end)
+        header_end = end if nl < 0 else nl
+        m = GLOG_PREFIX.match(buf, start, header_end)
         if m is None:
             self._skip(offset, "line is not a glog-prefixed record")
             return None
         try:
-            envelope = json.loads(header[m.end():])
+            envelope = JSON.decode(buf[m.end():header_end].decode("utf-8"))
         except (ValueError, RecursionError):
             self._skip(offset, "envelope is not valid JSON")
             return None
@@ -246,7 +250,8 @@ class TraceReader:
             return None
         kind = meta.get("name") if tag == "artifact" and isinstance(meta, dict) else tag
         kind = kind if isinstance(kind, str) else tag
-        payload_bytes = seg[nl + 1:].rstrip(b"\n") if nl >= 0 else b""
+        payload_start = end if nl < 0 else nl + 1
+        payload_end = end - 1 if end > payload_start and buf[end - 1] == 10 else end
         record = TraceRecord(
             source=self.path, offset=offset, tag=tag, kind=kind, meta=meta,
             rank=self._rank_of(envelope, m),
@@ -258,12 +263,12 @@ class TraceReader:
         )
         if isinstance(meta, dict) and isinstance(meta.get("stack"), list):
             record.stack = self.resolve_stack(meta["stack"])
-        if payload_bytes:
+        if payload_end > payload_start:
             if kind in EAGER_PAYLOADS:
-                record.payload_text = decode_payload(payload_bytes)
+                record.payload_text = decode_payload(buf[payload_start:payload_end])
             else:
                 md5 = envelope.get("has_payload")
-                record.payload = PayloadRef(self.path, offset + nl + 1, len(payload_bytes),
+                record.payload = PayloadRef(self.path, base + payload_start, payload_end - payload_start,
                                             md5 if isinstance(md5, str) else None)
         return record
 
