@@ -18,9 +18,12 @@ def run_dir() -> str:
     """`<root>/run_<timestamp>-pid_<pid>`, one per process, made on first use."""
     global _RUN_DIR
     if _RUN_DIR is None or not os.path.isdir(_RUN_DIR):
-        root = config.debug_dir_root or os.path.join(os.getcwd(), "torch_compile_debug")
-        stamp = datetime.datetime.now().strftime("%Y_%m_%d_%H_%M_%S_%f")
-        _RUN_DIR = os.path.join(root, f"run_{stamp}-pid_{os.getpid()}")
+        if config.debug_dir_root:
+            stamp = datetime.datetime.now().strftime("%Y_%m_%d_%H_%M_%S_%f")
+            _RUN_DIR = os.path.join(config.debug_dir_root, f"run_{stamp}-pid_{os.getpid()}")
+        else:  # share the run folder Dynamo/Inductor use (TORCH_COMPILE_DEBUG_DIR), as Inductor does
+            from torch._dynamo.utils import get_debug_dir
+            _RUN_DIR = get_debug_dir()
         os.makedirs(_RUN_DIR, exist_ok=True)
     return _RUN_DIR
 

@@ -1,0 +1,89 @@
+"""`kernel-lens` (also `python -m compiler`): run scripts with debug output on, and print indexes.
+Exit codes: 0 ok, 1 the user's program failed or mismatched, 2 usage error."""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import subprocess
+import sys
+
+EXIT_OK, EXIT_USER_FAILURE, EXIT_USAGE = 0, 1, 2
+
+
+def debug_root(script_dir: str) -> str:
+    return os.path.join(script_dir, "torch_compile_debug")
+
+
+def _runs(root: str) -> set[str]:
+    return set(glob.glob(os.path.join(root, "run_*")))
+
+
+def script_env(script: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for running a user script with our debug output (and real Inductor's) switched on."""
+    folder = os.path.dirname(os.path.abspath(script))
+    env = dict(os.environ)
+    env.update({
+        "LENS_DEBUG": "1",
+        "TORCH_COMPILE_DEBUG": "1",
+        "TORCH_COMPILE_DEBUG_DIR": folder,
+        "TORCH_TRACE": env.get("TORCH_TRACE") or os.path.join(folder, "torch_trace"),
+    })
+    env.update(extra or {})
+    return env
+
+
+def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | None = None) -> tuple[int, list[str]]:
+    """Run the user's script in a child Python (its own cwd = its folder); returns exit code and new runs."""
+    script = os.path.abspath(script)
+    folder = os.path.dirname(script)
+    before = _runs(debug_root(folder))
+    proc = subprocess.run([sys.executable, script, *script_args], cwd=folder, env=script_env(script, extra_env))
+    return proc.returncode, sorted(_runs(debug_root(folder)) - before)
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    code, runs = run_script(args.script, args.script_args)
+    for run in runs:
+        graphs = sorted(glob.glob(os.path.join(run, "*", "*", "")))
+        print(f"debug directory: {run} ({len(graphs)} graph folder(s))")
+    if not runs:
+        print("no debug directory was written (did the script call torch.compile?)")
+    if code != 0:
+        print(f"the script exited with code {code}", file=sys.stderr)
+        return EXIT_USER_FAILURE
+    return EXIT_OK
+
+
+def _delegate_to_server(args: argparse.Namespace, verb: str) -> int:
+    """`index` and `trace` print what the language server indexes: it owns those parsers."""
+    cmd = [sys.executable, "-m", "lsp_server", verb, args.dir] + (["--json"] if args.json else [])
+    return subprocess.run(cmd).returncode
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kernel-lens", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="run SCRIPT with debug directories on and print where they went")
+    c.add_argument("script")
+    c.add_argument("script_args", nargs=argparse.REMAINDER)
+    c.set_defaults(func=cmd_compile)
+    for verb, text in (("index", "print the kernel maps the language server indexes under DIR"),
+                       ("trace", "print graph breaks, recompiles and failures of the TORCH_TRACE logs in DIR")):
+        s = sub.add_parser(verb, help=text)
+        s.add_argument("dir")
+        s.add_argument("--json", action="store_true")
+        s.set_defaults(func=lambda a, verb=verb: _delegate_to_server(a, verb))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if hasattr(args, "script") and not os.path.isfile(args.script):
+        print(f"kernel-lens: no such script: {args.script}", file=sys.stderr)
+        return EXIT_USAGE
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
