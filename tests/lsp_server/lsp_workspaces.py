@@ -44,16 +44,21 @@ if __name__ == "__main__":
 '''
 
 
-def copy_run(run_name: str, workspace: Path) -> Path:
-    """Copy one fixture run into `workspace/torch_compile_debug/`, pointing its paths at the workspace."""
-    target = workspace / "torch_compile_debug" / run_name
-    staging = workspace / f".staging_{run_name}"
-    shutil.copytree(LENS_FOO1 / "runs" / run_name, staging)
-    for path in staging.rglob("*"):
+def render_run(run_name: str, destination: Path, workspace: Path) -> Path:
+    """Copy a fixture run to `destination`, its source paths pointing at `workspace`."""
+    shutil.copytree(LENS_FOO1 / "runs" / run_name, destination)
+    for path in destination.rglob("*"):
         if path.is_file():
             path.write_text(path.read_text().replace(PLACEHOLDER, str(workspace)))
+    return destination
+
+
+def copy_run(run_name: str, workspace: Path, source_workspace: Path | None = None) -> Path:
+    """Copy one fixture run into `workspace/torch_compile_debug/` at once (as atomic writers do)."""
+    target = workspace / "torch_compile_debug" / run_name
+    staging = render_run(run_name, workspace / f".staging_{run_name}", source_workspace or workspace)
     target.parent.mkdir(exist_ok=True)
-    os.replace(staging, target)  # appear at once, as the compiler's atomic writes do
+    os.replace(staging, target)
     return target
 
 
