@@ -3,6 +3,8 @@ per rank, function and frame compile, as text or as a JSON-ready dict.
 """
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from lsp_server.parsers.torch_trace_dir import load_trace_dir
 from lsp_server.parsers.torch_trace_findings import find_divergences, trace_diagnostics
 from lsp_server.parsers.torch_trace_summary import FrameCompile, FunctionSummary, TraceSummary
 
-__all__ = ["load_trace_dir", "render_text", "render_json"]
+__all__ = ["load_trace_dir", "render_text", "render_json", "trace_report", "print_trace"]
 JSON_VERSION = 1
 
 
@@ -29,8 +31,7 @@ def _compile_line(fc: FrameCompile) -> str:
         figures.append(f"{fc.compile_time_s:.2f} s")
     if not fc.finished:
         figures.append("in progress")
-    if fc.output_code_path:
-        figures.append(f"code {fc.output_code_path}")
+    figures.extend(f"code {g.output_code_path}" for g in fc.inductor_graphs if g.output_code_path)
     return f"    frame {fc.compile_id:<7} {fc.co_name or '?'}  " + " · ".join(figures)
 
 
@@ -95,7 +96,8 @@ def _compile_json(fc: FrameCompile) -> dict[str, Any]:
         "graph_breaks": [asdict(gb) for gb in fc.graph_breaks],
         "fail_type": fc.fail_type, "fail_reason": fc.fail_reason,
         "fail_file": fc.fail_file, "fail_line": fc.fail_line,
-        "output_code_path": fc.output_code_path,
+        "inductor_graphs": [{"output_code_path": g.output_code_path, "artifacts": sorted(g.artifacts)}
+                            for g in fc.inductor_graphs],
         "artifacts": sorted(fc.artifacts),
     }
 
@@ -128,3 +130,13 @@ def trace_report(directory: str | Path, as_json: bool = False) -> str | dict[str
     """Load DIR and render it: what `kernel-lens trace DIR [--json]` prints."""
     summary = load_trace_dir(directory)
     return render_json(summary) if as_json else render_text(summary)
+
+
+def print_trace(directory: str | Path, as_json: bool = False) -> int:
+    """`python -m lsp_server trace DIR [--json]`: print the report; exit code 0, or 2 if DIR is missing."""
+    if not Path(directory).exists():
+        print(f"kernel-lens trace: no such file or folder: {directory}", file=sys.stderr)
+        return 2
+    report = trace_report(directory, as_json)
+    sys.stdout.write(json.dumps(report, indent=1) + "\n" if as_json else str(report))
+    return 0

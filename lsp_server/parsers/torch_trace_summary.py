@@ -16,6 +16,28 @@ from lsp_server.parsers.torch_trace_payloads import (
 
 RESUME_NAME = re.compile(r"^torch_dynamo_resume_in_(.+?)_at_(\d+)$")
 CompileKey = tuple[int | None, int, int]  # (compiled_autograd_id, frame_id, frame_compile_id)
+# Logged once per graph Inductor compiles: a training step logs them for the forward, then the backward.
+INDUCTOR_GRAPH_KINDS = frozenset({
+    "fx_graph_runnable", "before_post_grad_graph", "inductor_post_grad_graph", "inductor_output_code",
+    "inductor_provenance_tracking_node_mappings", "inductor_provenance_tracking_kernel_stack_traces",
+})
+
+
+@dataclass(slots=True)
+class InductorGraph:
+    """One graph Inductor compiled in a frame compile (the inference graph, or forward and backward apart):
+    its output code (+ the cache file it was written to), post-grad graph and provenance, by record kind."""
+    artifacts: dict[str, PayloadRef] = field(default_factory=dict)
+    output_code_path: str | None = None
+
+    @property
+    def output_code(self) -> PayloadRef | None:
+        return self.artifacts.get("inductor_output_code")
+
+    def text(self, kind: str) -> str | None:
+        """A payload of this graph read from the log, e.g. text("inductor_post_grad_graph")."""
+        ref = self.artifacts.get(kind)
+        return ref.text() if ref is not None else None
 
 
 @dataclass(slots=True)
@@ -42,10 +64,9 @@ class FrameCompile:
     fail_file: str | None = None
     fail_line: int | None = None
     graph_breaks: list[GraphBreak] = field(default_factory=list)
-    output_code: PayloadRef | None = None
-    output_code_path: str | None = None
+    inductor_graphs: list[InductorGraph] = field(default_factory=list)
     graph_hash: str | None = None
-    artifacts: dict[str, PayloadRef] = field(default_factory=dict)
+    artifacts: dict[str, PayloadRef] = field(default_factory=dict)  # other payloads by kind (last wins)
     finished: bool = False  # compilation_metrics seen
 
     @property
@@ -80,6 +101,15 @@ class FrameCompile:
         lines = [ln.strip() for ln in (self.fail_reason or "").splitlines() if ln.strip()] or [""]
         head = 2 if lines[0].endswith(":") and len(lines) > 1 else 1
         return f"{self.fail_type}: {' '.join(lines[:head])}".rstrip(": ")
+
+    @property
+    def output_code(self) -> PayloadRef | None:
+        """The first (inference or forward) graph's Inductor output code; see inductor_graphs for all."""
+        return next((g.output_code for g in self.inductor_graphs if g.output_code is not None), None)
+
+    @property
+    def output_code_path(self) -> str | None:
+        return next((g.output_code_path for g in self.inductor_graphs if g.output_code_path), None)
 
     def output_code_text(self) -> str | None:
         """The Inductor `output_code.py` text logged for this compile, read from the log on demand."""
@@ -139,10 +169,10 @@ def _on_recompile(fc: FrameCompile, rec: TraceRecord) -> None:
 
 
 def _on_output_code(fc: FrameCompile, rec: TraceRecord) -> None:
-    fc.output_code = rec.payload
+    graph = _keep_payload(fc, rec)
     meta = rec.meta if isinstance(rec.meta, dict) else {}
-    fc.output_code_path = _str_or_none(meta.get("filename")) or _str_or_none(meta.get("file_path"))
-    _keep_payload(fc, rec)
+    if graph is not None:
+        graph.output_code_path = _str_or_none(meta.get("filename")) or _str_or_none(meta.get("file_path"))
 
 
 def _on_dynamo_graph(fc: FrameCompile, rec: TraceRecord) -> None:
@@ -151,9 +181,18 @@ def _on_dynamo_graph(fc: FrameCompile, rec: TraceRecord) -> None:
     _keep_payload(fc, rec)
 
 
-def _keep_payload(fc: FrameCompile, rec: TraceRecord) -> None:
-    if rec.payload is not None:
+def _keep_payload(fc: FrameCompile, rec: TraceRecord) -> InductorGraph | None:
+    """Keep a payload's location; per-Inductor-graph kinds go to the current graph, or open the next one
+    when the current graph already has that kind (the backward after the forward)."""
+    if rec.payload is None:
+        return None
+    if rec.kind not in INDUCTOR_GRAPH_KINDS:
         fc.artifacts[rec.kind] = rec.payload
+        return None
+    if not fc.inductor_graphs or rec.kind in fc.inductor_graphs[-1].artifacts:
+        fc.inductor_graphs.append(InductorGraph())
+    fc.inductor_graphs[-1].artifacts[rec.kind] = rec.payload
+    return fc.inductor_graphs[-1]
 
 
 # record kind -> what it adds to its FrameCompile; other kinds with a payload are kept as artifacts

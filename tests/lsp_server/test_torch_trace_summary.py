@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lsp_server.parsers.torch_trace_dir import load_trace_dir
 from lsp_server.parsers.torch_trace_findings import find_divergences, trace_diagnostics
-from lsp_server.trace_view import render_json, render_text, trace_report
+from lsp_server.trace_view import print_trace, render_json, render_text, trace_report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch_trace"
 SCENARIOS = FIXTURES / "scenarios"
@@ -71,11 +71,35 @@ def test_inductor_output_code_and_provenance_are_reachable():
     assert fc.output_code_path and fc.output_code_path.endswith(".py")
     code = fc.output_code_text()
     assert "async_compile.cpp_pybinding" in code and "def call(" in code
-    mappings = json.loads(fc.artifacts["inductor_provenance_tracking_node_mappings"].text())
+    (graph,) = fc.inductor_graphs
+    mappings = json.loads(graph.text("inductor_provenance_tracking_node_mappings"))
     assert set(mappings) >= {"preToPost", "postToPre", "cppCodeToPost", "postToCppCode"}
-    post_grad = fc.artifacts["inductor_post_grad_graph"].text()
+    post_grad = graph.text("inductor_post_grad_graph")
     assert f"inductor_small.py:{_line_of(SCENARIOS / 'inductor_small.py', 'torch.relu(x @ w)')}" in post_grad
-    assert {"fx_graph_runnable", "before_pre_grad_graph", "dynamo_output_graph"} <= set(fc.artifacts)
+    assert {"fx_graph_runnable", "inductor_output_code"} <= set(graph.artifacts)
+    assert {"before_pre_grad_graph", "dynamo_output_graph", "dynamo_cpp_guards_str"} <= set(fc.artifacts)
+
+
+GPU_TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "inductor_gpu"
+
+
+def test_torch_2_11_gpu_training_trace_keeps_forward_and_backward_code():
+    """The GPU engineer's torch-2.11 H100 trace (tests/fixtures/inductor_gpu): other version, same model."""
+    summary = load_trace_dir(GPU_TRACES / "mlp_train" / "torch_trace")
+    assert summary.skipped_records == 0
+    (fc,) = summary.compiles()
+    assert len(fc.inductor_graphs) == 2  # forward, then backward, under one compile id
+    forward, backward = (g.text("inductor_output_code") for g in fc.inductor_graphs)
+    assert "async_compile.triton(" in forward and "async_compile.triton(" in backward and forward != backward
+    assert all(g.text("inductor_provenance_tracking_node_mappings") for g in fc.inductor_graphs)
+
+
+def test_torch_2_11_gpu_graph_break_trace():
+    summary = load_trace_dir(GPU_TRACES / "graph_break" / "torch_trace")
+    (gb,) = [d for d in trace_diagnostics(summary) if d.kind == "graph_break"]
+    assert gb.message == "Graph break: Data-dependent branching" and gb.quick_fix is not None
+    (branchy,) = [f for f in summary.functions() if f.graph_breaks]
+    assert branchy.frames >= 2 and all(fc.output_code is not None for fc in branchy.compiles)
 
 
 def test_two_ranks_diverge_on_the_graph_break():
@@ -110,3 +134,11 @@ def test_render_json_is_serialisable_and_complete():
     steps = {f["rank"]: f for f in report["functions"] if f["name"] == "step"}
     assert steps[1]["graph_breaks"] == 1 and steps[0]["graph_breaks"] == 0
     assert {d["kind"] for d in report["divergences"]} >= {"graph_break"}
+
+
+def test_print_trace_cli_entry(capsys, tmp_path):
+    assert print_trace(FIXTURES / "two_ranks", as_json=True) == 0
+    assert json.loads(capsys.readouterr().out)["version"] == 1
+    assert print_trace(FIXTURES / "two_ranks") == 0
+    assert capsys.readouterr().out.startswith("Structured trace: 2 log(s)")
+    assert print_trace(tmp_path / "missing") == 2
