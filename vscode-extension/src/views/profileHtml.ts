@@ -131,6 +131,7 @@ const STYLE = `
 body { font-family: var(--vscode-font-family); font-size: var(--vscode-font-size); color: var(--vscode-foreground); padding: 0 16px 16px; }
 header { display: flex; align-items: center; gap: 12px; flex-wrap: wrap; }
 header h1 { font-size: 1.3em; margin: 12px 0; flex: 1; }
+.run-id { font-size: 0.7em; font-weight: normal; color: var(--vscode-descriptionForeground); margin-left: 8px; }
 button { background: var(--vscode-button-background); color: var(--vscode-button-foreground); border: none; padding: 4px 10px; cursor: pointer; }
 button:hover { background: var(--vscode-button-hoverBackground); }
 table { border-collapse: collapse; margin: 8px 0 16px; }
@@ -163,7 +164,7 @@ document.addEventListener("click", (event) => {
 
 export function renderProfileHtml(profile: RunProfile | null, context: RenderContext): string {
   const csp = `default-src 'none'; style-src ${context.cspSource} 'unsafe-inline'; script-src 'nonce-${context.nonce}';`;
-  const title = profile ? `Profile of run ${escapeHtml(profile.run_id)}` : "No profile yet";
+  const title = profile ? `Kernel time <span class="run-id">${escapeHtml(profile.run_id)}</span>` : "No profile yet";
   const sections =
     profile === null
       ? `<p class="empty">No profiled run is indexed. Run <b>Kernel Lens: Profile Current File</b> on a script that calls a function compiled with <code>torch.compile(fn, backend="lens")</code>.</p>`

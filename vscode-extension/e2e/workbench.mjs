@@ -1,0 +1,110 @@
+// Drives the VS Code workbench in Chromium through playwright-core: open files, run palette commands,
+// hover a word, read a webview. Selectors are VS Code 1.100's DOM (code-server 4.100.3).
+import { chromium } from "playwright-core";
+
+export const CHROMIUM = process.env.KERNEL_LENS_CHROMIUM ?? "/usr/bin/chromium";
+
+export async function launchBrowser(userDataDir) {
+  return chromium.launchPersistentContext(userDataDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    viewport: { width: 1600, height: 900 },
+    args: [
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+}
+
+export async function waitForWorkbench(page) {
+  await page.locator(".monaco-workbench").waitFor({ timeout: 120_000 });
+  // The explorer shows the folder once the remote file system answers.
+  await page.locator(".explorer-folders-view, .explorer-viewlet").first().waitFor({ timeout: 120_000 });
+}
+
+async function quickInput(page, prefix, text) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input.input");
+  await input.waitFor({ state: "visible", timeout: 30_000 });
+  await input.fill(`${prefix}${text}`);
+  return input;
+}
+
+/** Runs a command from the palette by its title ("Kernel Lens: Profile Current File"). */
+export async function runCommand(page, title) {
+  await quickInput(page, ">", title);
+  const row = page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first();
+  await row.waitFor({ timeout: 30_000 });
+  await row.click();
+}
+
+/** Opens a workspace file by name through Quick Open and waits for its editor to show `expectText`. */
+export async function openFile(page, fileName, expectText) {
+  await quickInput(page, "", fileName);
+  const row = page.locator(".quick-input-list .monaco-list-row", { hasText: fileName }).first();
+  await row.waitFor({ timeout: 30_000 });
+  await page.keyboard.press("Enter");
+  await editorLine(page, expectText).waitFor({ timeout: 30_000 });
+}
+
+/** The rendered line of the active editor containing `text`. */
+export function editorLine(page, text) {
+  return page.locator(".editor-group-container.active .monaco-editor .view-lines .view-line", { hasText: text }).first();
+}
+
+/** The token span `word` within the line containing `lineText`. */
+export function token(page, lineText, word) {
+  return editorLine(page, lineText).locator("span > span", { hasText: new RegExp(`^${word}$`) }).first();
+}
+
+/** Clicks a token by coordinates: editor overlay layers fail Playwright's hit-target check, not the editor's. */
+export async function clickToken(page, lineText, word) {
+  const target = token(page, lineText, word);
+  await target.waitFor({ timeout: 30_000 });
+  const box = await target.boundingBox();
+  await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+}
+
+/**
+ * Hovers `word` until the hover shows `expected` (the server may still be starting or indexing).
+ * Returns the hover's text.
+ */
+export async function hoverUntil(page, lineText, word, expected, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  const target = token(page, lineText, word);
+  const hover = page.locator(".monaco-hover:not(.hidden) .monaco-hover-content, .monaco-resizable-hover .monaco-hover-content").first();
+  let last = "";
+  while (Date.now() < deadline) {
+    await page.mouse.move(5, 5);
+    await page.keyboard.press("Escape");
+    const box = await target.boundingBox();
+    if (box) {
+      await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2, { steps: 3 });
+    }
+    try {
+      await hover.waitFor({ state: "visible", timeout: 5_000 });
+      last = await hover.innerText();
+      if (expected.some((e) => last.includes(e))) {
+        return last;
+      }
+    } catch {
+      // no hover yet
+    }
+    await page.waitForTimeout(2_000);
+  }
+  throw new Error(`hover over ${word} never showed any of ${expected.join(", ")}; last hover: ${JSON.stringify(last)}`);
+}
+
+/** The content frame of the webview panel titled `title` (VS Code nests it in two iframes). */
+export function webviewFrame(page) {
+  return page.frameLocator("iframe.webview.ready").last().frameLocator("iframe#active-frame");
+}
+
+export function activeTabTitle(page) {
+  return page.locator(".editor-group-container.active .tab.active .label-name").first().innerText();
+}
