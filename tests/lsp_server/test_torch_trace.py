@@ -229,3 +229,19 @@ def test_fuzz_binary_files_never_crash(tmp_path, blob):
     log.write_bytes(blob)
     records, reader = _read_all(log)
     assert len(records) + reader.skipped_count <= max(1, _header_count(blob) + 1)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(0, len(REAL)), min_size=1, max_size=12))
+def test_fuzz_appends_at_any_split_points_equal_one_read(tmp_path, cuts):
+    live = tmp_path / "split.log"
+    live.write_bytes(b"")
+    reader = TraceReader(live)
+    got, done = [], 0
+    for cut in sorted(set(cuts)) + [len(REAL)]:
+        with live.open("ab") as f:
+            f.write(REAL[done:cut])
+        done = max(done, cut)
+        got += reader.read_new()
+    whole, _ = _read_all(SINGLE)
+    assert _fingerprint(got) == _fingerprint(whole) and reader.skipped_count == 0
