@@ -25,7 +25,9 @@ def inductor_workspace(tmp_path_factory: pytest.TempPathFactory) -> InductorWork
     workspace = tmp_path_factory.mktemp("inductor_ws")
     script = workspace / "model.py"
     script.write_text(INDUCTOR_SCRIPT)
-    env = dict(os.environ, TORCH_COMPILE_DEBUG="1")
+    # A cache hit writes no graph folder: compile for real, into a private cache.
+    env = dict(os.environ, TORCH_COMPILE_DEBUG="1", TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
+               TORCHINDUCTOR_CACHE_DIR=str(workspace / "inductor_cache"))
     done = subprocess.run([sys.executable, str(script)], cwd=workspace, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
