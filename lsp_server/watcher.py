@@ -15,6 +15,9 @@ from watchdog.observers import Observer
 
 log = logging.getLogger(__name__)
 RETRY_DELAY_S = 0.25
+# Reading a file raises opened/closed_no_write events: reacting to those would re-read forever.
+CHANGE_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
+ROOT_EVENTS = frozenset({"created", "deleted", "moved"})
 MAX_RETRIES = 8
 
 
@@ -60,13 +63,17 @@ class RunWatcher(FileSystemEventHandler):
 
     # -- events (watchdog thread) ---------------------------------------------------------------------
     def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type not in CHANGE_EVENTS:
+            return
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             if raw:
-                self.note(Path(raw if isinstance(raw, str) else raw.decode()))
+                self.note(Path(raw if isinstance(raw, str) else raw.decode()), event.event_type)
 
-    def note(self, path: Path) -> None:
+    def note(self, path: Path, event_type: str) -> None:
         for debug_dir in self.debug_dirs:
             if path == debug_dir:
+                if event_type not in ROOT_EVENTS:
+                    return  # the folder's own mtime changes with every child: not a reason to rescan
                 if debug_dir.is_dir():
                     self.watch_debug_dir(debug_dir)
                 self.schedule({debug_dir})
@@ -75,7 +82,7 @@ class RunWatcher(FileSystemEventHandler):
                 relative = path.relative_to(debug_dir)
             except ValueError:
                 continue
-            if relative.parts:
+            if relative.parts and not relative.parts[0].startswith("."):  # skip writers' staging folders
                 self.schedule({debug_dir / relative.parts[0]})
             return
 

@@ -1,0 +1,221 @@
+"""Language-server figures: index time for ≥1,000 kernels, hover latency p50/p99, time from a run landing
+on disk to hover/diagnostics, and server RSS with 100 runs. Prints numbers; asserts nothing.
+
+    .venv/bin/python benchmarks/lsp_bench.py [--kernels 1000] [--runs 100]
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+from lsp_server.index import Index
+from lsp_server.run_loader import load_run
+
+NODES_PER_KERNEL = 3
+
+
+def write_source(path: Path, graphs: int, kernels_per_graph: int) -> None:
+    lines = ["import torch", ""]
+    for g in range(graphs):
+        lines.append(f"def fn_{g}(x):")
+        lines += [f"    x = torch.neg(x) + {g * kernels_per_graph + k}" for k in range(kernels_per_graph * NODES_PER_KERNEL)]
+        lines += ["    return x", ""]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def def_line(graph: int, kernels_per_graph: int) -> int:
+    """1-based line of `def fn_<graph>` in the generated source."""
+    return 3 + graph * (kernels_per_graph * NODES_PER_KERNEL + 3)
+
+
+def write_run(debug_dir: Path, name: str, source: Path, graphs: int, kernels_per_graph: int, tag: str = "",
+              compile_error: bool = False) -> Path:
+    """A run folder in our contract's format, written to a temp name then renamed (atomic, as ours are)."""
+    staging = debug_dir / f".{name}.tmp"
+    for g in range(graphs):
+        folder = staging / "lens" / f"graph_{g}"
+        folder.mkdir(parents=True)
+        readable, nodes, code, kernels = ["class Repro(torch.nn.Module):", "    def forward(self, arg0_1):"], [], [], []
+        first_source = def_line(g, kernels_per_graph) + 1
+        for k in range(kernels_per_graph):
+            names = [f"neg_{k}_{n}" for n in range(NODES_PER_KERNEL)]
+            for n, node in enumerate(names):
+                src_line = first_source + k * NODES_PER_KERNEL + n
+                readable.append(f"        # File: {source}:{src_line} in fn_{g}, code: x = torch.neg(x)")
+                readable.append(f'        {node}: "f32[8]" = torch.ops.aten.neg.default(arg0_1)')
+                readable.append("")
+                nodes.append({"name": node, "target": "aten.neg.default", "readable_line": len(readable) - 1,
+                              "source": {"file": str(source), "line": src_line, "function": f"fn_{g}",
+                                         "code": "x = torch.neg(x)"}})
+            kernel_name = f"cpp_fused_neg{tag}_{g}_{k}"
+            start = len(code) + 1
+            code.append(f"{kernel_name} = load_kernel('{kernel_name}', r'''")
+            code += ["extern \"C\" void kernel(const float* in_ptr0, float* out_ptr0)", "{",
+                     "    for (int64_t x0 = 0; x0 < 8; x0 += 1)", "    {"]
+            lines = []
+            for node in names:
+                fx_line = next(n["readable_line"] for n in nodes if n["name"] == node)
+                code.append(f"        // Corresponding FX code line: {fx_line}")
+                code.append(f"        auto {node} = -in_ptr0[x0];")
+                lines.append({"output_code_line": len(code), "nodes": [node]})
+            code += ["        out_ptr0[x0] = 0;", "    }", "}", "''')", ""]
+            kernels.append({"name": kernel_name, "kind": "pointwise", "output_code_lines": [start, len(code) - 1],
+                            "nodes": names, "lines": lines})
+        (folder / "fx_graph_readable.py").write_text("\n".join(readable) + "\n")
+        (folder / "output_code.py").write_text("\n".join(code) + "\n")
+        (folder / "kernel_map.json").write_text(json.dumps(
+            {"version": 1, "graph_id": f"graph_{g}", "status": "compile_error" if compile_error else "ok",
+             "nodes": nodes, "kernels": kernels}))
+        if compile_error:
+            (folder / "compile_error.json").write_text(json.dumps(
+                {"version": 1, "graph_id": f"graph_{g}", "command": "g++", "diagnostics": [
+                    {"severity": "error", "message": f"bench error {tag}", "cpp_file": "x.cpp", "cpp_line": 3,
+                     "column": 1, "output_code_line": 8, "kernel": kernels[0]["name"], "nodes": [],
+                     "source": {"file": str(source), "line": first_source, "function": f"fn_{g}", "code": ""}}]}))
+    target = debug_dir / name
+    os.replace(staging, target)
+    return target
+
+
+def run_name(i: int) -> str:
+    return f"run_2026_01_01_00_{i // 60:02d}_{i % 60:02d}_000000-pid_{i}"
+
+
+def bench_index(folder: Path, kernels: int) -> None:
+    graphs = max(kernels // 50, 1)
+    source = folder / "big.py"
+    write_source(source, graphs, 50)
+    debug = folder / "torch_compile_debug"
+    debug.mkdir()
+    run_dir = write_run(debug, run_name(0), source, graphs, 50)
+    times = []
+    for _ in range(5):
+        started = time.perf_counter()
+        index = Index()
+        index.put_run(load_run(run_dir))
+        times.append(time.perf_counter() - started)
+    count = sum(len(g.kernels) for g in index.runs_newest_first()[0].graphs)
+    print(f"index: {count} kernels in {graphs} graphs: median {statistics.median(times) * 1000:.0f} ms, "
+          f"best {min(times) * 1000:.0f} ms (load_run + Index.put_run)")
+
+
+async def start_client(workspace: Path) -> tuple[LanguageClient, list]:
+    client = LanguageClient("lsp-bench", "1")
+    received: list[tuple[float, types.PublishDiagnosticsParams]] = []
+
+    @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
+        received.append((time.perf_counter(), params))
+
+    for method in (types.WINDOW_LOG_MESSAGE, types.WINDOW_SHOW_MESSAGE):
+        client.feature(method)(lambda params: None)
+    await client.start_io(sys.executable, "-m", "lsp_server")
+    await client.initialize_async(types.InitializeParams(
+        capabilities=types.ClientCapabilities(), root_uri=workspace.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(workspace.as_uri(), "bench")]))
+    client.initialized(types.InitializedParams())
+    return client, received
+
+
+async def hover(client: LanguageClient, source: Path, line0: int) -> str | None:
+    result = await client.text_document_hover_async(types.HoverParams(
+        types.TextDocumentIdentifier(source.as_uri()), types.Position(line0, 4)))
+    return None if result is None else result.contents.value
+
+
+async def bench_server(folder: Path, kernels: int) -> None:
+    workspace = folder / "ws"
+    workspace.mkdir()
+    graphs = max(kernels // 50, 1)
+    source = workspace / "big.py"
+    write_source(source, graphs, 50)
+    (workspace / "torch_compile_debug").mkdir()
+    write_run(workspace / "torch_compile_debug", run_name(0), source, graphs, 50)
+    client, received = await start_client(workspace)
+    try:
+        await client.workspace_execute_command_async(types.ExecuteCommandParams(command="kernelLens.listRuns"))
+        latencies = {"def": [], "line": []}
+        for i in range(400):
+            g = i % graphs
+            line0 = def_line(g, 50) - 1 if i % 2 == 0 else def_line(g, 50) + (i % 150)
+            started = time.perf_counter()
+            text = await hover(client, source, line0)
+            latencies["def" if i % 2 == 0 else "line"].append(time.perf_counter() - started)
+            assert text is not None
+        for kind, values in latencies.items():
+            values.sort()
+            print(f"hover on {kind}: p50 {values[len(values) // 2] * 1000:.2f} ms, "
+                  f"p99 {values[int(len(values) * 0.99)] * 1000:.2f} ms ({len(values)} requests, real server)")
+
+        to_hover, to_diagnostics = [], []
+        for i in range(1, 11):
+            tag = f"new{i}"
+            received.clear()
+            started = time.perf_counter()
+            write_run(workspace / "torch_compile_debug", run_name(i), source, 1, 5, tag=tag, compile_error=True)
+            while tag not in (await hover(client, source, def_line(0, 50) - 1) or ""):
+                await asyncio.sleep(0.002)
+            to_hover.append(time.perf_counter() - started)
+            while not any(f"bench error {tag}" in d.message for _, p in received for d in p.diagnostics):
+                await asyncio.sleep(0.002)
+            first = min(t for t, p in received if any(f"bench error {tag}" in d.message for d in p.diagnostics))
+            to_diagnostics.append(first - started)
+        print(f"new run on disk → hover shows it: median {statistics.median(to_hover) * 1000:.0f} ms, "
+              f"max {max(to_hover) * 1000:.0f} ms; → publishDiagnostics: median "
+              f"{statistics.median(to_diagnostics) * 1000:.0f} ms, max {max(to_diagnostics) * 1000:.0f} ms "
+              f"(10 runs, watcher debounce 50 ms)")
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def bench_memory(folder: Path, runs: int) -> None:
+    workspace = folder / "mem"
+    workspace.mkdir()
+    source = workspace / "model.py"
+    write_source(source, 4, 10)
+    (workspace / "torch_compile_debug").mkdir()
+    for i in range(runs):
+        write_run(workspace / "torch_compile_debug", run_name(i), source, 4, 10, tag=f"r{i}")
+    client, _ = await start_client(workspace)
+    try:
+        listed = await client.workspace_execute_command_async(types.ExecuteCommandParams(command="kernelLens.listRuns"))
+        kernels = sum(r["kernels"] for r in listed)
+        print(f"server RSS with {len(listed)} runs ({kernels} kernels): {rss_mb(client._server.pid):.0f} MB")
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", type=int, default=1000)
+    parser.add_argument("--runs", type=int, default=100)
+    options = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        bench_index(Path(folder), options.kernels)
+        asyncio.run(bench_server(Path(folder), options.kernels))
+        asyncio.run(bench_memory(Path(folder), options.runs))
+
+
+if __name__ == "__main__":
+    main()
