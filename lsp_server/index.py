@@ -40,11 +40,14 @@ class GeneratedFile:
     starts: list[int] = field(default_factory=list)
     spans: list[Kernel] = field(default_factory=list)
     line_nodes: dict[int, KernelLine] = field(default_factory=dict)
+    outside_lines: dict[int, Kernel] = field(default_factory=dict)  # launches in call() and other mapped lines
 
     def kernel_at(self, line: int) -> Kernel | None:
         at = bisect.bisect_right(self.starts, line) - 1
         kernel = self.spans[at] if at >= 0 else None
-        return kernel if kernel is not None and line <= kernel.end_line else None
+        if kernel is not None and line <= kernel.end_line:
+            return kernel
+        return self.outside_lines.get(line)
 
 
 @dataclass
@@ -96,6 +99,10 @@ def build_generated_file(run: Run, graph: Graph) -> GeneratedFile:
     for kernel in graph.kernels:
         for kernel_line in kernel.lines:
             table.line_nodes.setdefault(kernel_line.line, kernel_line)
+            if not kernel.start_line <= kernel_line.line <= kernel.end_line:
+                table.outside_lines.setdefault(kernel_line.line, kernel)
+        for line in kernel.launch_lines:
+            table.outside_lines.setdefault(line, kernel)
     return table
 
 
