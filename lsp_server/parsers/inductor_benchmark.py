@@ -7,6 +7,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # Where tests/fixtures/inductor_gpu/regenerate.py keeps them, beside output_code.py.
 BENCHMARK_OUTPUT_FILE = "benchmark_output.txt"
@@ -36,7 +37,7 @@ TRACE_WRITTEN = re.compile(r"^Chrome trace for the profile is written to (?P<val
 WALL = re.compile(rf"^Total wall time (?P<value>{NUMBER}) ms\s*$")
 SELF_TOTAL = re.compile(rf"^Self (?P<device>\w+) time total:\s*(?P<time>{NUMBER}\s*[a-z]+)\s*$")
 BUSY = re.compile(rf"^Percent of time when (?P<device>\w+) is busy:\s*(?P<percent>{NUMBER})%\s*$")
-NO_DEVICE = re.compile(r"^No device detected\s*$")
+NO_DEVICE = re.compile(r"^(?P<value>No device detected)\s*$")
 TABULATE = re.compile(r"^Output for tabulate: (?P<fields>.*)$")
 TIME_VALUE = re.compile(rf"^(?P<value>{NUMBER})\s*(?P<unit>s|ms|us|ns)$")
 PERCENT_VALUE = re.compile(rf"^(?P<value>-?{NUMBER})%$")
@@ -206,55 +207,48 @@ def split_wide(line: str) -> list[str]:
 class _Reader:
     """Mutable state of one pass over the lines; `parse_benchmark_output` freezes it."""
 
+    fields: dict[str, object] = field(default_factory=dict)  # BenchmarkOutput's keyword arguments
     timings: list[float] = field(default_factory=list)
-    fields: dict[str, object] = field(default_factory=dict)
     categories: list[CategoryTable] = field(default_factory=list)
-    mode: str = "top"
-    spans: list[tuple[int, int]] | None = None
-    table_category: str = ""
-    table_device: str = ""
-    table_line: int = 0
+    mode: str = "top"  # top | category_columns | category_rule | category_rows | profiler_*
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    table: tuple[str, str, int] = ("", "", 0)  # category, device, header line
     table_rows: list[CategoryKernel] = field(default_factory=list)
     table_total: tuple[float | None, float | None] = (None, None)
     profiler_columns: list[str] = field(default_factory=list)
     profiler_rows: list[ProfilerRow] = field(default_factory=list)
+    self_totals: dict[str, float | None] = field(default_factory=dict)  # CPU / device -> us
 
-    def close_category(self) -> None:
+    def close_table(self) -> None:
         if self.mode.startswith("category"):
-            self.categories.append(CategoryTable(self.table_category, self.table_device, self.table_line,
-                                                 tuple(self.table_rows), *self.table_total))
-        self.mode, self.spans = "top", None
-
-    def close_profiler(self) -> None:
-        self.mode, self.spans = "top", None
+            self.categories.append(CategoryTable(*self.table, tuple(self.table_rows), *self.table_total))
+        self.mode = "top"
 
     def start_category(self, match: re.Match[str], number: int) -> None:
-        self.close_category()
-        self.mode, self.table_category, self.table_line = "category_columns", match["category"], number
-        self.table_device, self.table_rows, self.table_total = "", [], (None, None)
+        self.close_table()
+        self.mode, self.table = "category_columns", (match["category"], "", number)
+        self.table_rows, self.table_total = [], (None, None)
 
     def category_line(self, line: str, number: int) -> None:
-        if self.mode == "category_columns":
-            columns = CATEGORY_COLUMNS.match(line)
-            if columns:
-                self.table_device, self.mode = columns["device"], "category_rule"
-            return
-        if self.mode == "category_rule":
-            self.spans = rule_spans(line)
-            self.mode = "category_rows" if self.spans else self.mode
-            return
-        if not line.strip():
-            self.close_category()
-            return
-        cells = cut_cells(line, self.spans or [])
+        columns = CATEGORY_COLUMNS.match(line)
+        if self.mode == "category_columns" and columns:
+            self.table, self.mode = (self.table[0], columns["device"], self.table[2]), "category_rule"
+        elif self.mode == "category_rule" and rule_spans(line):
+            self.spans, self.mode = rule_spans(line) or [], "category_rows"
+        elif self.mode == "category_rows" and not line.strip():
+            self.close_table()
+        elif self.mode == "category_rows":
+            self.category_row(cut_cells(line, self.spans), number)
+
+    def category_row(self, cells: list[str], number: int) -> None:
         if len(cells) != 4:
             return
         name, ms, count, percent = cells[0], parse_float(cells[1]), parse_float(cells[2]), parse_percent(cells[3])
         if name == "Total" and not cells[2]:
             self.table_total = (ms, percent)
         elif name and ms is not None and count is not None and percent is not None:
-            truncated = len(name) >= CATEGORY_NAME_LIMIT
-            self.table_rows.append(CategoryKernel(name, ms, count, percent, number, truncated))
+            self.table_rows.append(CategoryKernel(name, ms, count, percent, number,
+                                                  len(name) >= CATEGORY_NAME_LIMIT))
 
     def profiler_line(self, line: str, number: int) -> None:
         spans = rule_spans(line)
@@ -264,21 +258,21 @@ class _Reader:
         elif self.mode == "profiler_rule":
             self.mode = "profiler_rows" if spans else "top"
         elif spans:
-            self.close_profiler()
+            self.mode = "top"
         else:
             cells = split_wide(line)
             if len(cells) != len(self.profiler_columns):
-                cells = cut_cells(line, self.spans or [])
+                cells = cut_cells(line, self.spans)
             self.profiler_rows.append(self.profiler_row(cells, number))
 
     def profiler_row(self, cells: list[str], number: int) -> ProfilerRow:
         by_column = dict(zip(self.profiler_columns, cells))
-        device_column = device_time_column(self.profiler_columns) or ""
         calls = by_column.get("# of Calls", "")
         return ProfilerRow(by_column.get("Name", cells[0] if cells else ""), tuple(cells),
                            parse_time_us(by_column.get("Self CPU", "")),
-                           parse_time_us(by_column.get(device_column, "")),
-                           int(calls) if re.fullmatch("[0-9]+", calls) else None, by_column.get("Input Shapes", ""), number)
+                           parse_time_us(by_column.get(device_time_column(self.profiler_columns) or "", "")),
+                           int(calls) if re.fullmatch("[0-9]+", calls) else None,
+                           by_column.get("Input Shapes", ""), number)
 
     def tabulate(self, match: re.Match[str]) -> None:
         fields = [part.strip() for part in match["fields"].split(",")]
@@ -292,57 +286,56 @@ class _Reader:
                                                   wall / 1e3 if wall is not None else None)
 
     def self_total(self, match: re.Match[str]) -> None:
-        key = "self_cpu_total_us" if match["device"] == "CPU" else "self_device_total_us"
-        self.fields[key] = parse_time_us(match["time"].replace(" ", ""))
-
+        self.self_totals[match["device"]] = parse_time_us(match["time"].replace(" ", ""))
 
     def busy(self, match: re.Match[str]) -> None:
         self.fields.update(busy_device=match["device"], busy_percent=float(match["percent"]))
 
-    def no_device(self, match: re.Match[str]) -> None:
-        self.fields["no_device"] = True
+    def profiler(self) -> ProfilerTable | None:
+        if not self.profiler_columns:
+            return None
+        device_column = device_time_column(self.profiler_columns)
+        device = device_column.split()[1] if device_column else None
+        return ProfilerTable(tuple(self.profiler_columns), tuple(self.profiler_rows), device,
+                             self.self_totals.get("CPU"), self.self_totals.get(device) if device else None)
 
 
 def device_time_column(columns: list[str]) -> str | None:
     return next((column for column in columns if DEVICE_TIME_COLUMN.fullmatch(column)), None)
 
 
-# Lines recognised anywhere (they also end an open table). One-value lines: pattern -> field, converter.
-VALUE_LINES: tuple[tuple[re.Pattern[str], str, Callable[[str], object]], ...] = (
-    (PEAK_MEMORY, "peak_memory_mb", float),
-    (PROFILE_NAME, "benchmark_name", str),
-    (TRACE_WRITTEN, "trace_path", str),
-    (WALL, "wall_ms", float),
-)
+def _set(name: str, convert: Callable[[str], object]) -> Callable[[_Reader, re.Match[str]], None]:
+    return lambda reader, match: reader.fields.__setitem__(name, convert(match["value"]))
+
+
+# Lines recognised anywhere (each also ends an open table): pattern -> what it records.
 SUMMARY_LINES: tuple[tuple[re.Pattern[str], Callable[[_Reader, re.Match[str]], None]], ...] = (
-    *((pattern, lambda r, m, f=name, c=convert: r.fields.__setitem__(f, c(m["value"])))
-      for pattern, name, convert in VALUE_LINES),
+    (PEAK_MEMORY, _set("peak_memory_mb", float)),
+    (PROFILE_NAME, _set("benchmark_name", str)),
+    (TRACE_WRITTEN, _set("trace_path", str)),
+    (WALL, _set("wall_ms", float)),
+    (NO_DEVICE, _set("no_device", bool)),
     (SELF_TOTAL, _Reader.self_total),
     (BUSY, _Reader.busy),
-    (NO_DEVICE, _Reader.no_device),
     (TABULATE, _Reader.tabulate),
 )
 
 
 def _read_line(reader: _Reader, line: str, number: int) -> None:
-    for pattern, record in SUMMARY_LINES:
-        match = pattern.match(line)
-        if match:
-            reader.close_category()
-            if reader.mode.startswith("profiler"):
-                reader.close_profiler()
-            record(reader, match)
-            return
+    record = next(((rec, m) for pattern, rec in SUMMARY_LINES if (m := pattern.match(line))), None)
     header = CATEGORY_HEADER.match(line)
-    if header:
-        reader.close_profiler()
+    if record or header:
+        reader.close_table()
+    if record:
+        record[0](reader, record[1])
+    elif header:
         reader.start_category(header, number)
     elif reader.mode.startswith("category"):
         reader.category_line(line, number)
     elif reader.mode.startswith("profiler"):
         reader.profiler_line(line, number)
     elif rule_spans(line) and not reader.profiler_columns:
-        reader.mode, reader.spans = "profiler_columns", rule_spans(line)
+        reader.mode, reader.spans = "profiler_columns", rule_spans(line) or []
     elif BARE_NUMBER.match(line):
         reader.timings.append(float(line))
 
@@ -352,19 +345,18 @@ def parse_benchmark_output(text: str) -> BenchmarkOutput:
     reader = _Reader()
     for number, line in enumerate(text.splitlines(), start=1):
         _read_line(reader, line, number)
-    reader.close_category()
-    fields = reader.fields
-    profiler = None
-    if reader.profiler_columns:
-        device_column = device_time_column(reader.profiler_columns)
-        profiler = ProfilerTable(tuple(reader.profiler_columns), tuple(reader.profiler_rows),
-                                 device_column.split()[1] if device_column else None,
-                                 fields.pop("self_cpu_total_us", None),  # type: ignore[arg-type]
-                                 fields.pop("self_device_total_us", None))  # type: ignore[arg-type]
-    fields.pop("self_cpu_total_us", None)
-    fields.pop("self_device_total_us", None)
-    return BenchmarkOutput(timings_s=tuple(reader.timings), profiler=profiler,
-                           categories=tuple(reader.categories), **fields)  # type: ignore[arg-type]
+    reader.close_table()
+    return BenchmarkOutput(timings_s=tuple(reader.timings), profiler=reader.profiler(),
+                           categories=tuple(reader.categories), **reader.fields)  # type: ignore[arg-type]
+
+
+def read_benchmark_output(path: Path) -> BenchmarkOutput:
+    """`parse_benchmark_output` of a file (e.g. BENCHMARK_OUTPUT_FILE); undecodable bytes are replaced."""
+    return parse_benchmark_output(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def read_chrome_trace(path: Path) -> ChromeTrace:
+    return parse_chrome_trace(path.read_text(encoding="utf-8", errors="replace"))
 
 
 def _int_or_none(value: object) -> int | None:

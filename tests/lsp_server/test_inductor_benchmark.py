@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from lsp_server.parsers.inductor_benchmark import (BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_FILE,
                                                    CATEGORY_NAME_LIMIT, BenchmarkOutput, ChromeTrace,
-                                                   parse_benchmark_output, parse_chrome_trace)
+                                                   parse_benchmark_output, parse_chrome_trace,
+                                                   read_benchmark_output, read_chrome_trace)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "inductor_gpu"
 TRITON_KERNEL_DEF = re.compile(r"^(\w+) = async_compile\.triton\('(\w+)'", re.MULTILINE)
@@ -31,11 +32,11 @@ class Graph:
 
     @property
     def output(self) -> BenchmarkOutput:
-        return parse_benchmark_output((self.folder / BENCHMARK_OUTPUT_FILE).read_text())
+        return read_benchmark_output(self.folder / BENCHMARK_OUTPUT_FILE)
 
     @property
     def trace(self) -> ChromeTrace:
-        return parse_chrome_trace((self.folder / BENCHMARK_TRACE_FILE).read_text())
+        return read_chrome_trace(self.folder / BENCHMARK_TRACE_FILE)
 
     @property
     def triton_kernels(self) -> set[str]:
