@@ -43,7 +43,7 @@ def parse_ir_post_fusion_text(path: Path, text: str) -> IrGraph:
         header = NODE_HEADER.match(line)
         if header:
             name = header["name"]
-            owner = next((n for n in nodes if name in n.name.split("_") and n is not current), None)
+            owner = next((n for n in nodes if name in n.name.split("_")), None)
             if owner is None or name == owner.name:
                 current = IrNode(name, header["kind"], number)
                 nodes.append(current)

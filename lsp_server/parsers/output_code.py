@@ -20,6 +20,7 @@ SOURCE_NODES = re.compile(r"^\s*# (?:Topologically Sorted )?Source Nodes: \[(?P<
 PROVENANCE = re.compile(r"^\s*# \[Provenance debug handles\] (?P<kernel>[\w.]+)(?::(?P<handle>\d+))?")
 NODE_TO_ATEN = re.compile(r"^\s*#\s+(?P<node>\w+) => (?P<aten>[\w, ]+)$")
 CALL_DEF = re.compile(r"^\s*def call\(")
+MAX_LINES_TO_LAUNCH = 5
 LAUNCH = re.compile(r"^\s*(?P<callee>extern_kernels\.\w+|[A-Za-z_]\w*)(?:\.run)?\(")
 
 
@@ -78,6 +79,8 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
     pending_marks: list[tuple[int, int]] = []
     pending_handle: tuple[str, int | None] | None = None
     call_line = None
+    handle_wait = 0
+    known: set[str] = set()
     for number, line in enumerate(lines, start=1):
         if current is not None:
             if KERNEL_END.match(line):
@@ -95,6 +98,7 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
             current = CodeKernel(start["name"], "triton" if "triton" in start["call"] else "cpp",
                                  number, len(lines), *pending_nodes)
             kernels.append(current)
+            known.add(current.name)
             pending_nodes, pending_marks = ([], []), []
             continue
         nodes = SOURCE_NODES.match(line)
@@ -104,7 +108,7 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
         provenance = PROVENANCE.match(line)
         if provenance:
             handle = provenance["handle"]
-            pending_handle = (provenance["kernel"], int(handle) if handle else None)
+            pending_handle, handle_wait = (provenance["kernel"], int(handle) if handle else None), 0
             continue
         if CALL_DEF.match(line):
             call_line = number
@@ -112,11 +116,15 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
         if call_line is None or not line.strip() or line.lstrip().startswith("#"):
             continue
         launch = LAUNCH.match(line)
-        known = {k.name for k in kernels}
-        if pending_handle is not None:
-            launches.append(KernelLaunch(pending_handle[0], number, pending_handle[1], pending_nodes[0]))
+        callee = launch["callee"] if launch else None
+        if pending_handle is not None and callee == pending_handle[0]:
+            launches.append(KernelLaunch(callee, number, pending_handle[1], pending_nodes[0]))
             pending_handle, pending_nodes = None, ([], [])
-        elif launch and (launch["callee"] in known or launch["callee"].startswith("extern_kernels.")):
-            launches.append(KernelLaunch(launch["callee"], number, None, pending_nodes[0]))
+        elif callee is not None and (callee in known or callee.startswith("extern_kernels.")):
+            launches.append(KernelLaunch(callee, number, None, pending_nodes[0]))
             pending_nodes = ([], [])
+        elif pending_handle is not None:
+            handle_wait += 1  # e.g. `stream0 = get_raw_stream(0)` between the comment and the launch
+            if handle_wait > MAX_LINES_TO_LAUNCH:
+                pending_handle, handle_wait = None, 0
     return OutputCode(path, lines, kernels, launches, call_line)
