@@ -172,8 +172,7 @@ template <typename T> inline T lens_remainder(T a, T b) {
     T r = a % b; if (r != 0 && ((b < 0) != (r < 0))) r += b; return r;
   }
 }
-template <typename T> inline T lens_sign(T a) {
-  if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; }
+template <typename T> inline T lens_sign(T a) {  // sign(nan) is 0, as in eager
   return T((T(0) < a) - (a < T(0)));
 }
 template <typename T> inline T lens_relu(T a) {

@@ -1,0 +1,37 @@
+"""Helpers for compiler tests: compile with backend="lens" and compare with eager PyTorch."""
+import pytest
+import torch
+
+torch._dynamo.config.cache_size_limit = 4096
+torch._dynamo.config.accumulated_cache_size_limit = 1 << 20
+
+
+def _flat(x):
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [t for v in x for t in _flat(v)]
+    return [x]
+
+
+def assert_same(fn, *args, atol=1e-5, rtol=1.3e-6, **kwargs):
+    """fn compiled with lens gives what eager gives: same dtypes, shapes, strides of dense outputs,
+    exactly equal integers/bools, floats within tolerance, NaN where eager has NaN."""
+    torch._dynamo.reset()
+    expected = fn(*args, **kwargs)
+    got = torch.compile(fn, backend="lens")(*args, **kwargs)
+    for e, g in zip(_flat(expected), _flat(got), strict=True):
+        if isinstance(e, torch.Tensor):
+            assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, g.shape, e.dtype, e.shape)
+            if e.dtype.is_floating_point:
+                torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)
+            else:
+                assert torch.equal(g, e), (g, e)
+        else:
+            assert g == e
+    return got
+
+
+@pytest.fixture
+def same():
+    return assert_same
