@@ -46,6 +46,14 @@ function compiledKernelNames(workspace) {
   return [...new Set(kernelMaps(workspace).flatMap((map) => map.kernels.map((k) => k.name)))];
 }
 
+/** The kernels (with their output_code.py line ranges) built from nodes whose source is in `fn`. */
+function kernelsOfFunction(workspace, fn) {
+  return kernelMaps(workspace).flatMap((map) => {
+    const functionOf = new Map(map.nodes.map((node) => [node.name, node.source?.function]));
+    return map.kernels.filter((k) => k.nodes.some((node) => functionOf.get(node) === fn));
+  });
+}
+
 /** Waits for our job's closing notification and fails on a failure message. */
 async function waitForJobMessage(page, success, failure) {
   const toasts = page.locator(".notifications-toasts .notification-list-item-message");
@@ -60,6 +68,12 @@ async function waitForJobMessage(page, success, failure) {
     await page.waitForTimeout(1_000);
   }
   throw new Error(`no "${success}" notification within ${JOB_TIMEOUT_MS} ms`);
+}
+
+/** A notification saying the language server failed or crashed, if one is shown. */
+async function serverFailure(page) {
+  const texts = await page.locator(".notifications-toasts .notification-list-item-message").allInnerTexts();
+  return texts.find((t) => /language server (failed|crashed|stopped)/.test(t));
 }
 
 async function screenshot(name) {
@@ -139,9 +153,9 @@ test("Compile Current File runs the compiler in a task, and hovering the functio
     await clickToken(state.page, "def foo1", "foo1");
     await runCommand(state.page, "Kernel Lens: Compile Current File");
     await waitForJobMessage(state.page, /foo1\.py compiled/, /failed|rejected|exited with code/);
-    const kernels = compiledKernelNames(state.workspace);
-    assert.ok(kernels.length > 0, "the compile job wrote no kernel_map.json");
-    const hover = await hoverUntil(state.page, "def foo1", "foo1", kernels, 180_000);
+    const kernels = [...new Set(kernelsOfFunction(state.workspace, "foo1").map((k) => k.name))];
+    assert.ok(kernels.length > 0, "the compile job wrote no kernel_map.json with kernels of foo1");
+    const hover = await hoverUntil(state.page, "def foo1", "foo1", kernels, 180_000, () => serverFailure(state.page));
     t.diagnostic(`hover: ${hover.replace(/\s+/g, " ").slice(0, 200)}`);
     await screenshot("hover.png");
   } catch (error) {
@@ -177,11 +191,12 @@ test("Show Kernels for Function opens the generated kernel beside the source", {
     await clickToken(state.page, "def foo1", "foo1");
     await runCommand(state.page, "Kernel Lens: Show Kernels for Function");
     // Several kernels: a quick pick asks which; one kernel opens at once.
-    const maps = kernelMaps(state.workspace);
-    const names = [...new Set(maps.flatMap((m) => m.kernels.map((k) => k.name)))];
-    const firstRow = state.page.locator(".quick-input-list .monaco-list-row").first();
-    let chosen = names.length === 1 ? names[0] : undefined;
-    if (names.length > 1 && (await firstRow.waitFor({ timeout: 15_000 }).then(() => true, () => false))) {
+    const ofFoo1 = kernelsOfFunction(state.workspace, "foo1");
+    const names = [...new Set(ofFoo1.map((k) => k.name))];
+    let chosen = names[0];
+    if (names.length > 1) {
+      const firstRow = state.page.locator(".quick-input-list .monaco-list-row").first();
+      await firstRow.waitFor({ timeout: 15_000 });
       const label = await firstRow.innerText();
       chosen = names.find((n) => label.includes(n));
       await state.page.keyboard.press("Enter");
@@ -196,7 +211,7 @@ test("Show Kernels for Function opens the generated kernel beside the source", {
     // The cursor must sit inside the chosen kernel's lines of output_code.py (kernel_map.json, 1-based).
     const status = await state.page.locator(".statusbar-item", { hasText: /Ln \d+, Col \d+/ }).first().innerText();
     const cursor = Number(/Ln (\d+)/.exec(status)[1]);
-    const ranges = maps.flatMap((m) => m.kernels.filter((k) => k.name === chosen).map((k) => k.output_code_lines));
+    const ranges = ofFoo1.filter((k) => k.name === chosen).map((k) => k.output_code_lines);
     t.diagnostic(`opened ${chosen} at line ${cursor}; kernel_map ranges ${JSON.stringify(ranges)}`);
     assert.ok(ranges.some(([start, end]) => start <= cursor && cursor <= end), `cursor line ${cursor} is outside ${chosen}`);
     await screenshot("kernel-beside-source.png");

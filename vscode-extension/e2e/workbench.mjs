@@ -72,14 +72,18 @@ export async function clickToken(page, lineText, word) {
 
 /**
  * Hovers `word` until the hover shows `expected` (the server may still be starting or indexing).
- * Returns the hover's text.
+ * `abortIf` returns a reason to stop early (say, the server failed to start). Returns the hover's text.
  */
-export async function hoverUntil(page, lineText, word, expected, timeoutMs) {
+export async function hoverUntil(page, lineText, word, expected, timeoutMs, abortIf = async () => undefined) {
   const deadline = Date.now() + timeoutMs;
   const target = token(page, lineText, word);
   const hover = page.locator(".monaco-hover:not(.hidden) .monaco-hover-content, .monaco-resizable-hover .monaco-hover-content").first();
   let last = "";
   while (Date.now() < deadline) {
+    const reason = await abortIf();
+    if (reason) {
+      throw new Error(`gave up hovering ${word}: ${reason}`);
+    }
     await page.mouse.move(5, 5);
     await page.keyboard.press("Escape");
     const box = await target.boundingBox();

@@ -11,7 +11,6 @@ import {
   RevealOutputChannelOn,
   ServerOptions,
   State,
-  TransportKind,
 } from "vscode-languageclient/node";
 import { CONFIG_SECTION, CRASH_WINDOW_MS, EXTENSION_NAME, MAX_CRASHES, RESTART_DEBOUNCE_MS } from "./constants";
 import { describeInterpreter, Interpreter, serverCommandLine } from "./interpreter";
@@ -101,10 +100,10 @@ export class KernelLensServer implements vscode.Disposable {
     const line = serverCommandLine(interpreter);
     this.output.info(`Starting the server: ${line.command} ${line.args.join(" ")}; interpreter ${describeInterpreter(interpreter)}`);
     this.output.info(`Initialization options: ${JSON.stringify(initializationOptions(settings))}`);
+    // No `transport`: with one set, the client appends `--stdio`, which `python -m lsp_server` rejects.
     const serverOptions: ServerOptions = {
       command: line.command,
       args: line.args,
-      transport: TransportKind.stdio,
       options: { cwd: this.environment.workspaceFolder(), env: { ...process.env, ...settings.serverEnv, PYTHONUNBUFFERED: "1" } },
     };
     const client = new LanguageClient(CONFIG_SECTION, EXTENSION_NAME, serverOptions, this.clientOptions(settings));
