@@ -11,21 +11,23 @@ import tempfile
 from compiler import config
 
 log = logging.getLogger(__name__)
-_RUN_DIR: str | None = None
+_RUN_DIRS: dict[str | None, str] = {}
 
 
 def run_dir() -> str:
-    """`<root>/run_<timestamp>-pid_<pid>`, one per process, made on first use."""
-    global _RUN_DIR
-    if _RUN_DIR is None or not os.path.isdir(_RUN_DIR):
-        if config.debug_dir_root:
+    """`<root>/run_<timestamp>-pid_<pid>`, one per process and root, made on first use."""
+    root = config.debug_dir_root
+    path = _RUN_DIRS.get(root)
+    if path is None or not os.path.isdir(path):
+        if root:
             stamp = datetime.datetime.now().strftime("%Y_%m_%d_%H_%M_%S_%f")
-            _RUN_DIR = os.path.join(config.debug_dir_root, f"run_{stamp}-pid_{os.getpid()}")
+            path = os.path.join(root, f"run_{stamp}-pid_{os.getpid()}")
         else:  # share the run folder Dynamo/Inductor use (TORCH_COMPILE_DEBUG_DIR), as Inductor does
             from torch._dynamo.utils import get_debug_dir
-            _RUN_DIR = get_debug_dir()
-        os.makedirs(_RUN_DIR, exist_ok=True)
-    return _RUN_DIR
+            path = get_debug_dir()
+        os.makedirs(path, exist_ok=True)
+        _RUN_DIRS[root] = path
+    return path
 
 
 def write_atomic(path: str, text: str) -> None:

@@ -114,7 +114,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
         out.add(f"{rk.name} = kernels[{rk.name!r}]")
     out.add("")
     out.add("")
-    _emit_call(out, sg, rendered, kernels, layouts)
+    kernels = _emit_call(out, sg, rendered, kernels, layouts)
     _emit_get_args(out, ir)
     out.add("")
     out.add("")
@@ -152,7 +152,8 @@ def _arg_buffers(a: ExternArg) -> list[str]:
 
 
 def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], kernels: list[KernelLines],
-               layouts) -> None:
+               layouts) -> list[KernelLines]:
+    """Emits `call(args)`; returns every kernel and extern call in execution order."""
     ir = sg.ir
     out.add("def call(args):")
     names = [b.name for b in ir.inputs]
@@ -160,6 +161,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
         out.add(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     out.add("    args.clear()")
     by_name = {rk.name: (rk, kl) for rk, kl in zip(rendered, kernels)}
+    ordered: list[KernelLines] = []
     dels = _last_uses(sg)
     for i, step in enumerate(sg.steps):
         if isinstance(step, FusedKernel):
@@ -171,6 +173,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
             ptrs = ", ".join(f"{a.buffer}.data_ptr()" for a in rk.args)
             line = out.add(f"    {step.name}({ptrs})")
             kl.lines.append((line, list(step.origins)))
+            ordered.append(kl)
         else:
             args = [_arg_code(a, layouts) for a in step.args]
             args += [f"{k}={_arg_code(v, layouts)}" for k, v in step.kwargs.items()]
@@ -180,7 +183,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 for k, o in enumerate(step.outputs):
                     if o is not None:
                         out.add(f"    {o[0]} = {step.name}[{k}]")
-            kernels.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
+            ordered.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
                                        [step.origin], start, len(out.lines), [(start, [step.origin])]))
         if dels.get(i):
             out.add(f"    del {', '.join(sorted(dels[i]))}")
@@ -195,6 +198,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
     out.add(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")
     out.add("")
     out.add("")
+    return ordered
 
 
 def _emit_get_args(out: _Lines, ir: GraphIR) -> None:

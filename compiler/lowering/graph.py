@@ -121,6 +121,7 @@ class GraphLowering:
         fn = LOWERINGS.get(node.target)
         reason = f"no lowering for {_target_name(node.target)}"
         if fn is not None:
+            self._bound_fusion(node)
             args, kwargs = self._args(node)
             ctx = LoweringContext(self, node)
             mark = len(self.nodes)
@@ -133,6 +134,21 @@ class GraphLowering:
                 del self.nodes[mark:]  # drop buffers a failed lowering already added
                 reason = f"lowering of {_target_name(node.target)} failed: {type(e).__name__}: {e}"
         return self._extern(node, reason)
+
+    def _bound_fusion(self, node: torch.fx.Node) -> None:
+        """Realize inputs (largest first) until this node's inlined ops stay within max_fusion_size."""
+        def lazy_inputs():
+            return [n for n in node.all_input_nodes
+                    if isinstance(self.env.get(n), TensorValue) and self.env[n].strided is None]
+
+        while True:
+            inputs = lazy_inputs()
+            total = set().union(*[self.env[n].inlined for n in inputs]) if inputs else set()
+            if len(total) + 1 <= config.max_fusion_size or not inputs:
+                return
+            biggest = max(inputs, key=lambda n: len(self.env[n].inlined))
+            with origin_scope(biggest.name):
+                self.env[biggest] = self.realize(self.env[biggest], origin=biggest.name)
 
     def _check(self, node: torch.fx.Node, value) -> None:
         """A lowering whose result disagrees with the fake tensor is a bug: fall back instead of lying."""
@@ -148,8 +164,7 @@ class GraphLowering:
         if not isinstance(value, TensorValue):
             return value
         users = len(node.users)
-        too_big = len(value.inlined) > config.max_fusion_size
-        if too_big or (users > 1 and self._costly(value)):
+        if users > 1 and self._costly(value):
             return self.realize(value)
         return value
 

@@ -1,0 +1,52 @@
+"""Scheduler behaviour seen from the generated code: what fuses into one kernel and what does not."""
+import json
+import pathlib
+
+import torch
+
+from compiler import config
+
+
+def compile_and_map(fn, *args, tmp_path):
+    torch._dynamo.reset()
+    old = config.debug, config.debug_dir_root
+    config.debug, config.debug_dir_root = True, str(tmp_path)
+    try:
+        out = torch.compile(fn, backend="lens")(*args)
+    finally:
+        config.debug, config.debug_dir_root = old
+    maps = sorted(pathlib.Path(tmp_path).glob("run_*/lens/*/kernel_map.json"))
+    return out, json.loads(maps[-1].read_text())
+
+
+def test_pointwise_chain_is_one_kernel(tmp_path):
+    a = [torch.randn(64, 32) for _ in range(4)] + [torch.randn(1, 32)]
+    _, kmap = compile_and_map(lambda a0, a1, a2, a3, a4: ((a0 + a1) + a2) * a3 + a4, *a, tmp_path=tmp_path)
+    assert [k["kind"] for k in kmap["kernels"]] == ["pointwise"]
+    assert kmap["kernels"][0]["name"] == "cpp_fused_add_mul_0"
+
+
+def test_softmax_is_one_reduction_kernel(tmp_path):
+    _, kmap = compile_and_map(lambda x: torch.softmax(x, -1), torch.randn(16, 64), tmp_path=tmp_path)
+    assert len(kmap["kernels"]) == 1
+    assert kmap["kernels"][0]["kind"] == "reduction"
+    assert kmap["kernels"][0]["name"].startswith("cpp_fused__softmax")
+
+
+def test_matmul_is_an_extern_call_with_fused_epilogue(tmp_path):
+    x, w = torch.randn(8, 16), torch.randn(16, 4)
+    out, kmap = compile_and_map(lambda x, w: torch.relu(x @ w) * 2, x, w, tmp_path=tmp_path)
+    kinds = [k["kind"] for k in kmap["kernels"]]
+    assert kinds == ["extern", "pointwise"], kinds
+    torch.testing.assert_close(out, torch.relu(x @ w) * 2)
+
+
+def test_max_fusion_size_bounds_kernels(tmp_path):
+    old = config.max_fusion_size
+    config.max_fusion_size = 2
+    try:
+        _, kmap = compile_and_map(lambda x: ((x + 1) * 2 - 3).exp().abs(), torch.randn(8, 8), tmp_path=tmp_path)
+    finally:
+        config.max_fusion_size = old
+    assert len(kmap["kernels"]) >= 2
+    assert all(len(k["nodes"]) <= 2 for k in kmap["kernels"])

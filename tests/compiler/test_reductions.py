@@ -1,0 +1,55 @@
+"""Reductions (and what decompositions make of var/std, softmax, log_softmax, layer_norm) vs eager."""
+import pytest
+import torch
+
+from tests.compiler.conftest import assert_same
+
+SHAPES = [(33, 17), (4, 1, 9), (1, 70), (5,), (2, 3, 4, 5)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_reductions(shape, dtype):
+    x = torch.randn(shape, dtype=dtype)
+    assert_same(lambda x: (x.sum(), x.sum(-1), x.mean(0, keepdim=True), x.amax(-1), x.amin(0), x.argmax(-1),
+                           x.argmin(), x.prod(0)), x, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.bool])
+def test_integer_reductions(dtype):
+    x = torch.randint(0, 4, (7, 9)).to(dtype)
+    fns = lambda x: (x.sum(), x.sum(1), x.amax(0), x.amin(1), x.argmax(1), x.any(1), x.all())  # noqa: E731
+    if dtype == torch.bool:
+        fns = lambda x: (x.sum(), x.sum(1), x.any(1), x.all(), x.any())  # noqa: E731
+    assert_same(fns, x)
+
+
+def test_max_min_dim_returns_values_and_indices():
+    x = torch.randn(8, 11)
+    assert_same(lambda x: (x.max(1), x.min(0, keepdim=True), x.max()), x)
+
+
+def test_argmax_ties_and_nan_follow_eager():
+    x = torch.tensor([[1.0, 3.0, 3.0, 0.0], [float("nan"), 1.0, float("nan"), 2.0], [2.0, 2.0, 2.0, 2.0]])
+    assert_same(lambda x: (x.argmax(1), x.argmin(1), x.amax(1), x.amin(1)), x)
+
+
+@pytest.mark.parametrize("shape", [(64, 33), (8, 4, 128), (3, 1)], ids=str)
+def test_softmax_logsoftmax_layernorm_var(shape):
+    x = torch.randn(shape)
+    n = shape[-1]
+    assert_same(lambda x: (torch.softmax(x, -1), torch.log_softmax(x, 0), torch.nn.functional.layer_norm(x, (n,)),
+                           x.var(-1), x.std(0, unbiased=False), torch.logsumexp(x, -1)), x, atol=1e-4, rtol=1e-4)
+
+
+def test_layer_norm_with_affine_and_training_module():
+    ln = torch.nn.LayerNorm(32)
+    with torch.no_grad():
+        ln.weight.uniform_()
+        ln.bias.uniform_()
+    assert_same(ln, torch.randn(10, 32), atol=1e-4, rtol=1e-4)
+
+
+def test_column_reduction_then_pointwise():
+    x = torch.randn(50, 20)
+    assert_same(lambda x: x - x.mean(0), x, atol=1e-5)
