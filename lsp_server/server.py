@@ -66,7 +66,10 @@ class KernelLensServer(LanguageServer):
         self.reindex_all()
         if self.settings.watch:
             self.watcher = RunWatcher(self.debug_dirs, self.index_paths, self.settings.debounce_ms / 1000)
-            self.watcher.start()
+            try:
+                self.watcher.start()
+            except OSError as exc:  # no watching: `kernelLens.reindex` still works
+                self.show(f"Kernel Lens: cannot watch debug folders ({exc}); use the reindex command")
 
     def reindex_all(self) -> int:
         """Synchronous full scan (loop thread)."""

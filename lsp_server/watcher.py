@@ -12,9 +12,12 @@ from typing import Callable
 
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
+from watchdog.observers.api import BaseObserver
+from watchdog.observers.polling import PollingObserver
 
 log = logging.getLogger(__name__)
 RETRY_DELAY_S = 0.25
+POLL_INTERVAL_S = 0.1  # fallback when the system's inotify instances/watches run out
 # Reading a file raises opened/closed_no_write events: reacting to those would re-read forever.
 CHANGE_EVENTS = frozenset({"created", "modified", "deleted", "moved", "closed"})
 ROOT_EVENTS = frozenset({"created", "deleted", "moved"})
@@ -27,39 +30,58 @@ class RunWatcher(FileSystemEventHandler):
         self.debug_dirs = [d.resolve() if d.exists() else d.absolute() for d in debug_dirs]
         self.on_change = on_change
         self.debounce_s = debounce_s
-        self.observer = Observer()
-        self.watches: dict[Path, object] = {}
+        self.observer: BaseObserver = Observer()
+        self.polling: PollingObserver | None = None
+        self.watches: dict[Path, tuple[BaseObserver, object]] = {}
         self.pending: set[Path] = set()
         self.retries: dict[Path, int] = {}
         self.lock = threading.Lock()
         self.timer: threading.Timer | None = None
 
     def start(self) -> None:
-        for debug_dir in self.debug_dirs:
-            if debug_dir.parent.is_dir():
-                self.observer.schedule(self, str(debug_dir.parent), recursive=False)
-            self.watch_debug_dir(debug_dir)
         self.observer.daemon = True
         self.observer.start()
+        for debug_dir in self.debug_dirs:
+            if debug_dir.parent.is_dir():
+                self.add_watch(debug_dir.parent, recursive=False)
+            self.watch_debug_dir(debug_dir)
 
     def stop(self) -> None:
         with self.lock:
             if self.timer is not None:
                 self.timer.cancel()
-        self.observer.stop()
+        for observer in (self.observer, self.polling):
+            if observer is not None:
+                observer.stop()
+
+    def add_watch(self, folder: Path, recursive: bool) -> tuple[BaseObserver, object] | None:
+        """inotify first; polling when the system's inotify limits are reached."""
+        try:
+            return self.observer, self.observer.schedule(self, str(folder), recursive=recursive)
+        except OSError as exc:
+            log.warning("inotify watch on %s failed (%s); polling instead", folder, exc)
+        if self.polling is None:
+            self.polling = PollingObserver(timeout=POLL_INTERVAL_S)
+            self.polling.daemon = True
+            self.polling.start()
+        try:
+            return self.polling, self.polling.schedule(self, str(folder), recursive=recursive)
+        except OSError as exc:
+            log.warning("cannot watch %s: %s", folder, exc)
+            return None
 
     def watch_debug_dir(self, debug_dir: Path) -> None:
         old = self.watches.pop(debug_dir, None)
         if old is not None:
+            observer, watch = old
             try:
-                self.observer.unschedule(old)
+                observer.unschedule(watch)
             except (KeyError, ValueError):
                 pass
         if debug_dir.is_dir():
-            try:
-                self.watches[debug_dir] = self.observer.schedule(self, str(debug_dir), recursive=True)
-            except OSError as exc:
-                log.warning("cannot watch %s: %s", debug_dir, exc)
+            added = self.add_watch(debug_dir, recursive=True)
+            if added is not None:
+                self.watches[debug_dir] = added
 
     # -- events (watchdog thread) ---------------------------------------------------------------------
     def on_any_event(self, event: FileSystemEvent) -> None:
