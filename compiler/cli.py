@@ -55,6 +55,20 @@ def cmd_compile(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    env = {"LENS_PROFILE": f"{args.warmup}:{args.iters}", "LENS_KERNEL_PROFILE": "1"}
+    print(f"profiling {args.script}: each compiled graph is timed {args.iters}x (after {args.warmup} warm-up "
+          f"calls) in eager and compiled, then profiled per kernel", flush=True)
+    code, runs = run_script(args.script, args.script_args, env)
+    profiles = sorted(p for run in runs for p in glob.glob(os.path.join(run, "lens", "*", "profile.json")))
+    from compiler.profile_report import print_profiles
+    print_profiles(profiles)
+    if code != 0:
+        print(f"the script exited with code {code}", file=sys.stderr)
+        return EXIT_USER_FAILURE
+    return EXIT_OK if profiles else EXIT_USER_FAILURE
+
+
 def _delegate_to_server(args: argparse.Namespace, verb: str) -> int:
     """`index` and `trace` print what the language server indexes: it owns those parsers."""
     cmd = [sys.executable, "-m", "lsp_server", verb, args.dir] + (["--json"] if args.json else [])
@@ -68,6 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("script")
     c.add_argument("script_args", nargs=argparse.REMAINDER)
     c.set_defaults(func=cmd_compile)
+    pr = sub.add_parser("profile", help="run SCRIPT, time each compiled graph eager vs compiled, profile "
+                                        "per kernel; writes profile.json and trace.json into the debug dirs")
+    pr.add_argument("--warmup", type=int, default=3)
+    pr.add_argument("--iters", type=int, default=20)
+    pr.add_argument("script")
+    pr.add_argument("script_args", nargs=argparse.REMAINDER)
+    pr.set_defaults(func=cmd_profile)
     for verb, text in (("index", "print the kernel maps the language server indexes under DIR"),
                        ("trace", "print graph breaks, recompiles and failures of the TORCH_TRACE logs in DIR")):
         s = sub.add_parser(verb, help=text)

@@ -21,6 +21,7 @@ from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
 from compiler.kernel_map import KernelMap, build_kernel_map
 from compiler.lowering import DynamicShapeGraph, lower_graph
+from compiler.profiling import profile_on_first_call, profiling_settings
 from compiler.repro_code import input_specs, runnable_graph_code
 from compiler.runtime import load_output_code
 from compiler.scheduler import format_schedule, schedule
@@ -28,6 +29,7 @@ from compiler.scheduler import format_schedule, schedule
 log = logging.getLogger(__name__)
 aten = torch.ops.aten
 _GRAPH_IDS = itertools.count()
+COMPILED: list["CompiledGraph"] = []  # every graph this process compiled, in order
 
 
 @functools.lru_cache(maxsize=None)
@@ -148,7 +150,9 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         raise LensCompileError(report, debug.path if debug else None) from None
     call = module.call
     call._boxed_call = True
-    return CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts))
+    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts))
+    COMPILED.append(compiled)
+    return compiled
 
 
 def compile_graph_module(gm: torch.fx.GraphModule, example_inputs) -> Callable:
@@ -168,10 +172,15 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     """`torch.compile(fn, backend="lens")`: forward and inference graphs get generated kernels; the
     backward graph of training runs eagerly for now."""
     from torch._functorch.aot_autograd import aot_module_simplified
-    return aot_module_simplified(
+    first_new = len(COMPILED)
+    compiled = aot_module_simplified(
         gm, example_inputs,
         fw_compiler=functools.partial(compile_graph, kind="forward"),
         bw_compiler=_eager_backward,
         inference_compiler=functools.partial(compile_graph, kind="inference"),
         decompositions=decomposition_table(),
     )
+    settings = profiling_settings()
+    if settings is not None:
+        return profile_on_first_call(gm.forward, compiled, COMPILED[first_new:], settings)
+    return compiled

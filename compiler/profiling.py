@@ -1,8 +1,154 @@
-"""Benchmarking and profiling of compiled modules (`python output_code.py [-p]`)."""
+"""Profiling: eager vs compiled time per graph, per-kernel times from torch.profiler (kernels are
+recorded under their names), a Chrome trace, and `profile.json` (docs/debug-directory.md)."""
 from __future__ import annotations
 
+import json
+import os
+import statistics
 import time
+from dataclasses import asdict, dataclass, field
 from typing import Callable
+
+import torch
+
+PROFILE_VERSION = 1
+
+
+@dataclass
+class KernelTime:
+    name: str
+    kind: str
+    calls: int  # per iteration
+    total_ms: float  # per iteration
+    self_ms: float
+    percent: float
+
+
+@dataclass
+class CategoryTime:
+    kind: str
+    total_ms: float
+    percent: float
+
+
+@dataclass
+class EagerOp:
+    name: str
+    calls: int
+    total_ms: float
+    self_ms: float
+
+
+@dataclass
+class GraphProfile:
+    graph_id: str
+    eager_ms: float | None
+    compiled_ms: float
+    iters: int
+    kernels: list[KernelTime] = field(default_factory=list)
+    categories: list[CategoryTime] = field(default_factory=list)
+    eager_ops: list[EagerOp] = field(default_factory=list)
+
+    @property
+    def speedup(self) -> float | None:
+        return self.eager_ms / self.compiled_ms if self.eager_ms and self.compiled_ms else None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["speedup"] = self.speedup
+        return {"version": PROFILE_VERSION, **data}
+
+
+def time_call(run: Callable[[], object], warmup: int, iters: int) -> float:
+    """Median ms of `run()` over `iters` timed calls after `warmup` untimed ones."""
+    for _ in range(warmup):
+        run()
+    samples = []
+    for _ in range(iters):
+        start = time.perf_counter()
+        run()
+        samples.append((time.perf_counter() - start) * 1000)
+    return statistics.median(samples)
+
+
+def _events(prof: torch.profiler.profile):
+    return [e for e in prof.key_averages() if e.key]
+
+
+def _extern_op_name(target: str) -> str:
+    """`aten.mm.default` -> `aten::mm`, the profiler's name for it."""
+    parts = target.split(".")
+    return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else target
+
+
+def kernel_times(prof: torch.profiler.profile, kinds: dict[str, str], externs: dict[str, str], iters: int,
+                 compiled_ms: float) -> tuple[list[KernelTime], list[CategoryTime]]:
+    """Per-kernel times from a profile of `iters` calls; `externs` maps extern kernel -> aten op name."""
+    by_key = {e.key: e for e in _events(prof)}
+    sharing: dict[str, int] = {}
+    for key in externs.values():  # several extern kernels may call one aten op: split its time
+        sharing[key] = sharing.get(key, 0) + 1
+    rows = []
+    for name, kind in kinds.items():
+        key = externs.get(name, name)
+        e = by_key.get(key)
+        if e is None:
+            continue
+        share = iters * sharing.get(key, 1)
+        total = e.cpu_time_total / 1000 / share
+        rows.append(KernelTime(name, kind, round(e.count / share), total, e.self_cpu_time_total / 1000 / share,
+                               100 * total / compiled_ms))
+    rows.sort(key=lambda r: -r.total_ms)
+    cats: dict[str, float] = {}
+    for r in rows:
+        cats[r.kind] = cats.get(r.kind, 0.0) + r.total_ms
+    categories = [CategoryTime(k, v, 100 * v / compiled_ms) for k, v in sorted(cats.items(), key=lambda kv: -kv[1])]
+    return rows, categories
+
+
+def eager_op_times(prof: torch.profiler.profile, iters: int, limit: int = 20) -> list[EagerOp]:
+    ops = [e for e in _events(prof) if e.key.startswith("aten::")]
+    ops.sort(key=lambda e: -e.self_cpu_time_total)
+    return [EagerOp(e.key, round(e.count / iters), e.cpu_time_total / 1000 / iters, e.self_cpu_time_total / 1000 / iters)
+            for e in ops[:limit]]
+
+
+def profile_graph(graph_id: str, eager: Callable[[], object] | None, compiled: Callable[[], object],
+                  kinds: dict[str, str], externs: dict[str, str], warmup: int, iters: int,
+                  trace_path: str | None) -> GraphProfile:
+    """Time eager and compiled side by side, then profile the compiled calls per kernel."""
+    eager_ms = time_call(eager, warmup, iters) if eager else None
+    compiled_ms = time_call(compiled, warmup, iters)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(iters):
+            compiled()
+    if trace_path:
+        prof.export_chrome_trace(trace_path)
+    profiled_ms = sum(e.self_cpu_time_total for e in _events(prof)) / 1000 / iters
+    kernels, categories = kernel_times(prof, kinds, externs, iters, max(compiled_ms, profiled_ms, 1e-9))
+    eager_ops: list[EagerOp] = []
+    if eager is not None:
+        with torch.profiler.profile(activities=activities) as eprof:
+            for _ in range(iters):
+                eager()
+        eager_ops = eager_op_times(eprof, iters)
+    return GraphProfile(graph_id, eager_ms, compiled_ms, iters, kernels, categories, eager_ops)
+
+
+def format_profile(p: GraphProfile) -> str:
+    """A plain-text report (the CLI prints a rich table; output_code.py -p prints this)."""
+    lines = [f"== {p.graph_id}: compiled {p.compiled_ms:.4f} ms/iter"
+             + (f", eager {p.eager_ms:.4f} ms/iter, speedup {p.speedup:.2f}x" if p.eager_ms else "")]
+    for c in p.categories:
+        lines.append(f"  == {c.kind} category kernels ==  {c.total_ms:.4f} ms  {c.percent:.1f}%")
+        lines.append(f"  {'Kernel':<48} {'ms/iter':>10} {'calls':>6} {'percent':>8}")
+        for k in p.kernels:
+            if k.kind == c.kind:
+                lines.append(f"  {k.name:<48} {k.total_ms:>10.4f} {k.calls:>6} {k.percent:>7.1f}%")
+    covered = sum(c.percent for c in p.categories)
+    lines.append(f"Percent of compiled time in kernels: {covered:.1f}%")
+    return "\n".join(lines)
 
 
 def benchmark_module(call: Callable, get_args: Callable, times: int = 10, repeat: int = 10) -> float:
@@ -14,9 +160,91 @@ def benchmark_module(call: Callable, get_args: Callable, times: int = 10, repeat
         for a in arg_sets:
             call(a)
         samples.append((time.perf_counter() - start) * 1000 / times)
-    samples.sort()
-    return samples[len(samples) // 2]
+    return statistics.median(samples)
 
 
-def profile_module(call: Callable, get_args: Callable, path: str, kinds: dict[str, str]) -> None:
-    raise NotImplementedError("profiling output_code.py -p is not built yet")
+def _kernel_map_beside(path: str) -> dict | None:
+    km = os.path.join(os.path.dirname(os.path.abspath(path)), "kernel_map.json")
+    try:
+        with open(km) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def extern_targets(kernel_map: dict | None) -> dict[str, str]:
+    """Extern kernel name -> the profiler's aten op name, from the kernel map's node targets."""
+    if not kernel_map:
+        return {}
+    targets = {n["name"]: n["target"] for n in kernel_map.get("nodes", [])}
+    out = {}
+    for k in kernel_map.get("kernels", []):
+        if k.get("kind") == "extern" and k.get("nodes"):
+            out[k["name"]] = _extern_op_name(targets.get(k["nodes"][0], ""))
+    return out
+
+
+def profile_module(call: Callable, get_args: Callable, path: str, kinds: dict[str, str],
+                   iters: int = 20) -> GraphProfile:
+    """`python output_code.py -p`: profile the compiled module alone and print per-category tables."""
+    kmap = _kernel_map_beside(path)
+    externs = extern_targets(kmap)
+    all_kinds = dict(kinds)
+    all_kinds.update({name: "extern" for name in externs})
+    trace = os.path.join(os.path.dirname(os.path.abspath(path)), "compiled_module_profile.json")
+    graph_id = kmap.get("graph_id", "compiled module") if kmap else "compiled module"
+    args = get_args()
+    p = profile_graph(graph_id, None, lambda: call(list(args)), all_kinds, externs, 3, iters, trace)
+    print(format_profile(p))
+    print(f"Chrome trace for the profile is written to {trace}")
+    return p
+
+
+def profiling_settings() -> tuple[int, int] | None:
+    """(warmup, iters) when the process runs under `kernel-lens profile` (LENS_PROFILE=warmup:iters)."""
+    spec = os.environ.get("LENS_PROFILE")
+    if not spec:
+        return None
+    try:
+        warmup, iters = (int(x) for x in spec.split(":"))
+        return max(warmup, 0), max(iters, 1)
+    except ValueError:
+        return 3, 20
+
+
+def profile_on_first_call(eager: Callable, compiled: Callable, graphs: list, settings: tuple[int, int]) -> Callable:
+    """Wrap a compiled Dynamo graph: its first call is profiled (eager vs compiled on cloned inputs,
+    per-kernel times, trace) into the debug dir of the lens graph(s) it produced, then runs normally."""
+    done = False
+
+    def run(*args):
+        nonlocal done
+        if not done:
+            done = True
+            try:
+                _profile_graphs(eager, compiled, graphs, args, settings)
+            except Exception as e:  # profiling must never break the user's program
+                print(f"kernel-lens: profiling failed: {type(e).__name__}: {e}")
+        return compiled(*args)
+
+    return run
+
+
+def _profile_graphs(eager: Callable, compiled: Callable, graphs: list, args: tuple, settings) -> None:
+    target = next((g for g in graphs if g.kernel_map is not None), None)
+    if target is None:
+        return
+    warmup, iters = settings
+    clone = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    kmap = target.kernel_map.to_json()
+    kinds = {k["name"]: k["kind"] for k in kmap["kernels"]}
+    externs = extern_targets(kmap)
+    trace = os.path.join(target.debug.path, "trace.json") if target.debug else None
+    with torch.no_grad():
+        p = profile_graph(target.graph_id, lambda: eager(*clone), lambda: compiled(*clone), kinds, externs,
+                          warmup, iters, trace)
+    if target.debug:
+        target.debug.profile(p.to_json())
+    speed = f"{p.speedup:.2f}x" if p.speedup else "n/a"
+    print(f"kernel-lens profile: {target.graph_id}: eager {p.eager_ms:.4f} ms, compiled {p.compiled_ms:.4f} ms, "
+          f"speedup {speed}", flush=True)
