@@ -92,7 +92,6 @@ export class CodeServer {
         "--bind-addr", `127.0.0.1:${port}`,
         "--disable-telemetry",
         "--disable-update-check",
-        "--disable-workspace-trust",
         "--disable-getting-started-override",
       ],
       { stdio: ["ignore", log, log], detached: true },

@@ -81,6 +81,9 @@ build() {
 }
 
 mkdir -p "$CACHE_ROOT"
+# One build at a time: a second caller waits, then finds the cache complete.
+exec 9> "$CACHE_ROOT/.lock"
+flock 9
 install_system_packages
 if cache_is_complete; then
   log "using cached build at $DEST"

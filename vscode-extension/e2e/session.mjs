@@ -1,0 +1,163 @@
+// One end-to-end session: a fresh copy of examples/, a code-server with our .vsix installed and test
+// settings, and Chromium showing the workbench with foo1.py open. Also reads what the jobs wrote.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { CodeServer, ensureCodeServer, EXTENSION_ID } from "./codeServer.mjs";
+import { launchBrowser, openFile, waitForWorkbench } from "./workbench.mjs";
+
+export const EXTENSION_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+export const REPO = path.resolve(EXTENSION_DIR, "..");
+export const PYTHON = process.env.KERNEL_LENS_E2E_PYTHON ?? path.join(REPO, ".venv/bin/python");
+export const EXAMPLES = process.env.KERNEL_LENS_E2E_EXAMPLES ?? path.join(REPO, "examples");
+export const SCREENSHOTS = path.join(REPO, "docs/screenshots");
+export const VSIX = path.join(EXTENSION_DIR, "kernel-lens.vsix");
+export const SCRIPT = "foo1.py";
+
+/** User settings of the test's VS Code: quiet, no tips, our interpreter. */
+function userSettings(trusted) {
+  const settings = {
+    "security.workspace.trust.enabled": !trusted,
+    "kernelLens.pythonPath": PYTHON,
+    "workbench.startupEditor": "none",
+    "workbench.tips.enabled": false,
+    "workbench.welcomePage.walkthroughs.openOnInstall": false,
+    "workbench.colorTheme": "Default Dark Modern",
+    "telemetry.telemetryLevel": "off",
+    "update.mode": "none",
+    "extensions.autoCheckUpdates": false,
+    "extensions.autoUpdate": false,
+    "extensions.ignoreRecommendations": true,
+    "chat.commandCenter.enabled": false,
+    "editor.minimap.enabled": false,
+    "editor.hover.delay": 300,
+    "terminal.integrated.gpuAcceleration": "off",
+  };
+  if (!trusted) {
+    // Open straight into Restricted Mode, as a user who declined to trust the folder.
+    settings["security.workspace.trust.startupPrompt"] = "never";
+    settings["security.workspace.trust.banner"] = "never";
+  }
+  return settings;
+}
+
+/** Command lines of every process descended from `rootPid` (read from /proc). */
+export function descendantCommandLines(rootPid) {
+  const children = new Map();
+  for (const pid of fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), Number(pid)]);
+    } catch {
+      // the process ended while we looked
+    }
+  }
+  const lines = [];
+  const visit = (pid) => {
+    for (const child of children.get(pid) ?? []) {
+      try {
+        lines.push(fs.readFileSync(`/proc/${child}/cmdline`, "utf8").split("\0").join(" ").trim());
+      } catch {
+        // ended
+      }
+      visit(child);
+    }
+  };
+  visit(rootPid);
+  return lines;
+}
+
+export class EditorSession {
+  /** @param {{ trusted: boolean }} options `trusted: false` keeps workspace trust on and the folder untrusted */
+  static async open({ trusted }) {
+    assert.ok(fs.existsSync(PYTHON), `no interpreter at ${PYTHON} (make the project's .venv first)`);
+    assert.ok(fs.existsSync(path.join(EXAMPLES, SCRIPT)), `no ${SCRIPT} in ${EXAMPLES}`);
+    assert.ok(fs.existsSync(VSIX), `no ${VSIX}: run npm run package first`);
+    const session = new EditorSession();
+    const home = ensureCodeServer(EXTENSION_DIR);
+    session.root = fs.mkdtempSync(path.join(os.tmpdir(), "kernel-lens-e2e-"));
+    // A copy without earlier runs: every kernel the test sees comes from this session's jobs.
+    session.workspace = path.join(session.root, "examples");
+    fs.cpSync(EXAMPLES, session.workspace, { recursive: true, filter: (src) => !src.includes(`${path.sep}torch_compile_debug`) });
+    session.server = new CodeServer({ home, stateDir: path.join(session.root, "code-server"), settings: userSettings(trusted) });
+    const installed = session.server.installExtension(VSIX);
+    assert.ok(installed.includes(EXTENSION_ID), `vsix not installed; code-server lists ${JSON.stringify(installed)}`);
+    await session.server.start();
+    session.browser = await launchBrowser(path.join(session.root, "chromium"));
+    session.page = session.browser.pages()[0] ?? (await session.browser.newPage());
+    await session.page.goto(session.server.folderUrl(session.workspace));
+    await waitForWorkbench(session.page);
+    await openFile(session.page, SCRIPT, "def foo1");
+    return session;
+  }
+
+  /** Every kernel_map.json the compiler wrote into the workspace, parsed. */
+  kernelMaps() {
+    const debugRoot = path.join(this.workspace, "torch_compile_debug");
+    if (!fs.existsSync(debugRoot)) {
+      return [];
+    }
+    return fs
+      .readdirSync(debugRoot, { recursive: true })
+      .filter((file) => path.basename(file) === "kernel_map.json")
+      .map((file) => JSON.parse(fs.readFileSync(path.join(debugRoot, file), "utf8")));
+  }
+
+  compiledKernelNames() {
+    return [...new Set(this.kernelMaps().flatMap((map) => map.kernels.map((k) => k.name)))];
+  }
+
+  /** The kernels (with their output_code.py line ranges) built from nodes whose source is in `fn`. */
+  kernelsOfFunction(fn) {
+    return this.kernelMaps().flatMap((map) => {
+      const functionOf = new Map(map.nodes.map((node) => [node.name, node.source?.function]));
+      return map.kernels.filter((k) => k.nodes.some((node) => functionOf.get(node) === fn));
+    });
+  }
+
+  /** Our output channel's log as the extension host wrote it (empty before activation). */
+  kernelLensLog() {
+    return this.logs(/^Kernel Lens\.log$/);
+  }
+
+  /** Logs for a failure report: ours, the extension host's, code-server's. */
+  failureReport() {
+    return `${this.logs(/Kernel Lens\.log|exthost\.log/)}\n--- code-server\n${this.server.logTail()}`;
+  }
+
+  logs(namePattern) {
+    const found = [];
+    const walk = (dir) => {
+      for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+        const full = path.join(dir, entry.name);
+        if (entry.isDirectory()) walk(full);
+        else if (namePattern.test(entry.name)) found.push(`--- ${full}\n${fs.readFileSync(full, "utf8").slice(-4000)}`);
+      }
+    };
+    try {
+      walk(path.join(this.server.userDataDir, "logs"));
+    } catch {
+      // no logs yet
+    }
+    return found.join("\n");
+  }
+
+  async screenshot(name) {
+    fs.mkdirSync(SCREENSHOTS, { recursive: true });
+    await this.page.screenshot({ path: path.join(SCREENSHOTS, name) });
+  }
+
+  async close() {
+    if (this.page && process.exitCode) {
+      await this.page.screenshot({ path: path.join(this.root, "failure.png") }).catch(() => undefined);
+    }
+    await this.browser?.close().catch(() => undefined);
+    await this.server?.stop();
+    if (this.root && !process.env.KERNEL_LENS_E2E_KEEP) {
+      fs.rmSync(this.root, { recursive: true, force: true });
+    }
+  }
+}
