@@ -1,0 +1,225 @@
+"""Compiler benchmark (design.md §6): each workload run eagerly, with Inductor and with `lens` in one
+process, against its same-traffic bound (a preallocated ATen op moving the bytes that must cross DRAM).
+Prints run times (median ms), ratios, and cold/warm compile times. Asserts nothing but correctness.
+
+Usage: python benchmarks/compiler_bench.py [--rounds 15] [--only softmax,layernorm] [--no-inductor]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+import compiler  # noqa: F401  (registers the "lens" backend)
+
+try:
+    from compiler import memory
+except ImportError:  # before the buffer pool existed: both lens columns are the same code
+    memory = None
+
+
+@dataclass
+class Workload:
+    name: str
+    fn: Callable
+    make_args: Callable[[], list]
+    bound: Callable[[list], Callable[[], object]] | None  # args -> a preallocated same-traffic ATen op
+    bound_desc: str
+    atol: float = 1e-5
+    rtol: float = 1.3e-6
+
+
+def _pointwise(a0, a1, a2, a3, a4):
+    return ((a0 + a1) + a2) * a3 + a4
+
+
+def _softmax(x):
+    return torch.softmax(x, dim=-1)
+
+
+def _mean(x):
+    return x.mean(dim=-1)
+
+
+def _copy_bound(args):
+    x = args[0]
+    y = torch.empty_like(x)
+    return lambda: y.copy_(x)
+
+
+def _pointwise_bound(args):
+    a0, _, a2, _, a4 = args
+    out = torch.empty_like(a0)
+    return lambda: torch.addcmul(a0, a2, a4, out=out)  # three full inputs read, one output written
+
+
+def _rowsum_bound(args):
+    x = args[0]
+    out = torch.empty(x.shape[0], dtype=x.dtype)
+    return lambda: torch.sum(x, dim=1, out=out)
+
+
+def _mlp_bound(mlp: torch.nn.Sequential):
+    def make(args):
+        x = args[0]
+        l1, l2 = mlp[0], mlp[2]
+        h = torch.empty(x.shape[0], l1.out_features)
+        y = torch.empty(x.shape[0], l2.out_features)
+        return lambda: (torch.addmm(l1.bias, x, l1.weight.t(), out=h), torch.addmm(l2.bias, h, l2.weight.t(), out=y))
+    return make
+
+
+def workloads() -> list[Workload]:
+    torch.manual_seed(0)
+    ln = torch.nn.LayerNorm(1024).eval()
+    mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).eval()
+    enc = torch.nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True).eval()
+    big = (16384, 512)
+    return [
+        Workload("pointwise ((a0+a1)+a2)*a3+a4", _pointwise,
+                 lambda: [torch.randn(big), torch.randn(1, 512), torch.randn(big), torch.randn(1, 512),
+                          torch.randn(big)],
+                 _pointwise_bound, "addcmul(out=) 3 in 1 out"),
+        Workload("softmax (8192,1024)", _softmax, lambda: [torch.randn(8192, 1024)], _copy_bound, "copy_"),
+        Workload("layernorm (8192,1024)", lambda x: ln(x), lambda: [torch.randn(8192, 1024)], _copy_bound,
+                 "copy_", atol=1e-4, rtol=1e-4),
+        Workload("mean dim=-1 (8192,1024)", _mean, lambda: [torch.randn(8192, 1024)], _rowsum_bound,
+                 "sum(dim=1,out=)"),
+        Workload("mlp 512-2048-512 (4096)", lambda x: mlp(x), lambda: [torch.randn(4096, 512)], _mlp_bound(mlp),
+                 "2x addmm(out=)", atol=1e-4, rtol=1e-4),
+        Workload("encoder layer (8,256,512)", lambda x: enc(x), lambda: [torch.randn(8, 256, 512)], None, "-",
+                 atol=1e-4, rtol=1e-4),
+    ]
+
+
+def _time_once(fn: Callable[[], object], iters: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / iters
+
+
+def _first_call_ms(fn: Callable, args: list) -> tuple[float, object]:
+    t0 = time.perf_counter()
+    out = fn(*args)
+    return (time.perf_counter() - t0) * 1e3, out
+
+
+@dataclass
+class Result:
+    times: dict[str, list[float]] = field(default_factory=dict)
+    compile_ms: dict[str, float] = field(default_factory=dict)
+
+    def median(self, key: str) -> float:
+        return statistics.median(self.times[key]) if self.times.get(key) else float("nan")
+
+
+def _fresh_cache_dirs(tmp: str, tag: str) -> None:
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, f"inductor-{tag}")
+    os.environ["LENS_CACHE_DIR"] = os.path.join(tmp, f"lens-{tag}")
+
+
+def _check(w: Workload, expected, got, who: str) -> None:
+    torch.testing.assert_close(got, expected, atol=w.atol, rtol=w.rtol, msg=lambda m: f"{w.name} {who}: {m}")
+
+
+def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Result:
+    res = Result()
+    args = w.make_args()
+    with torch.no_grad():
+        expected = w.fn(*args)
+        variants: dict[str, Callable[[], object]] = {"eager": lambda: w.fn(*args)}
+        backends = (["inductor"] if use_inductor else []) + ["lens"]
+        for backend in backends:
+            steady = None
+            for phase in ("cold", "warm"):
+                if phase == "cold":
+                    _fresh_cache_dirs(tmp, f"{w.name.split()[0]}-{backend}")
+                torch._dynamo.reset()
+                compiled = torch.compile(w.fn, backend=backend)
+                ms, got = _first_call_ms(compiled, args)
+                _check(w, expected, got, backend)
+                steady = steady or statistics.median(_time_once(lambda: compiled(*args), 1) for _ in range(5))
+                res.compile_ms[f"{backend} {phase}"] = max(0.0, ms - steady)
+            variants[backend] = lambda c=compiled: c(*args)
+        if "lens" in variants:
+            lens = variants["lens"]
+            variants["lens"] = lambda: _with_pool(True, lens)
+            variants["lens nopool"] = lambda: _with_pool(False, lens)
+        if w.bound is not None:
+            variants["bound"] = w.bound(args)
+        for fn in variants.values():  # warm up every variant (pools, caches)
+            fn(), fn()
+        iters = max(1, int(50 / max(0.05, _time_once(variants["eager"], 2))))
+        for _ in range(rounds):
+            for key, fn in variants.items():
+                res.times.setdefault(key, []).append(_time_once(fn, iters))
+    return res
+
+
+def _with_pool(enabled: bool, fn: Callable[[], object]):
+    if memory is None:
+        return fn()
+    old = memory.pool_enabled
+    memory.pool_enabled = enabled
+    try:
+        return fn()
+    finally:
+        memory.pool_enabled = old
+
+
+def print_table(results: list[tuple[Workload, Result]]) -> None:
+    head = (f"{'workload':28} {'eager':>7} {'induct':>7} {'lens':>7} {'nopool':>7} {'bound':>7} "
+            f"{'l/ind':>6} {'l/eag':>6} {'l/bnd':>6} {'np/ind':>6} {'ind/bnd':>7} "
+            f"{'cold l':>7} {'cold i':>7} {'c l/i':>6} {'warm l':>7} {'warm i':>7}")
+    print(head)
+    print("-" * len(head))
+    for w, r in results:
+        m = {k: r.median(k) for k in ("eager", "inductor", "lens", "lens nopool", "bound")}
+        c = r.compile_ms
+        ratio = lambda a, b: a / b if b == b and b > 0 else float("nan")  # noqa: E731
+        print(f"{w.name:28} {m['eager']:7.2f} {m['inductor']:7.2f} {m['lens']:7.2f} {m['lens nopool']:7.2f} "
+              f"{m['bound']:7.2f} {ratio(m['lens'], m['inductor']):6.2f} {ratio(m['lens'], m['eager']):6.2f} "
+              f"{ratio(m['lens'], m['bound']):6.2f} {ratio(m['lens nopool'], m['inductor']):6.2f} "
+              f"{ratio(m['inductor'], m['bound']):7.2f} "
+              f"{c.get('lens cold', float('nan')):7.0f} {c.get('inductor cold', float('nan')):7.0f} "
+              f"{ratio(c.get('lens cold', 0), c.get('inductor cold', 0)):6.3f} "
+              f"{c.get('lens warm', float('nan')):7.0f} {c.get('inductor warm', float('nan')):7.0f}")
+    print()
+    print("Times in ms (median over rounds, one process). bound: preallocated ATen op moving the same bytes "
+          "(pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), mlp: 2x addmm(out=)).")
+    print("Allocators: eager, inductor and 'lens nopool' allocate outputs with torch.empty_strided (c10 CPU "
+          "allocator over glibc malloc); 'lens' serves buffers from compiler.memory's pool (reuses a block only "
+          "once nothing but the pool references its storage).")
+    print("Compile ms: first call minus a steady call; cold = fresh TORCHINDUCTOR_CACHE_DIR/LENS_CACHE_DIR, "
+          "warm = torch._dynamo.reset() then the same cache dirs (disk cache hit).")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--only", default="", help="comma-separated prefixes of workload names")
+    p.add_argument("--no-inductor", action="store_true")
+    a = p.parse_args()
+    torch._dynamo.config.cache_size_limit = 64
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"cpu {torch.backends.cpu.get_cpu_capability()}", file=sys.stderr)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="compiler-bench-") as tmp:
+        for w in workloads():
+            if a.only and not any(w.name.startswith(s) for s in a.only.split(",")):
+                continue
+            print(f"... {w.name}", file=sys.stderr, flush=True)
+            results.append((w, run_workload(w, a.rounds, tmp, not a.no_inductor)))
+    print_table(results)
+
+
+if __name__ == "__main__":
+    main()
