@@ -4,7 +4,7 @@
 // Saves screenshots under docs/screenshots/. Run: npm run test:e2e --workspace vscode-extension
 import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
-import { descendantCommandLines, EditorSession, SCRIPT } from "./session.mjs";
+import { EditorSession, SCRIPT } from "./session.mjs";
 import { activeTabTitle, clickToken, hoverUntil, runCommand, webviewFrame } from "./workbench.mjs";
 
 const JOB_TIMEOUT_MS = 5 * 60_000;
@@ -29,7 +29,7 @@ async function waitForJobMessage(page, success) {
 /** A notification saying the language server failed or crashed, if one is shown. */
 async function serverFailure(page) {
   const texts = await page.locator(".notifications-toasts .notification-list-item-message").allInnerTexts();
-  return texts.find((t) => /language server (failed|crashed|stopped)/.test(t));
+  return texts.find((t) => /language server (failed to start|crashed)/.test(t));
 }
 
 /** Runs `body`; on failure adds the logs to the test's output. */
@@ -60,8 +60,7 @@ test("Compile Current File runs the compiler in a task, and hovering the functio
     const hover = await hoverUntil(session.page, "def foo1", "foo1", kernels, 180_000, () => serverFailure(session.page));
     t.diagnostic(`hover: ${hover.replace(/\s+/g, " ").slice(0, 200)}`);
     // The hover came from our server, started by the extension host of this code-server.
-    const servers = descendantCommandLines(session.server.child.pid).filter((line) => /-m lsp_server\b/.test(line));
-    assert.equal(servers.length, 1, `expected one language server, found ${servers}`);
+    assert.equal(session.languageServerPids().length, 1, "expected exactly one language server");
     await session.screenshot("hover.png");
   }),
 );
@@ -120,5 +119,27 @@ test("Show Kernels for Function opens the generated kernel beside the source", {
       `cursor line ${cursor} is outside ${chosen}`,
     );
     await session.screenshot("kernel-beside-source.png");
+  }),
+);
+
+test("a crashed language server is restarted with a visible message and answers again", { timeout: 4 * 60_000 }, (t) =>
+  reporting(t, async () => {
+    const page = session.page;
+    const [before] = session.languageServerPids();
+    assert.ok(before, "no language server running");
+    process.kill(before, "SIGKILL");
+    const toast = page.locator(".notifications-toasts .notification-list-item-message", { hasText: /stopped unexpectedly; restarting/ });
+    await toast.first().waitFor({ timeout: 60_000 });
+    t.diagnostic(await toast.first().innerText());
+    const deadline = Date.now() + 60_000;
+    let after = [];
+    while (Date.now() < deadline && !(after.length === 1 && after[0] !== before)) {
+      await page.waitForTimeout(500);
+      after = session.languageServerPids();
+    }
+    assert.ok(after.length === 1 && after[0] !== before, `no new server after killing ${before}: ${after}`);
+    await page.locator(".editor-group-container .tab", { hasText: SCRIPT }).first().click();
+    const kernels = [...new Set(session.kernelsOfFunction("foo1").map((k) => k.name))];
+    await hoverUntil(page, "def foo1", "foo1", kernels, 120_000, () => serverFailure(page));
   }),
 );

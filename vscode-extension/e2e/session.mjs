@@ -43,8 +43,8 @@ function userSettings(trusted) {
   return settings;
 }
 
-/** Command lines of every process descended from `rootPid` (read from /proc). */
-export function descendantCommandLines(rootPid) {
+/** Every process descended from `rootPid` as {pid, line} (read from /proc). */
+export function descendantProcesses(rootPid) {
   const children = new Map();
   for (const pid of fs.readdirSync("/proc").filter((name) => /^\d+$/.test(name))) {
     try {
@@ -59,7 +59,7 @@ export function descendantCommandLines(rootPid) {
   const visit = (pid) => {
     for (const child of children.get(pid) ?? []) {
       try {
-        lines.push(fs.readFileSync(`/proc/${child}/cmdline`, "utf8").split("\0").join(" ").trim());
+        lines.push({ pid: child, line: fs.readFileSync(`/proc/${child}/cmdline`, "utf8").split("\0").join(" ").trim() });
       } catch {
         // ended
       }
@@ -68,6 +68,11 @@ export function descendantCommandLines(rootPid) {
   };
   visit(rootPid);
   return lines;
+}
+
+/** Command lines of every process descended from `rootPid`. */
+export function descendantCommandLines(rootPid) {
+  return descendantProcesses(rootPid).map((p) => p.line);
 }
 
 export class EditorSession {
@@ -92,6 +97,13 @@ export class EditorSession {
     await waitForWorkbench(session.page);
     await openFile(session.page, SCRIPT, "def foo1");
     return session;
+  }
+
+  /** Pids of the language servers this code-server's extension host runs. */
+  languageServerPids() {
+    return descendantProcesses(this.server.child.pid)
+      .filter((p) => /-m lsp_server\b/.test(p.line))
+      .map((p) => p.pid);
   }
 
   /** Every kernel_map.json the compiler wrote into the workspace, parsed. */

@@ -48,7 +48,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     running,
     profileView,
     ...registerCommands({ server: running, profileView, interpreterFor, settingsFor }),
-    running.onDidChangeRunning((isRunning) => void vscode.commands.executeCommand("setContext", "kernelLens.serverRunning", isRunning)),
+    // A restarted server has a fresh index: redraw an open profile from it.
+    running.onDidChangeRunning((isRunning) => isRunning && void profileView.refresh()),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(`${CONFIG_SECTION}.${key}`))) {
         output.info("Settings changed: restarting the server.");
