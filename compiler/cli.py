@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -69,6 +70,25 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return EXIT_OK if profiles else EXIT_USER_FAILURE
 
 
+def cmd_check_accuracy(args: argparse.Namespace) -> int:
+    env = {"LENS_CHECK_ACCURACY": str(args.tol)}
+    if args.op_override:
+        env["LENS_OP_OVERRIDES"] = json.dumps(dict(o.split("=", 1) for o in args.op_override))
+    code, runs = run_script(args.script, args.script_args, env)
+    reports = sorted(p for run in runs for p in glob.glob(os.path.join(run, "lens", "*", "accuracy.json")))
+    bad = []
+    for path in reports:
+        with open(path) as f:
+            if json.load(f).get("status") == "mismatch":
+                bad.append(path)
+    print(f"checked {len(reports)} graph(s): {len(bad)} mismatch(es)")
+    for path in bad:
+        print(f"  {path}")
+    if code != 0:
+        print(f"the script exited with code {code}", file=sys.stderr)
+    return EXIT_USER_FAILURE if bad or code != 0 or not reports else EXIT_OK
+
+
 def _delegate_to_server(args: argparse.Namespace, verb: str) -> int:
     """`index` and `trace` print what the language server indexes: it owns those parsers."""
     cmd = [sys.executable, "-m", "lsp_server", verb, args.dir] + (["--json"] if args.json else [])
@@ -89,6 +109,14 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("script")
     pr.add_argument("script_args", nargs=argparse.REMAINDER)
     pr.set_defaults(func=cmd_profile)
+    ca = sub.add_parser("check-accuracy", help="run SCRIPT comparing each compiled graph with eager; on a "
+                                               "mismatch, find the first diverging FX node (accuracy.json)")
+    ca.add_argument("--tol", type=float, default=1e-4, help="atol = rtol for floating outputs (default 1e-4)")
+    ca.add_argument("--op-override", action="append", metavar="OP=FORMAT",
+                    help="replace an op's C++ (e.g. 'neg=decltype({x})(2 * {x})') to reproduce a codegen bug")
+    ca.add_argument("script")
+    ca.add_argument("script_args", nargs=argparse.REMAINDER)
+    ca.set_defaults(func=cmd_check_accuracy)
     for verb, text in (("index", "print the kernel maps the language server indexes under DIR"),
                        ("trace", "print graph breaks, recompiles and failures of the TORCH_TRACE logs in DIR")):
         s = sub.add_parser(verb, help=text)

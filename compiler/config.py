@@ -4,11 +4,23 @@ Read at compile time, so `compiler.config.cpp.op_overrides = {...}` before `torc
 """
 from __future__ import annotations
 
+import json
 import os
 
 
 def _env_flag(*names: str) -> bool:
     return any(os.environ.get(n, "") not in ("", "0") for n in names)
+
+
+def _json_env(name: str) -> dict:
+    text = os.environ.get(name)
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{name} must be a JSON object such as {{\"neg\": \"-{{x}}\"}}: {e}") from None
+    return dict(value)
 
 
 # Write the debug directory (also on with LENS_DEBUG=1 or TORCH_COMPILE_DEBUG=1).
@@ -33,7 +45,7 @@ class cpp:
     enable_kernel_profile: bool = _env_flag("LENS_KERNEL_PROFILE")
     # op name -> C++ format string ({x}, {y}, {z} are the operands), replacing the emitted expression.
     # Exists to reproduce codegen bugs on purpose, e.g. {"neg": "decltype({x})(2 * {x})"}.
-    op_overrides: dict[str, str] = {}
+    op_overrides: dict[str, str] = _json_env("LENS_OP_OVERRIDES")
     # The C++ compiler and its flags.
     cxx: str = os.environ.get("CXX", "g++")
     flags: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",

@@ -13,6 +13,7 @@ import torch.fx
 from torch._decomp import core_aten_decompositions, get_decompositions
 
 from compiler import config
+from compiler.accuracy import accuracy_settings, check_on_first_call, clone_args
 from compiler.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
@@ -60,6 +61,8 @@ class CompiledGraph:
     kernel_map: KernelMap | None
     debug: DebugDir | None
     call: Callable
+    gm: torch.fx.GraphModule | None = None
+    recorded_inputs: list | None = None  # the first real inputs, kept only while checking accuracy
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable:
@@ -150,9 +153,31 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         raise LensCompileError(report, debug.path if debug else None) from None
     call = module.call
     call._boxed_call = True
-    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts))
+    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts), gm)
+    if accuracy_settings() is not None:
+        compiled.call = _recording_inputs(compiled, compiled.call)
     COMPILED.append(compiled)
     return compiled
+
+
+def _recording_inputs(graph: CompiledGraph, call: Callable) -> Callable:
+    def run(args):
+        if graph.recorded_inputs is None:
+            graph.recorded_inputs = clone_args(args)
+        return call(args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def compile_quietly(gm: torch.fx.GraphModule, example_inputs) -> Callable:
+    """Compile without a debug directory (instrumented or minified graphs)."""
+    old = config.debug
+    config.debug = False
+    try:
+        return compile_graph_module(gm, example_inputs)
+    finally:
+        config.debug = old
 
 
 def compile_graph_module(gm: torch.fx.GraphModule, example_inputs) -> Callable:
@@ -183,4 +208,7 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     settings = profiling_settings()
     if settings is not None:
         return profile_on_first_call(gm.forward, compiled, COMPILED[first_new:], settings)
+    tol = accuracy_settings()
+    if tol is not None:
+        return check_on_first_call(gm.forward, compiled, COMPILED[first_new:], tol, compile_quietly)
     return compiled

@@ -19,6 +19,9 @@ def runnable_graph_code(gm: torch.fx.GraphModule, specs, title: str, tensors_fil
     body = textwrap.indent(gm.code.strip("\n"), "    ")
     args = ", ".join(f"rand_strided({py_repr(s)}, {py_repr(st)}, {d})" for s, st, d in specs)
     saved = repr(tensors_file) if tensors_file else "None"
+    from compiler import config
+    overrides = (f"\nimport compiler.config\ncompiler.config.cpp.op_overrides = {dict(config.cpp.op_overrides)!r}"
+                 "  # the codegen setting this graph was compiled with\n") if config.cpp.op_overrides else ""
     return f'''# {title}
 # Runs standalone: `python fx_graph_runnable.py` (eager vs lens, compared).
 import os
@@ -26,7 +29,7 @@ import torch
 from torch import tensor, device
 from math import inf, nan
 from compiler.runtime import rand_strided
-
+{overrides}
 _SAVED_INPUTS = {saved}
 
 
