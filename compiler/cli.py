@@ -89,6 +89,26 @@ def cmd_check_accuracy(args: argparse.Namespace) -> int:
     return EXIT_USER_FAILURE if bad or code != 0 or not reports else EXIT_OK
 
 
+def cmd_minify(args: argparse.Namespace) -> int:
+    from compiler.frontend import compile_quietly
+    from compiler.minifier import NothingToMinify, load_repro, minify, write_repro
+    if not os.path.isdir(args.debug_dir):
+        print(f"kernel-lens: no such debug directory: {args.debug_dir}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        gm, inputs = load_repro(args.debug_dir)
+        best, failure = minify(gm, inputs, compile_quietly, tol=args.tol)
+    except FileNotFoundError as e:
+        print(f"kernel-lens: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except NothingToMinify as e:
+        print(f"kernel-lens minify: {e}")
+        return EXIT_USER_FAILURE
+    path = write_repro(args.debug_dir, best, failure)
+    print(f"wrote {path} (run it with: python {path})")
+    return EXIT_OK
+
+
 def _delegate_to_server(args: argparse.Namespace, verb: str) -> int:
     """`index` and `trace` print what the language server indexes: it owns those parsers."""
     cmd = [sys.executable, "-m", "lsp_server", verb, args.dir] + (["--json"] if args.json else [])
@@ -117,6 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("script")
     ca.add_argument("script_args", nargs=argparse.REMAINDER)
     ca.set_defaults(func=cmd_check_accuracy)
+    mi = sub.add_parser("minify", help="shrink the failing graph of DEBUG_DIR (a run_*/lens/graph_N folder) and "
+                                       "write repro.py")
+    mi.add_argument("debug_dir")
+    mi.add_argument("--tol", type=float, default=1e-4)
+    mi.set_defaults(func=cmd_minify)
     for verb, text in (("index", "print the kernel maps the language server indexes under DIR"),
                        ("trace", "print graph breaks, recompiles and failures of the TORCH_TRACE logs in DIR")):
         s = sub.add_parser(verb, help=text)
