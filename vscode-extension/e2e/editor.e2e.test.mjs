@@ -81,6 +81,8 @@ test("Profile Current File opens the profile view with one row per kernel", { ti
       `profile rows ${names} are not kernels the compiler wrote (${compiled})`,
     );
     assert.ok((await webviewFrame(session.page).locator(".chart-row").count()) > 0, "no bar chart");
+    // The terminal has shown the job's progress; hide it so the screenshot shows the table and chart.
+    await runCommand(session.page, "View: Hide Panel");
     await session.screenshot("profile.png");
   }),
 );

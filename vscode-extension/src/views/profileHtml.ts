@@ -164,7 +164,7 @@ document.addEventListener("click", (event) => {
 
 export function renderProfileHtml(profile: RunProfile | null, context: RenderContext): string {
   const csp = `default-src 'none'; style-src ${context.cspSource} 'unsafe-inline'; script-src 'nonce-${context.nonce}';`;
-  const title = profile ? `Kernel time <span class="run-id">${escapeHtml(profile.run_id)}</span>` : "No profile yet";
+  const title = profile ? `Kernel Lens profile <span class="run-id">${escapeHtml(profile.run_id)}</span>` : "No profile yet";
   const sections =
     profile === null
       ? `<p class="empty">No profiled run is indexed. Run <b>Kernel Lens: Profile Current File</b> on a script that calls a function compiled with <code>torch.compile(fn, backend="lens")</code>.</p>`
