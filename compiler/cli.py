@@ -8,8 +8,12 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
+
+from compiler.inductor_errors import write_inductor_compile_errors
 
 EXIT_OK, EXIT_USER_FAILURE, EXIT_USAGE = 0, 1, 2
+STDERR_KEEP = 4 * 2**20
 
 
 def debug_root(script_dir: str) -> str:
@@ -34,17 +38,38 @@ def script_env(script: str, extra: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
-def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | None = None) -> tuple[int, list[str]]:
-    """Run the user's script in a child Python (its own cwd = its folder); returns exit code and new runs."""
+@dataclass
+class ScriptRun:
+    exit_code: int
+    runs: list[str]  # debug run folders this run created
+    stderr: str  # the tail of what the script printed to stderr (it is also shown live)
+
+
+def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | None = None) -> ScriptRun:
+    """Run the user's script in a child Python (its own cwd = its folder), showing its output live."""
     script = os.path.abspath(script)
     folder = os.path.dirname(script)
     before = _runs(debug_root(folder))
-    proc = subprocess.run([sys.executable, script, *script_args], cwd=folder, env=script_env(script, extra_env))
-    return proc.returncode, sorted(_runs(debug_root(folder)) - before)
+    proc = subprocess.Popen([sys.executable, script, *script_args], cwd=folder, env=script_env(script, extra_env),
+                            stderr=subprocess.PIPE, text=True, errors="replace")
+    tail: list[str] = []
+    size = 0
+    assert proc.stderr is not None
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        tail.append(line)
+        size += len(line)
+        while size > STDERR_KEEP and len(tail) > 1:
+            size -= len(tail.pop(0))
+    code = proc.wait()
+    return ScriptRun(code, sorted(_runs(debug_root(folder)) - before), "".join(tail))
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    code, runs = run_script(args.script, args.script_args)
+    result = run_script(args.script, args.script_args)
+    code, runs = result.exit_code, result.runs
+    for path in write_inductor_compile_errors(result.stderr, runs):
+        print(f"Inductor C++ compile error mapped to source: {path}")
     for run in runs:
         graphs = sorted(glob.glob(os.path.join(run, "*", "*", "")))
         print(f"debug directory: {run} ({len(graphs)} graph folder(s))")
@@ -60,7 +85,8 @@ def cmd_profile(args: argparse.Namespace) -> int:
     env = {"LENS_PROFILE": f"{args.warmup}:{args.iters}", "LENS_KERNEL_PROFILE": "1"}
     print(f"profiling {args.script}: each compiled graph is timed {args.iters}x (after {args.warmup} warm-up "
           f"calls) in eager and compiled, then profiled per kernel", flush=True)
-    code, runs = run_script(args.script, args.script_args, env)
+    result = run_script(args.script, args.script_args, env)
+    code, runs = result.exit_code, result.runs
     profiles = sorted(p for run in runs for p in glob.glob(os.path.join(run, "lens", "*", "profile.json")))
     from compiler.profile_report import print_profiles
     print_profiles(profiles)
@@ -74,7 +100,8 @@ def cmd_check_accuracy(args: argparse.Namespace) -> int:
     env = {"LENS_CHECK_ACCURACY": str(args.tol)}
     if args.op_override:
         env["LENS_OP_OVERRIDES"] = json.dumps(dict(o.split("=", 1) for o in args.op_override))
-    code, runs = run_script(args.script, args.script_args, env)
+    result = run_script(args.script, args.script_args, env)
+    code, runs = result.exit_code, result.runs
     reports = sorted(p for run in runs for p in glob.glob(os.path.join(run, "lens", "*", "accuracy.json")))
     bad = []
     for path in reports:

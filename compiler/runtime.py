@@ -13,9 +13,9 @@ import torch
 
 from compiler import config
 from compiler.build import build_shared_library
+from compiler.memory import empty_strided  # noqa: F401  (generated code allocates through the pool)
 
 _LIBS: dict[str, ctypes.CDLL] = {}
-empty_strided = torch.empty_strided
 
 
 def reinterpret(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:

@@ -174,11 +174,15 @@ def select(ctx, x: TensorValue, dim: int, i: int) -> TensorValue:
 def cat(ctx, tensors: list, dim: int = 0) -> TensorValue:
     size = tuple(int(s) for s in ctx.out_size)
     dim = _norm_dim(dim, len(size))
-    parts = [t for t in tensors if isinstance(t, TensorValue) and not (len(t.size) == 1 and t.size[0] == 0)]
-    if len(parts) == 1 and parts[0].dtype == ctx.out_dtype:
-        return parts[0]
+    # empty inputs (legacy 1-D empties, or 0 rows along dim) add nothing, and must not be loaded
+    parts = [t for t in tensors if isinstance(t, TensorValue) and _numel(t.size) > 0]
     out, org = ctx.out_dtype, origin()
     check_dtype(out)
+    if not parts or _numel(size) == 0:
+        zero = constant(0, out)
+        return TensorValue(out, size, lambda idx: zero, None, frozenset({org}))
+    if len(parts) == 1:
+        return parts[0] if parts[0].dtype == out else _cast_value(parts[0], out, org)
     offsets, acc = [], 0
     for p in parts:
         offsets.append(acc)
@@ -210,6 +214,21 @@ def cat(ctx, tensors: list, dim: int = 0) -> TensorValue:
 
     inlined = frozenset().union(*[p.inlined for p in parts]) | {org}
     return TensorValue(out, size, loader, None, inlined)
+
+
+def _numel(size: Sequence[int]) -> int:
+    n = 1
+    for s in size:
+        n *= s
+    return n
+
+
+def _cast_value(v: TensorValue, dtype: torch.dtype, org) -> TensorValue:
+    def loader(index):
+        with origin_scope(org):
+            return cast(v.load(index), dtype)
+
+    return TensorValue(dtype, v.size, loader, None, v.inlined | {org})
 
 
 def _index_value(expr, org):

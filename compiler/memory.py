@@ -1,0 +1,99 @@
+"""The buffer pool behind generated code's `empty_strided`: large buffers are served from blocks kept by
+the pool, and a block is handed out again only once nothing but the pool references its storage.
+
+Why: a fresh buffer of ≥ 32 MiB is a fresh `mmap` whose ~8,000 pages the kernel zeroes on first touch
+(perf-notes.md), which costs more than the kernel that fills it. Reusing a block whose storage no
+tensor, view, storage object or NumPy array of the user still references is safe: the check is the
+storage's C++ use count plus the Python reference count of its storage object, both back at the values
+they had when only the pool held the block.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+
+import torch
+
+# Serve large buffers from the pool (LENS_BUFFER_POOL=0 turns it off; read at every allocation).
+pool_enabled: bool = os.environ.get("LENS_BUFFER_POOL", "1") not in ("", "0")
+# Buffers smaller than this come straight from torch.empty_strided (glibc reuses small blocks itself).
+min_pool_bytes: int = 256 * 1024
+# Most blocks kept per (bytes, dtype); beyond that, allocations bypass the pool.
+max_blocks_per_size: int = 4
+
+
+@dataclass
+class _Block:
+    """One pooled allocation and the reference counts it shows when only the pool holds it."""
+
+    tensor: torch.Tensor
+    storage: torch.UntypedStorage
+    cdata: int
+    idle_use_count: int
+    idle_refcount: int
+
+    def is_idle(self) -> bool:
+        return (torch._C._storage_Use_Count(self.cdata) == self.idle_use_count
+                and sys.getrefcount(self.storage) == self.idle_refcount)
+
+
+def _new_block(numel: int, dtype: torch.dtype) -> _Block:
+    tensor = torch.empty(numel, dtype=dtype)
+    storage = tensor.untyped_storage()
+    block = _Block(tensor, storage, storage._cdata, 0, 0)
+    del storage  # the counts below must be those of the block alone
+    block.idle_use_count = torch._C._storage_Use_Count(block.cdata)
+    block.idle_refcount = sys.getrefcount(block.storage)
+    return block
+
+
+@dataclass
+class BufferPool:
+    """Blocks by (element count, dtype); thread-safe."""
+
+    blocks: dict[tuple[int, torch.dtype], list[_Block]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    hits: int = 0
+    misses: int = 0
+
+    def empty_strided(self, size, stride, dtype: torch.dtype) -> torch.Tensor:
+        numel = _storage_numel(size, stride)
+        if not pool_enabled or numel * dtype.itemsize < min_pool_bytes:
+            return torch.empty_strided(size, stride, dtype=dtype)
+        key = (numel, dtype)
+        with self.lock:
+            blocks = self.blocks.setdefault(key, [])
+            for block in blocks:
+                if block.is_idle():
+                    self.hits += 1
+                    return torch.as_strided(block.tensor, size, stride)
+            self.misses += 1
+            if len(blocks) >= max_blocks_per_size:
+                return torch.empty_strided(size, stride, dtype=dtype)
+            block = _new_block(numel, dtype)
+            blocks.append(block)
+            return torch.as_strided(block.tensor, size, stride)
+
+    def pooled_bytes(self) -> int:
+        return sum(b.tensor.numel() * b.tensor.element_size() for bs in self.blocks.values() for b in bs)
+
+    def clear(self) -> None:
+        """Forget every block (memory a user still holds stays alive through the user's references)."""
+        with self.lock:
+            self.blocks.clear()
+
+
+def _storage_numel(size, stride) -> int:
+    if any(s == 0 for s in size):
+        return 0
+    return 1 + sum((s - 1) * st for s, st in zip(size, stride))
+
+
+POOL = BufferPool()
+
+
+def empty_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
+    """`torch.empty_strided` for generated code, served from the process-wide pool."""
+    return POOL.empty_strided(size, stride, dtype)
