@@ -1,23 +1,45 @@
-"""`python -m lsp_server` serves LSP over stdio; `python -m lsp_server index DIR [--json]` prints the index."""
+"""`python -m lsp_server` serves LSP over stdio; `python -m lsp_server index DIR [--json]` prints the index;
+`python -m lsp_server trace DIR [--json]` prints what a structured trace (TORCH_TRACE folder or log) says."""
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
+from typing import Callable
+
+
+def _print_index() -> Callable[[str, bool], int]:
+    from .index_report import print_index
+    return print_index
+
+
+def _print_trace() -> Callable[[str, bool], int]:
+    from .trace_view import print_trace
+    return print_trace
+
+
+# sub-command → (description, the printer, imported on use so `serve` starts fast)
+REPORTS: dict[str, tuple[str, Callable[[], Callable[[str, bool], int]]]] = {
+    "index": ("Print what the language server indexes for DIR.", _print_index),
+    "trace": ("Print graph breaks, recompiles, failures and rank divergences of a structured trace "
+              "(a TORCH_TRACE folder or one log).", _print_trace),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "index":
-        from .index_report import print_index
-        parser = argparse.ArgumentParser(prog="python -m lsp_server index",
-                                         description="Print what the language server indexes for DIR.")
+    if argv and argv[0] in REPORTS:
+        description, load = REPORTS[argv[0]]
+        parser = argparse.ArgumentParser(prog=f"python -m lsp_server {argv[0]}", description=description)
         parser.add_argument("dir")
         parser.add_argument("--json", action="store_true", help="machine-readable output")
-        options = parser.parse_args(argv[1:])
-        return print_index(options.dir, options.json)
+        try:
+            options = parser.parse_args(argv[1:])
+        except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+            return int(exc.code or 0)
+        return load()(options.dir, options.json)
     if argv:
-        print(f"usage: python -m lsp_server [index DIR [--json]] (got {' '.join(argv)!r})", file=sys.stderr)
+        print(f"usage: python -m lsp_server [index|trace DIR [--json]] (got {' '.join(argv)!r})", file=sys.stderr)
         return 2
     from .server import build_server
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

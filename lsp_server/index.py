@@ -1,6 +1,8 @@
-"""The one model LSP features read: runs with reverse maps (source line → kernels and generated lines).
+"""The one model LSP features read: runs with reverse maps (source line → kernels and generated lines), and
+the structured-trace facts (per-function compile figures, graph breaks, recompiles, failures).
 
-A source file is answered from the selected run when it covers the file, else from the newest run that does.
+A source file is answered from the selected run when it covers the file, else from the newest run that does;
+a trace run yields to a debug-directory run of the same process (the debug directory has more: profiles).
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .graph_builder import normalize_path
-from .model import FxNode, Graph, Kernel, KernelLine, Run, SourceLocation
+from .model import FxNode, Graph, Kernel, KernelLine, Run, SourceLocation, TraceFacts, TraceFunction
 
 SourceKey = tuple[str, int]
 
@@ -114,6 +116,7 @@ class Index:
         self.selected_run_id: str | None = None
         self.generated: dict[str, GeneratedFile] = {}
         self.readable: dict[str, tuple[Run, Graph]] = {}
+        self.trace = TraceFacts()
         self._ids = itertools.count(2)
 
     # -- updates ------------------------------------------------------------------------------------
@@ -156,6 +159,14 @@ class Index:
     def runs_newest_first(self) -> list[Run]:
         return sorted((v.run for v in self.views.values()), key=lambda r: (r.time, r.id), reverse=True)
 
+    def shadowed(self, run: Run) -> bool:
+        """A trace run whose process also wrote a debug directory that is indexed."""
+        return run.kind == "trace" and run.pid is not None and any(
+            v.run.pid == run.pid and v.run.kind != "trace" for v in self.views.values())
+
+    def trace_functions_in(self, file: str) -> list[TraceFunction]:
+        return self.trace.functions_in(normalize_path(file))
+
     def current_run_id(self) -> str | None:
         """The selected run, else the newest."""
         if self.selected_run_id is not None:
@@ -170,7 +181,7 @@ class Index:
             return selected
         for run in self.runs_newest_first():
             view = self.views[run.id]
-            if file in view.files:
+            if file in view.files and not self.shadowed(run):
                 return view
         return None
 

@@ -1,4 +1,5 @@
-"""The index's data model: runs → graphs → kernels → generated lines → FX nodes → source locations."""
+"""The index's data model: runs → graphs → kernels → generated lines → FX nodes → source locations, and
+what structured traces say about the user's functions (TraceFacts)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,6 +9,7 @@ from pathlib import Path
 from .parsers.accuracy import AccuracyReport
 from .parsers.compile_error import CompileError
 from .parsers.profile import GraphProfile
+from .parsers.torch_trace_findings import TraceDiagnostic
 
 
 @dataclass(frozen=True)
@@ -85,10 +87,11 @@ class Graph:
 class Run:
     id: str
     path: Path
-    kind: str  # lens | inductor
+    kind: str  # lens | inductor | trace (graphs written out of a structured-trace log)
     time: datetime
     graphs: list[Graph] = field(default_factory=list)
     incomplete: bool = False  # a file looked half-written: the watcher retries
+    pid: int | None = None  # the process that wrote it (a trace run of a process with a debug dir yields to it)
 
     @property
     def kernel_count(self) -> int:
@@ -96,3 +99,42 @@ class Run:
 
     def problems(self) -> list[str]:
         return [p for g in self.graphs for p in g.problems]
+
+
+@dataclass(frozen=True)
+class TraceFunction:
+    """A user function's compiles on one rank, as a structured trace reports them (a snapshot)."""
+
+    file: str  # normalised path
+    name: str
+    def_line: int  # 1-based, the code object's first line
+    rank: int | None
+    frames: int
+    graphs: int
+    ops: int
+    guards: int
+    recompiles: int
+    graph_breaks: int
+    failures: int
+    compile_time_s: float
+    lens: str  # e.g. "2 graphs · 5 ops · 1 graph break · recompiled 1× · 0.6 s compile"
+    failed_guards: tuple[str, ...] = ()  # "0/0: size mismatch at index 0. expected 10, actual 12"
+
+
+@dataclass
+class TraceFacts:
+    """What the current structured-trace runs say: per-function figures and findings on user lines.
+
+    For each user file only the newest trace run that compiled it counts, so a newer run clears old findings.
+    """
+
+    functions: list[TraceFunction] = field(default_factory=list)
+    findings: list[TraceDiagnostic] = field(default_factory=list)  # file paths normalised
+    logs: int = 0
+    skipped_records: int = 0
+
+    def functions_in(self, file: str) -> list[TraceFunction]:
+        return [f for f in self.functions if f.file == file]
+
+    def findings_in(self, file: str) -> list[TraceDiagnostic]:
+        return [d for d in self.findings if d.file == file]

@@ -9,6 +9,7 @@ from .graph_builder import build_graph, load_run_level_compile_error
 from .model import Graph, Run
 
 RUN_NAME = re.compile(r"^run_(\d{4})_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d+)(?:-pid_\d+)?")
+RUN_PID = re.compile(r"-pid_(\d+)$")
 DEBUG_DIR_NAME = "torch_compile_debug"
 # Sub-folder of a run → the run's kind (ours, or real Inductor's).
 RUN_KINDS: dict[str, str] = {"lens": "lens", "torchinductor": "inductor"}
@@ -74,6 +75,8 @@ def load_run(run_dir: Path, run_id: str | None = None) -> Run | None:
     folders = graph_dirs(run_dir)
     kinds = {kind for kind, _ in folders} or {RUN_KINDS[s] for s in RUN_KINDS if (run_dir / s).is_dir()}
     run = Run(run_id or run_dir.name, run_dir, "lens" if "lens" in kinds else "inductor", run_time(run_dir))
+    pid = RUN_PID.search(run_dir.name)
+    run.pid = int(pid.group(1)) if pid else None
     for _, folder in folders:
         graph = Graph(folder.name, folder, run.id)
         run.incomplete |= build_graph(graph)

@@ -6,6 +6,7 @@ import importlib
 import logging
 import threading
 from pathlib import Path
+from typing import Callable
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -15,6 +16,7 @@ from .index import Index
 from .model import Run
 from .run_loader import debug_dir_for_root, find_run_dirs, load_run
 from .settings import Settings, parse_settings
+from .trace_loader import TRACE_DIR_NAME, TraceLoader, TraceUpdate
 from .watcher import RunWatcher
 
 log = logging.getLogger(__name__)
@@ -22,7 +24,7 @@ log = logging.getLogger(__name__)
 # Each module has `register(server)`; the table is the server's feature list.
 FEATURE_MODULES = (
     "hover", "definition", "references", "code_lens", "inlay_hints", "document_symbols", "diagnostics",
-    "commands",
+    "code_actions", "commands",
 )
 
 
@@ -33,6 +35,7 @@ class KernelLensServer(LanguageServer):
         self.settings = Settings()
         self.watcher: RunWatcher | None = None
         self.debug_dirs: list[Path] = []
+        self.trace_loader = TraceLoader([])
         self.loop: asyncio.AbstractEventLoop | None = None
         self.index_changed_hooks: list = []  # callables run (in the loop thread) after each index update
         self.reported_problems: set[str] = set()
@@ -53,7 +56,14 @@ class KernelLensServer(LanguageServer):
         roots = [Path(to_fs_path(f.uri)) for f in (params.workspace_folders or []) if to_fs_path(f.uri)]
         if not roots and params.root_uri and to_fs_path(params.root_uri):
             roots = [Path(to_fs_path(params.root_uri))]
+        workspace_roots = list(roots)
         roots += [Path(r).expanduser() for r in self.settings.debug_roots]
+        trace_roots = [root.absolute() / TRACE_DIR_NAME for root in workspace_roots]
+        for folder in self.settings.trace_dirs:
+            path = Path(folder).expanduser()
+            trace_roots.append(path if path.is_absolute() or not workspace_roots else workspace_roots[0] / path)
+        self.trace_loader = TraceLoader(list(dict.fromkeys(p.resolve() if p.exists() else p.absolute()
+                                                           for p in trace_roots)))
         seen: list[Path] = []
         for root in roots:
             debug_dir = debug_dir_for_root(root.absolute())
@@ -65,7 +75,8 @@ class KernelLensServer(LanguageServer):
         self.loop = asyncio.get_running_loop()
         self.reindex_all()
         if self.settings.watch:
-            self.watcher = RunWatcher(self.debug_dirs, self.index_paths, self.settings.debounce_ms / 1000)
+            self.watcher = RunWatcher(self.debug_dirs, self.index_paths, self.settings.debounce_ms / 1000,
+                                      self.trace_loader.roots)
             try:
                 self.watcher.start()
             except OSError as exc:  # no watching: `kernelLens.reindex` still works
@@ -76,12 +87,14 @@ class KernelLensServer(LanguageServer):
         loaded: list[tuple[Path, Run | None]] = []
         for debug_dir in self.debug_dirs:
             loaded += [(d, load_run(d)) for d in find_run_dirs(debug_dir)]
+        trace = self.read_traces(lambda: self.trace_loader.refresh_all(every_run=True))
         with self.index_lock:
             for run_id in list(self.index.views):
                 self.index.remove_run(run_id)
             for _, run in loaded:
                 if run is not None:
                     self.index.put_run(run)
+            self.apply_trace(trace)
         self.after_index_change([run for _, run in loaded if run is not None])
         return len(self.index.views)
 
@@ -89,7 +102,9 @@ class KernelLensServer(LanguageServer):
         """Watcher thread: parse changed runs here, apply them in the loop thread; returns paths to retry."""
         loaded: list[tuple[Path, Run | None]] = []
         rescanned: list[Path] = []
-        for path in paths:
+        trace_paths = {path for path in paths if self.trace_loader.owns(path)}
+        trace = self.read_traces(lambda: self.trace_loader.refresh_paths(trace_paths)) if trace_paths else None
+        for path in paths - trace_paths:
             if path in self.debug_dirs:
                 rescanned.append(path)
                 loaded += [(d, load_run(d)) for d in find_run_dirs(path)]
@@ -97,11 +112,35 @@ class KernelLensServer(LanguageServer):
                 loaded.append((path, load_run(path)))
         retry = {path for path, run in loaded if run is not None and run.incomplete}
         if self.loop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self.apply_loaded, loaded, rescanned)
+            self.loop.call_soon_threadsafe(self.apply_loaded, loaded, rescanned, trace)
         return retry
 
-    def apply_loaded(self, loaded: list[tuple[Path, Run | None]], rescanned: list[Path]) -> None:
+    def read_traces(self, read: Callable[[], TraceUpdate]) -> TraceUpdate | None:
+        try:
+            return read()
+        except Exception as exc:  # a trace reader bug must not stop debug-directory indexing
+            log.exception("reading structured traces failed")
+            if self.loop is not None and not self.loop.is_closed():  # may run in the watcher thread
+                self.loop.call_soon_threadsafe(self.log, f"Kernel Lens: reading structured traces failed: {exc!r}",
+                                               types.MessageType.Error)
+            return None
+
+    def apply_trace(self, trace: TraceUpdate | None) -> None:
+        """Index lock held: the new trace facts, and the trace runs that changed."""
+        if trace is None:
+            return
+        self.index.trace = trace.facts
+        for folder in trace.removed:
+            old = self.index.run_at_path(folder)
+            if old is not None:
+                self.index.remove_run(old.id)
+        for run in trace.runs:
+            self.index.put_run(run)
+
+    def apply_loaded(self, loaded: list[tuple[Path, Run | None]], rescanned: list[Path],
+                     trace: TraceUpdate | None = None) -> None:
         with self.index_lock:
+            self.apply_trace(trace)
             present = {path.absolute() for path, _ in loaded}
             for debug_dir in rescanned:
                 for view in list(self.index.views.values()):

@@ -11,11 +11,19 @@ SEVERITIES = ("error", "warning", "information", "hint")
 class Settings:
     debug_roots: list[str] = field(default_factory=list)  # extra roots beside each workspace folder
     trace_dirs: list[str] = field(default_factory=list)  # TORCH_TRACE folders (read by the trace parser)
-    diagnostic_severity: str = "error"
+    diagnostic_severity: str = "error"  # compile errors and accuracy mismatches
+    graph_break_severity: str = "warning"  # structured-trace findings, by kind
+    recompile_severity: str = "information"
+    compile_failure_severity: str = "error"
+    rank_divergence_severity: str = "warning"
     debounce_ms: int = 50
     watch: bool = True
     inlay_hints: bool = True
     code_lens: bool = True
+
+    def trace_severity(self, kind: str) -> str:
+        """The configured severity of a structured-trace finding kind (graph_break, recompile, ...)."""
+        return getattr(self, f"{kind}_severity", "warning")
 
 
 # Client key (camelCase, as VS Code settings `kernelLens.*` send them) → field name and checker.
@@ -23,6 +31,10 @@ SETTING_KEYS: dict[str, tuple[str, Any]] = {
     "debugRoots": ("debug_roots", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "traceDirs": ("trace_dirs", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "diagnosticSeverity": ("diagnostic_severity", lambda v: v in SEVERITIES),
+    "graphBreakSeverity": ("graph_break_severity", lambda v: v in SEVERITIES),
+    "recompileSeverity": ("recompile_severity", lambda v: v in SEVERITIES),
+    "compileFailureSeverity": ("compile_failure_severity", lambda v: v in SEVERITIES),
+    "rankDivergenceSeverity": ("rank_divergence_severity", lambda v: v in SEVERITIES),
     "debounceMs": ("debounce_ms", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10_000),
     "watch": ("watch", lambda v: isinstance(v, bool)),
     "inlayHints": ("inlay_hints", lambda v: isinstance(v, bool)),

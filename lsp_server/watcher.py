@@ -1,7 +1,7 @@
-"""Watches debug roots with watchdog and reports changed run folders, debounced, with retries.
+"""Watches debug roots and structured-trace folders with watchdog and reports changes, debounced, with retries.
 
-Knows nothing about LSP: it calls `on_change(paths)` from its own thread, where each path is a run folder
-or a whole debug root (created/deleted); `on_change` returns the paths to retry (half-written files).
+Knows nothing about LSP: it calls `on_change(paths)` from its own thread, where each path is a run folder,
+a trace log that changed, or a whole root (created/deleted); `on_change` returns the paths to retry.
 """
 from __future__ import annotations
 
@@ -26,8 +26,9 @@ MAX_RETRIES = 8
 
 class RunWatcher(FileSystemEventHandler):
     def __init__(self, debug_dirs: list[Path], on_change: Callable[[set[Path]], set[Path]],
-                 debounce_s: float = 0.05) -> None:
+                 debounce_s: float = 0.05, trace_dirs: list[Path] | None = None) -> None:
         self.debug_dirs = [d.resolve() if d.exists() else d.absolute() for d in debug_dirs]
+        self.trace_dirs = [d.resolve() if d.exists() else d.absolute() for d in trace_dirs or []]
         self.on_change = on_change
         self.debounce_s = debounce_s
         self.observer: BaseObserver = Observer()
@@ -41,10 +42,12 @@ class RunWatcher(FileSystemEventHandler):
     def start(self) -> None:
         self.observer.daemon = True
         self.observer.start()
-        for debug_dir in self.debug_dirs:
-            if debug_dir.parent.is_dir():
-                self.add_watch(debug_dir.parent, recursive=False)
-            self.watch_debug_dir(debug_dir)
+        roots = self.debug_dirs + self.trace_dirs
+        for parent in dict.fromkeys(root.parent for root in roots):  # sees a root created after start
+            if parent.is_dir():
+                self.add_watch(parent, recursive=False)
+        for root in roots:
+            self.watch_debug_dir(root)
 
     def stop(self) -> None:
         with self.lock:
@@ -92,6 +95,8 @@ class RunWatcher(FileSystemEventHandler):
                 self.note(Path(raw if isinstance(raw, str) else raw.decode()), event.event_type)
 
     def note(self, path: Path, event_type: str) -> None:
+        if self.note_trace(path, event_type):
+            return
         for debug_dir in self.debug_dirs:
             if path == debug_dir:
                 if event_type not in ROOT_EVENTS:
@@ -107,6 +112,23 @@ class RunWatcher(FileSystemEventHandler):
             if relative.parts and not relative.parts[0].startswith("."):  # skip writers' staging folders
                 self.schedule({debug_dir / relative.parts[0]})
             return
+
+    def note_trace(self, path: Path, event_type: str) -> bool:
+        """A trace log is reported itself (it is read incrementally); a created/deleted root as a whole."""
+        for root in self.trace_dirs:
+            if path == root:
+                if event_type in ROOT_EVENTS or root.suffix == ".log":
+                    if root.is_dir():
+                        self.watch_debug_dir(root)
+                    self.schedule({root})
+                return True
+            if root in path.parents:
+                if path.suffix == ".log":
+                    self.schedule({path})
+                elif event_type in ROOT_EVENTS and path.parent == root:
+                    self.schedule({root})  # a sub-folder of logs appeared or went
+                return True
+        return False
 
     def schedule(self, paths: set[Path], delay_s: float | None = None) -> None:
         with self.lock:

@@ -6,9 +6,9 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index, KernelRef
-from .describe import count_label, short_kernel_names
+from .describe import count_label, short_kernel_names, trace_lens_titles
 from .failsafe import failsafe
-from .lookup import def_lines, path_of
+from .lookup import def_lines, path_of, trace_functions_at
 
 SHOW_KERNELS_COMMAND = "kernelLens.showKernels"  # handled by the extension: opens the kernels beside
 
@@ -24,14 +24,20 @@ def profile_label(refs: list[KernelRef]) -> str | None:
 
 
 def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:
-    functions = index.functions_in(path_of(uri))
+    path = path_of(uri)
+    functions = index.functions_in(path)
     lenses = []
     for line0, name, column in def_lines(server, uri):
+        where = types.Range(types.Position(line0, column), types.Position(line0, column + len(name)))
+        argument = {"uri": uri, "line": line0}
+        traced = trace_functions_at(index, path, name, line0 + 1)
+        if traced:
+            lenses += [types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND,
+                                                           arguments=[argument]))
+                       for title in trace_lens_titles(traced)]
         refs = functions.get(name)
         if not refs:
             continue
-        where = types.Range(types.Position(line0, column), types.Position(line0, column + len(name)))
-        argument = {"uri": uri, "line": line0}
         title = f"{count_label(len(refs), 'kernel')} · {short_kernel_names(refs)}"
         lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND, arguments=[argument])))
         timing = profile_label(refs)

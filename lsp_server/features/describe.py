@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..index import KernelRef
-from ..model import FxNode, Graph, Kernel, SourceLocation
+from ..model import FxNode, Graph, Kernel, SourceLocation, TraceFunction
+from ..parsers.torch_trace_findings import TraceDiagnostic
 from .lookup import uri_of
 
 FENCE_LANGUAGE = {"cpp": "cpp", "triton": "python", "python": "python"}
@@ -71,3 +72,41 @@ def short_kernel_names(refs: list[KernelRef], limit: int = 2) -> str:
 
 def count_label(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def rank_label(rank: int | None) -> str:
+    return "" if rank is None else f"rank {rank}"
+
+
+def trace_lens_titles(functions: list[TraceFunction]) -> list[str]:
+    """One title when every rank compiled the function alike, else one per rank."""
+    if len({f.lens for f in functions}) == 1:
+        ranks = [f.rank for f in functions if f.rank is not None]
+        prefix = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}: " if ranks else ""
+        return [prefix + functions[0].lens]
+    return [f"{rank_label(f.rank)}: {f.lens}" if f.rank is not None else f.lens for f in functions]
+
+
+def trace_function_block(functions: list[TraceFunction], findings: list[TraceDiagnostic]) -> str:
+    """Hover section: per rank, what the structured trace says about a function's compiles."""
+    parts = []
+    for f in functions:
+        where = f" ({rank_label(f.rank)})" if f.rank is not None else ""
+        figures = [count_label(f.frames, "frame") + " compiled", count_label(f.graphs, "graph"),
+                   count_label(f.ops, "op"), count_label(f.guards, "guard")]
+        if f.recompiles:
+            figures.append(f"recompiled {f.recompiles}×")
+        if f.graph_breaks:
+            figures.append(count_label(f.graph_breaks, "graph break"))
+        if f.failures:
+            figures.append(count_label(f.failures, "failed compile"))
+        figures.append(f"{f.compile_time_s:.2f} s compile")
+        text = f"**Structured trace** — `{f.name}`{where}: " + " · ".join(figures)
+        if f.failed_guards:
+            text += "\n\nGuards that failed (recompile reasons):\n" + "\n".join(f"- `{g}`" for g in f.failed_guards)
+        parts.append(text)
+    notes = [d for d in findings if d.kind == "rank_divergence"]
+    if notes:
+        parts.append("\n".join(f"⚠ {d.message}" + (f" — {d.related[0].message}" if d.related else "")
+                               for d in notes))
+    return "\n\n".join(parts)

@@ -1,10 +1,12 @@
-"""Diagnostics from compile_error.json and accuracy.json, on the user's lines and on the kernel lines.
+"""Diagnostics from compile_error.json and accuracy.json, on the user's lines and on the kernel lines, plus
+the structured-trace findings (features/trace_diagnostics.py).
 
 Recomputed after each index change; a file's diagnostics come from the run that answers for that file
 (selected, else newest), so a newer clean run clears them.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +16,9 @@ from ..graph_builder import normalize_path
 from ..index import Index
 from ..model import Graph, Run, SourceLocation
 from .lookup import uri_of
+from .trace_diagnostics import trace_diagnostics_by_uri
 
+log = logging.getLogger(__name__)
 SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
             "information": types.DiagnosticSeverity.Information, "hint": types.DiagnosticSeverity.Hint}
 SOURCE_NAME = "kernel-lens"
@@ -103,6 +107,11 @@ class DiagnosticsPublisher:
 
     def publish(self) -> None:
         current = compute_diagnostics(self.server.index, self.server.settings.diagnostic_severity)
+        try:
+            for uri, found in trace_diagnostics_by_uri(self.server.index, self.server.settings).items():
+                current.setdefault(uri, []).extend(found)
+        except Exception:  # the debug-directory diagnostics are still published
+            log.exception("trace diagnostics failed")
         for uri in set(self.published) - set(current):
             self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, []))
         for uri, diagnostics in current.items():

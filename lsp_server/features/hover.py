@@ -6,9 +6,9 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index
-from .describe import count_label, kernel_block, link, node_block, source_block
+from .describe import count_label, kernel_block, kernel_time, link, node_block, source_block, trace_function_block
 from .failsafe import failsafe
-from .lookup import def_name_at, path_of
+from .lookup import def_name_at, path_of, trace_functions_at
 
 
 def hover_text(server: Any, index: Index, uri: str, line0: int) -> str | None:
@@ -21,10 +21,17 @@ def hover_text(server: Any, index: Index, uri: str, line0: int) -> str | None:
         return node_block(*found) if found else None
     function = def_name_at(server, uri, line0)
     if function is not None:
+        parts = []
+        traced = trace_functions_at(index, path, function, line0 + 1)
+        if traced:
+            findings = [d for d in index.trace.findings_in(path) if d.function == function]
+            parts.append(trace_function_block(traced, findings))
         refs = index.kernels_of_function(path, function)
         if refs:
             head = f"**Kernel Lens** — `{function}` compiled into {count_label(len(refs), 'kernel')}"
-            return "\n\n".join([head] + [kernel_block(ref) for ref in refs])
+            parts += [head] + [kernel_block(ref) for ref in refs]
+        if parts:
+            return "\n\n".join(parts)
     return source_line_text(index, path, line0 + 1)
 
 
@@ -58,7 +65,8 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
         graph, kernel = hit.ref.graph, hit.ref.kernel
         code = "\n".join(f"{graph.code_line(n).strip()}" for n in hit.generated_lines[:8])
         links = ", ".join(link(graph.output_code, n) for n in hit.generated_lines[:8])
-        parts.append(f"`{kernel.name}` ({kernel.kind}, nodes {', '.join(hit.nodes)}): {links}\n"
+        timing = f", {kernel_time(kernel)}" if kernel_time(kernel) else ""
+        parts.append(f"`{kernel.name}` ({kernel.kind}{timing}, nodes {', '.join(hit.nodes)}): {links}\n"
                      f"```{'cpp' if kernel.language == 'cpp' else 'python'}\n{code}\n```")
     first = hits[0].ref
     node = first.graph.nodes.get(hits[0].nodes[0]) if hits[0].nodes else None

@@ -8,7 +8,9 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from ..graph_builder import normalize_path
 from ..index import Index, KernelRef
+from ..model import TraceFunction
 
+MAX_DECORATOR_LINES = 8  # a decorated function's code object starts at its first decorator
 DEF_LINE = re.compile(r"^(?P<indent>\s*)(?:async\s+)?def\s+(?P<name>[A-Za-z_]\w*)\s*\(")
 
 
@@ -64,3 +66,13 @@ def kernels_at(server: Any, index: Index, uri: str, line0: int) -> list[tuple[Ke
             return [(ref, ref.kernel.start_line) for ref in refs]
     return [(hit.ref, hit.generated_lines[0] if hit.generated_lines else hit.ref.kernel.start_line)
             for hit in index.hits_at(path, line0 + 1)]
+
+
+def trace_functions_at(index: Index, path: str, name: str, line: int) -> list[TraceFunction]:
+    """The structured trace's figures (one per rank) for the function `name` whose `def` is at `line`."""
+    named = [f for f in index.trace_functions_in(path) if f.name == name]
+    near = [f for f in named if 0 <= line - f.def_line <= MAX_DECORATOR_LINES]
+    if not near:
+        return []
+    closest = max(f.def_line for f in near)
+    return sorted((f for f in near if f.def_line == closest), key=lambda f: (f.rank is None, f.rank or 0))

@@ -21,8 +21,10 @@ class SourceRef:
     code: str = ""
 
 
-def read_json_object(path: Path, require_version: bool = True) -> dict[str, Any]:
-    """The top-level object of `path`; ParseError on bad JSON, UnsupportedVersionError on a new major."""
+def read_json_object(path: Path, require_version: bool = True,
+                     majors: tuple[int, ...] = (SUPPORTED_MAJOR,)) -> dict[str, Any]:
+    """The top-level object of `path`; ParseError on bad JSON, UnsupportedVersionError on a major not in
+    `majors` (ours by default; Inductor's own files have their own versions)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
@@ -35,19 +37,20 @@ def read_json_object(path: Path, require_version: bool = True) -> dict[str, Any]
     if not isinstance(data, dict):
         raise ParseError(path, "expected a JSON object at top level")
     if require_version or "version" in data:
-        check_version(path, data.get("version"))
+        check_version(path, data.get("version"), majors)
     return data
 
 
-def check_version(path: Path, version: Any) -> None:
+def check_version(path: Path, version: Any, majors: tuple[int, ...] = (SUPPORTED_MAJOR,)) -> None:
     """Accept version 1 / "1.x"; reject other majors with a clear message."""
     try:
         major = int(str(version).split(".")[0])
     except ValueError:
         raise UnsupportedVersionError(path, f"missing or malformed 'version' ({version!r})") from None
-    if major != SUPPORTED_MAJOR:
+    if major not in majors:
         raise UnsupportedVersionError(
-            path, f"unsupported version {version!r}: this server reads major version {SUPPORTED_MAJOR}"
+            path, f"unsupported version {version!r}: this server reads major version "
+                  f"{' or '.join(map(str, majors))}"
         )
 
 

@@ -6,6 +6,8 @@ from pathlib import Path
 
 from .json_contract import as_str_list, read_json_object
 
+INDUCTOR_MAJORS = (1, 2)
+
 
 @dataclass
 class KernelProvenance:
@@ -38,8 +40,9 @@ def split_handle(key: str) -> tuple[str, int | None]:
 
 
 def parse_provenance(path: Path) -> ProvenanceMap:
-    """ParseError on bad JSON; the `version` key is optional here (the debug-dir copy lacks it)."""
-    data = read_json_object(path, require_version=False)
+    """ParseError on bad JSON; the `version` key is optional here (the debug-dir copy lacks it; the
+    structured-trace copy has Inductor's own version, 2.0 in torch 2.11-2.13, same keys as 1.0)."""
+    data = read_json_object(path, require_version=False, majors=INDUCTOR_MAJORS)
     kernels = []
     for key_name in ("cppCodeToPost", "tritonCodeToPost", "kernelCodeToPost"):
         table = data.get(key_name)

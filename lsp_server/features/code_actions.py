@@ -1,0 +1,69 @@
+"""Quick fixes for graph breaks whose Dynamo hint names an API or config (e.g. "Use `torch.cond` ..."):
+a config is switched on after the file's imports; an API is noted above the breaking line with the hint."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from lsprotocol import types
+
+from ..index import Index
+from ..parsers.torch_trace_findings import TraceDiagnostic
+from .failsafe import failsafe
+from .lookup import document_lines, path_of
+from .trace_diagnostics import CODES
+
+CONFIG_PREFIXES = ("torch._dynamo.config.", "torch._inductor.config.", "torch.fx.experimental._config.")
+IMPORT_LINE = re.compile(r"^(?:import|from)\s+\S")
+
+
+def last_import_line0(lines: list[str]) -> int:
+    """0-based line after the last top-level import (0 when there is none)."""
+    after = 0
+    for number, text in enumerate(lines):
+        if IMPORT_LINE.match(text):
+            after = number + 1
+    return after
+
+
+def fix_edit(finding: TraceDiagnostic, lines: list[str]) -> tuple[str, types.TextEdit] | None:
+    fix = finding.quick_fix
+    if fix is None:
+        return None
+    if fix.symbol.startswith(CONFIG_PREFIXES) and "(" not in fix.symbol:
+        at = types.Position(last_import_line0(lines), 0)
+        return (f"Set {fix.symbol} = True (Dynamo's hint)",
+                types.TextEdit(types.Range(at, at), f"{fix.symbol} = True\n"))
+    line0 = finding.line - 1
+    if not 0 <= line0 < len(lines):
+        return None
+    indent = re.match(r"\s*", lines[line0]).group(0)
+    at = types.Position(line0, 0)
+    note = f"{indent}# TODO(kernel-lens): graph break here; Dynamo suggests {fix.symbol}: {fix.title}\n"
+    return f"Use {fix.symbol} here (Dynamo's hint: {fix.title})", types.TextEdit(types.Range(at, at), note)
+
+
+def quick_fixes(server: Any, index: Index, uri: str, rng: types.Range,
+                published: list[types.Diagnostic]) -> list[types.CodeAction]:
+    lines = document_lines(server, uri)
+    actions = []
+    for finding in index.trace.findings_in(path_of(uri)):
+        if finding.kind != "graph_break" or not rng.start.line <= finding.line - 1 <= rng.end.line:
+            continue
+        made = fix_edit(finding, lines)
+        if made is None:
+            continue
+        title, edit = made
+        matching = [d for d in published if d.code == CODES["graph_break"] and d.range.start.line == finding.line - 1]
+        actions.append(types.CodeAction(title, kind=types.CodeActionKind.QuickFix, diagnostics=matching or None,
+                                        edit=types.WorkspaceEdit(changes={uri: [edit]}), is_preferred=True))
+    return actions
+
+
+def register(server: Any) -> None:
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
+                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    @failsafe(server, "codeAction")
+    def code_action(params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        return quick_fixes(server, server.index, params.text_document.uri, params.range,
+                           list(params.context.diagnostics)) or None

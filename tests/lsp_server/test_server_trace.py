@@ -1,0 +1,147 @@
+"""End-to-end: the real server on structured traces (TORCH_TRACE logs) — diagnostics on the user's lines,
+quick fixes, code lens and hover figures, rank divergences, trace-only kernels, logs that grow or get replaced."""
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest_lsp
+from lsp_workspaces import SERVER, start_session
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+from test_diagnostics import wait_for_diagnostics
+from trace_workspaces import FIXTURES, SCENARIOS, line_of, records, remapped_log, trace_workspace
+
+BREAKS = "breaks_recompile_failure"
+
+
+def doc(path: Path) -> types.TextDocumentIdentifier:
+    return types.TextDocumentIdentifier(path.as_uri())
+
+
+async def hover(client: LanguageClient, path: Path, line0: int) -> str | None:
+    result = await client.text_document_hover_async(types.HoverParams(doc(path), types.Position(line0, 4)))
+    return None if result is None else result.contents.value
+
+
+def by_code(diagnostics: list[types.Diagnostic], code: str) -> list[types.Diagnostic]:
+    return [d for d in diagnostics if d.code == code]
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def breaks_client(lsp_client: LanguageClient, tmp_path: Path):
+    trace_workspace(tmp_path / "ws", BREAKS)
+    await start_session(lsp_client, tmp_path / "ws", {"kernelLens": {"graphBreakSeverity": "error"}})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_graph_break_severity_setting_and_newer_run_clears_the_break(breaks_client: LanguageClient,
+                                                                           tmp_path: Path):
+    workspace = tmp_path / "ws"
+    script = workspace / f"{BREAKS}.py"
+    found = await wait_for_diagnostics(breaks_client, script.as_uri(), lambda d: by_code(d, "graph-break"))
+    (graph_break,) = by_code(found, "graph-break")
+    assert graph_break.range.start.line == line_of(script, "if b.sum() < 0")
+    assert graph_break.severity == types.DiagnosticSeverity.Error  # graphBreakSeverity: error
+    # The same program runs again (a day later) without the graph break: its log is the newer run.
+    newer = remapped_log(FIXTURES / BREAKS / "dedicated_log_torch_trace_single.log", str(SCENARIOS),
+                         str(workspace), drop_kinds=("dynamo_graph_break_reason",), day="1231")
+    (workspace / "torch_trace" / "dedicated_log_torch_trace_later.log").write_text("".join(newer))
+    after = await wait_for_diagnostics(breaks_client, script.as_uri(), lambda d: not by_code(d, "graph-break"))
+    assert [d.range.start.line for d in by_code(after, "compile-failure")] == [
+        line_of(script, "def sine"), line_of(script, "return y @ torch.ones")]
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def ranks_client(lsp_client: LanguageClient, tmp_path: Path):
+    trace_workspace(tmp_path / "ws", "two_ranks")
+    await start_session(lsp_client, tmp_path / "ws")
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_two_ranks_divergence_diagnostic_hover_and_per_rank_lenses(ranks_client: LanguageClient,
+                                                                         tmp_path: Path):
+    script = tmp_path / "ws" / "two_ranks.py"
+    break_line = line_of(script, "if rank == 1")
+    found = await wait_for_diagnostics(ranks_client, script.as_uri(), lambda d: by_code(d, "rank-divergence"))
+    diverging = {d.range.start.line: d.message for d in by_code(found, "rank-divergence")}
+    assert diverging[break_line] == "Ranks diverge in step: graph break only on ranks [1], not on [0]"
+    (graph_break,) = by_code(found, "graph-break")
+    assert graph_break.range.start.line == break_line and graph_break.message.endswith("(rank 1)")
+    assert graph_break.severity == types.DiagnosticSeverity.Warning
+    def_line = line_of(script, "def step")
+    text = await hover(ranks_client, script, def_line)
+    assert "`step` (rank 0): 1 frame compiled · 1 graph · 2 ops" in text
+    assert "`step` (rank 1): 2 frames compiled · 2 graphs · 5 ops" in text and "1 graph break" in text
+    assert "Ranks diverge in step: graph break only on ranks [1], not on [0]" in text
+    lenses = await ranks_client.text_document_code_lens_async(types.CodeLensParams(doc(script)))
+    titles = sorted(lens.command.title for lens in lenses if lens.range.start.line == def_line)
+    assert [t.split(" · ")[0] for t in titles] == ["rank 0: 1 graph", "rank 1: 2 graphs"]
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def growing_client(lsp_client: LanguageClient, tmp_path: Path):
+    """The log of BREAKS arrives in two pieces, as a running program writes it; the folder is a traceDirs one."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / f"{BREAKS}.py").write_text((SCENARIOS / f"{BREAKS}.py").read_text())
+    await start_session(lsp_client, workspace, {"kernelLens": {"traceDirs": [str(tmp_path / "elsewhere")]}})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_growing_log_in_a_trace_dirs_folder_is_read_as_it_grows(growing_client: LanguageClient,
+                                                                       tmp_path: Path):
+    workspace = tmp_path / "ws"
+    script = workspace / f"{BREAKS}.py"
+    framed = remapped_log(FIXTURES / BREAKS / "dedicated_log_torch_trace_single.log", str(SCENARIOS),
+                          str(workspace))
+    cut = next(i for i, rec in enumerate(framed) if '"dynamo_graph_break_reason"' in rec)
+    log = tmp_path / "elsewhere" / "dedicated_log_torch_trace_live.log"
+    log.parent.mkdir()
+    log.write_text("".join(framed[:cut]) + framed[cut][:40])  # ends inside the graph-break record
+    await asyncio.sleep(0.5)
+    assert not by_code(growing_client.diagnostics.get(script.as_uri(), []), "graph-break")
+    with log.open("a") as f:
+        f.write(framed[cut][40:] + "".join(framed[cut + 1:]))
+    found = await wait_for_diagnostics(growing_client, script.as_uri(),
+                                       lambda d: by_code(d, "graph-break") and by_code(d, "compile-failure"))
+    assert by_code(found, "graph-break")[0].range.start.line == line_of(script, "if b.sum() < 0")
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def inductor_trace_client(lsp_client: LanguageClient, tmp_path: Path):
+    trace_workspace(tmp_path / "ws", "inductor_small")
+    await start_session(lsp_client, tmp_path / "ws")
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_run_with_only_a_trace_has_kernels_hover_and_definition(inductor_trace_client: LanguageClient,
+                                                                     tmp_path: Path):
+    script = tmp_path / "ws" / "inductor_small.py"
+    relu_line = line_of(script, "y = torch.relu(x @ w)")
+    text = await hover(inductor_trace_client, script, relu_line)
+    assert text is not None and "became 2 kernels" in text
+    assert "cpp_fused_add_mul_relu_0" in text and "extern_kernels.mm" in text
+    text = await hover(inductor_trace_client, script, line_of(script, "def mlp_head"))
+    assert "`mlp_head`: 1 frame compiled · 1 graph · 4 ops · 11 guards" in text
+    assert "`mlp_head` compiled into 2 kernels" in text
+    refs = await inductor_trace_client.text_document_references_async(types.ReferenceParams(
+        text_document=doc(script), position=types.Position(relu_line, 6),
+        context=types.ReferenceContext(include_declaration=False)))
+    launch = next(r for r in refs if "output_code.py" in r.uri)
+    to_node = await inductor_trace_client.text_document_definition_async(
+        types.DefinitionParams(types.TextDocumentIdentifier(launch.uri), launch.range.start))
+    assert to_node and all(loc.uri.endswith("fx_graph_readable.py") for loc in to_node)
+    sources = set()
+    for node in to_node:
+        to_source = await inductor_trace_client.text_document_definition_async(
+            types.DefinitionParams(types.TextDocumentIdentifier(node.uri), node.range.start))
+        sources |= {(loc.uri, loc.range.start.line) for loc in to_source}
+    assert (script.as_uri(), relu_line) in sources and {uri for uri, _ in sources} == {script.as_uri()}
+    runs = await inductor_trace_client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="kernelLens.listRuns"))
+    assert [(r["kind"], r["graphs"], r["kernels"]) for r in runs] == [("trace", 1, 2)]
