@@ -145,3 +145,35 @@ test("a crashed language server is restarted with a visible message and answers 
     await hoverUntil(page, "def foo1", "foo1", kernels, 120_000, () => serverFailure(page));
   }),
 );
+
+test("Select Run switches the profile view between runs, and Reindex counts the runs", { timeout: 3 * 60_000 }, (t) =>
+  reporting(t, async () => {
+    const page = session.page;
+    const runs = session.runs();
+    const unprofiled = runs.find((run) => !run.profiled);
+    const profiled = runs.find((run) => run.profiled);
+    assert.ok(unprofiled && profiled, `expected a compile run and a profile run, found ${JSON.stringify(runs)}`);
+
+    const pick = async (runId) => {
+      await runCommand(page, "Kernel Lens: Select Run");
+      const row = page.locator(".quick-input-list .monaco-list-row", { hasText: runId }).first();
+      await row.waitFor({ timeout: 30_000 });
+      assert.equal(await page.locator(".quick-input-list .monaco-list-row").count(), runs.length, "one pick per run");
+      await row.click();
+    };
+    // A hidden webview has no DOM: bring the profile tab to the front first.
+    await page.locator(".editor-group-container .tab", { hasText: "Kernel Lens Profile" }).first().click();
+    // ... then give focus back to the source editor: key presses inside a webview stay there.
+    await page.locator(".editor-group-container .tab", { hasText: SCRIPT }).first().click();
+    await pick(unprofiled.id);
+    await webviewFrame(page).locator("text=No profile for the selected run").waitFor({ timeout: 30_000 });
+    await pick(profiled.id);
+    await webviewFrame(page).locator("tr.kernel-row").first().waitFor({ timeout: 30_000 });
+    assert.match(await webviewFrame(page).locator("h1").innerText(), new RegExp(profiled.id));
+
+    await runCommand(page, "Kernel Lens: Reindex");
+    const toast = page.locator(".notifications-toasts .notification-list-item-message", { hasText: /indexed \d+ run/ }).first();
+    await toast.waitFor({ timeout: 30_000 });
+    assert.match(await toast.innerText(), new RegExp(`indexed ${runs.length} run\\(s\\)`));
+  }),
+);

@@ -118,6 +118,19 @@ export class EditorSession {
       .map((file) => JSON.parse(fs.readFileSync(path.join(debugRoot, file), "utf8")));
   }
 
+  /** The run folders the jobs wrote: [{id, profiled}], oldest first. */
+  runs() {
+    const debugRoot = path.join(this.workspace, "torch_compile_debug");
+    return fs
+      .readdirSync(debugRoot)
+      .filter((name) => name.startsWith("run_"))
+      .sort()
+      .map((id) => ({
+        id,
+        profiled: fs.readdirSync(path.join(debugRoot, id), { recursive: true }).some((f) => path.basename(f) === "profile.json"),
+      }));
+  }
+
   compiledKernelNames() {
     return [...new Set(this.kernelMaps().flatMap((map) => map.kernels.map((k) => k.name)))];
   }

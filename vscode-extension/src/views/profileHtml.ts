@@ -167,7 +167,7 @@ export function renderProfileHtml(profile: RunProfile | null, context: RenderCon
   const title = profile ? `Kernel Lens profile <span class="run-id">${escapeHtml(profile.run_id)}</span>` : "No profile yet";
   const sections =
     profile === null
-      ? `<p class="empty">No profiled run is indexed. Run <b>Kernel Lens: Profile Current File</b> on a script that calls a function compiled with <code>torch.compile(fn, backend="lens")</code>.</p>`
+      ? `<p class="empty">No profile for the selected run. Run <b>Kernel Lens: Profile Current File</b> on a script that calls a function compiled with <code>torch.compile(fn, backend="lens")</code>, or <b>Select Run…</b> to pick a profiled run.</p>`
       : profile.graphs.length === 0
         ? `<p class="empty">This run has no profiled graphs.</p>`
         : profile.graphs.map(graphSection).join("");

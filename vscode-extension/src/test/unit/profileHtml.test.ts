@@ -85,7 +85,7 @@ test("names from disk are escaped and only our nonce'd script may run", () => {
 });
 
 test("no profile and a profile without kernels say so", () => {
-  assert.match(renderProfileHtml(null, CONTEXT), /No profiled run is indexed/);
+  assert.match(renderProfileHtml(null, CONTEXT), /No profile for the selected run/);
   const empty = renderProfileHtml({ run_id: RUN, graphs: [{ ...PROFILE.graphs[0], kernels: [] }] }, CONTEXT);
   assert.match(empty, /No kernel times recorded/);
   assert.deepEqual(rows(empty), []);
