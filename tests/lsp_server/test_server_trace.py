@@ -3,6 +3,8 @@ quick fixes, code lens and hover figures, rank divergences, trace-only kernels, 
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
 from pathlib import Path
 
 import pytest_lsp
@@ -145,3 +147,62 @@ async def test_run_with_only_a_trace_has_kernels_hover_and_definition(inductor_t
     runs = await inductor_trace_client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="kernelLens.listRuns"))
     assert [(r["kind"], r["graphs"], r["kernels"]) for r in runs] == [("trace", 1, 2)]
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def live_client(lsp_client: LanguageClient, tmp_path: Path):
+    """An empty workspace (no torch_trace/ yet) with the user's program; the test runs it under TORCH_TRACE."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / f"{BREAKS}.py").write_text((SCENARIOS / f"{BREAKS}.py").read_text())
+    await start_session(lsp_client, workspace)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_real_torch_run_under_torch_trace_publishes_diagnostics_live(live_client: LanguageClient,
+                                                                          tmp_path: Path):
+    workspace = tmp_path / "ws"
+    script = workspace / f"{BREAKS}.py"
+    env = {**os.environ, "TORCH_TRACE": str(workspace / "torch_trace")}
+    env.pop("TORCH_COMPILE_DEBUG", None)
+    process = await asyncio.create_subprocess_exec(sys.executable, str(script), cwd=workspace, env=env,
+                                                   stdout=asyncio.subprocess.DEVNULL,
+                                                   stderr=asyncio.subprocess.PIPE)
+    _, stderr = await asyncio.wait_for(process.communicate(), 300)
+    assert process.returncode == 0, stderr.decode()[-3000:]
+    found = await wait_for_diagnostics(live_client, script.as_uri(), lambda d: len(by_code(d, "compile-failure")) == 2
+                                       and by_code(d, "graph-break") and by_code(d, "recompile"), timeout=30)
+    (graph_break,) = by_code(found, "graph-break")
+    assert graph_break.range.start.line == line_of(script, "if b.sum() < 0")
+    assert graph_break.message == "Graph break: Data-dependent branching"
+    assert graph_break.severity == types.DiagnosticSeverity.Warning
+    related = [r.message for r in graph_break.related_information]
+    assert any(m.startswith("Hint: Use `torch.cond`") for m in related)
+    assert any("data-dependent" in m.lower() for m in related if not m.startswith("Hint:"))  # the explanation
+    (recompile,) = by_code(found, "recompile")
+    assert recompile.range.start.line == line_of(script, "def branchy")
+    assert recompile.message.startswith("branchy recompiled 1×: tensor 'a' size mismatch at index 0")
+    assert [r.message for r in recompile.related_information] == [
+        "guard failed (0/0): tensor 'a' size mismatch at index 0. expected 10, actual 12",
+        "guard failed (1/0): tensor 'x' size mismatch at index 0. expected 10, actual 12"]
+    failures = {d.range.start.line: d for d in by_code(found, "compile-failure")}
+    assert "boom from raising_backend" in failures[line_of(script, "def sine")].message
+    assert failures[line_of(script, "return y @ torch.ones")].severity == types.DiagnosticSeverity.Error
+
+    actions = await live_client.text_document_code_action_async(types.CodeActionParams(
+        doc(script), graph_break.range, types.CodeActionContext([graph_break])))
+    (fix,) = actions
+    assert fix.kind == types.CodeActionKind.QuickFix and fix.title.startswith("Use torch.cond here")
+    (edit,) = fix.edit.changes[script.as_uri()]
+    assert edit.range.start.line == graph_break.range.start.line and "torch.cond" in edit.new_text
+    assert list(fix.diagnostics) == [graph_break]
+
+    def_line = line_of(script, "def branchy")
+    text = await hover(live_client, script, def_line)
+    assert "`branchy`: 2 frames compiled · 2 graphs · 4 ops" in text and "recompiled 1×" in text
+    assert "Guards that failed" in text and "`0/0: tensor 'a' size mismatch at index 0. expected 10, actual 12`" in text
+    lenses = await live_client.text_document_code_lens_async(types.CodeLensParams(doc(script)))
+    titles = {lens.range.start.line: lens.command.title for lens in lenses}
+    assert titles[def_line].startswith("2 graphs · 4 ops · 1 graph break · recompiled 1× · ")
+    assert titles[line_of(script, "def sine")].startswith("0 graphs · 0 ops · 1 failed compile")
