@@ -1,0 +1,142 @@
+"""`kernel-lens` end to end: real scripts in child processes, real debug directories, exit codes."""
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "foo1.py"
+
+
+def kernel_lens(*args, cwd=None, timeout=600):
+    return subprocess.run([sys.executable, "-m", "compiler", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout)
+
+
+def write_script(tmp_path, body: str) -> pathlib.Path:
+    path = tmp_path / "prog.py"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+SEED = """
+import torch
+import compiler.config
+{setup}
+
+def foo1(x1, x2):
+    a = torch.neg(x1)
+    b = torch.maximum(x2, a)
+    y = torch.cat([b], dim=1)
+    return y
+
+x1 = torch.randint(0, 256, (1, 8), dtype=torch.uint8)
+x2 = torch.randint(0, 256, (8390, 8), dtype=torch.uint8)
+assert torch.equal(torch.compile(foo1, backend="lens")(x1, x2), foo1(x1, x2))
+"""
+
+
+def test_compile_writes_debug_dirs_and_exits_zero(tmp_path):
+    script = write_script(tmp_path, SEED.format(setup=""))
+    proc = kernel_lens("compile", str(script))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "debug directory:" in proc.stdout
+    graph = next(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0"))
+    assert (graph / "kernel_map.json").exists()
+    assert list(tmp_path.glob("torch_trace/*.log")), "compile also writes a TORCH_TRACE log"
+
+
+def test_script_that_raises_exits_one_and_keeps_its_debug_dirs(tmp_path):
+    script = write_script(tmp_path, SEED.format(setup="") + "\nraise RuntimeError('user bug')\n")
+    proc = kernel_lens("compile", str(script))
+    assert proc.returncode == 1
+    assert "RuntimeError: user bug" in proc.stderr
+    assert list(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0/output_code.py"))
+
+
+def test_usage_errors_exit_two(tmp_path):
+    assert kernel_lens("compile", str(tmp_path / "missing.py")).returncode == 2
+    assert kernel_lens("no-such-command").returncode == 2
+
+
+def test_check_accuracy_finds_the_seed_neg_bug(tmp_path):
+    script = write_script(tmp_path, SEED.format(setup='compiler.config.cpp.op_overrides = '
+                                                      '{"neg": "decltype({x})(2 * {x})"}'))
+    proc = kernel_lens("check-accuracy", str(script))
+    assert proc.returncode == 1
+    report = json.loads(next(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0/accuracy.json")).read_text())
+    assert report["status"] == "mismatch" and report["node"] == "neg" and report["target"] == "aten.neg.default"
+    assert report["source"]["code"] == "a = torch.neg(x1)" and report["source"]["file"] == str(script)
+    assert report["max_abs_error"] > 0
+    assert "first diverging node neg" in proc.stdout
+
+
+def test_check_accuracy_passes_a_correct_program(tmp_path):
+    script = write_script(tmp_path, SEED.format(setup=""))
+    proc = kernel_lens("check-accuracy", str(script))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    report = json.loads(next(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0/accuracy.json")).read_text())
+    assert report["status"] == "ok"
+
+
+def test_minify_shrinks_a_compile_error_and_writes_a_failing_repro(tmp_path):
+    body = SEED.format(setup='compiler.config.cpp.op_overrides = {"neg": "-{x}"}').replace(
+        "    y = torch.cat([b], dim=1)", "    c = b * 2\n    d = c + 1\n    y = torch.cat([d, b], dim=1)")
+    script = write_script(tmp_path, body)
+    assert kernel_lens("compile", str(script)).returncode == 1
+    graph = next(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0"))
+    proc = kernel_lens("minify", str(graph))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "Started off with 5 nodes" in proc.stdout
+    assert "SUCCESS" in proc.stdout
+    made = int(proc.stdout.split("Made it down to ")[1].split()[0])
+    assert made < 5
+    repro = subprocess.run([sys.executable, str(graph / "repro.py")], capture_output=True, text=True, timeout=300)
+    assert repro.returncode != 0 and "C++ compile error" in repro.stderr
+
+
+def test_profile_writes_consistent_profile_and_trace(tmp_path):
+    script = write_script(tmp_path, SEED.format(setup=""))
+    proc = kernel_lens("profile", "--iters", "5", "--warmup", "1", str(script))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    graph = next(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0"))
+    prof = json.loads((graph / "profile.json").read_text())
+    assert prof["eager_ms"] > 0 and prof["compiled_ms"] > 0 and prof["speedup"] > 0
+    kernels = prof["kernels"]
+    assert [k["name"] for k in kernels] == ["cpp_fused_cat_maximum_neg_0"]
+    assert all(k["total_ms"] > 0 and k["calls"] == 1 for k in kernels)
+    assert sum(k["total_ms"] for k in kernels) <= prof["profiled_ms"] * 1.001
+    trace = json.loads((graph / "trace.json").read_text())
+    assert "cpp_fused_cat_maximum_neg_0" in {e.get("name") for e in trace["traceEvents"]}
+    assert "cpp_fused_cat_maximum_neg_0" in proc.stdout
+
+
+@pytest.mark.timeout(900)
+def test_real_inductor_compile_error_is_mapped_to_source(tmp_path):
+    script = write_script(tmp_path, """
+        import torch
+        import torch._inductor.codegen.cpp as cpp
+        cpp.CppOverrides.neg = staticmethod(lambda x: f"-{x}")
+        torch._inductor.config.cpp.simdlen = 1  # scalar kernels: the overridden neg is what g++ sees
+
+        def foo1(x1, x2):
+            a = torch.neg(x1)
+            b = torch.maximum(x2, a)
+            return torch.cat([b], dim=1)
+
+        x1 = torch.randint(0, 256, (1, 8), dtype=torch.uint8)
+        x2 = torch.randint(0, 256, (8390, 8), dtype=torch.uint8)
+        torch.compile(foo1)(x1, x2)
+    """)
+    env_script = script.read_text().replace("import torch\n", "import os\nos.environ['TORCHINDUCTOR_CACHE_DIR'] = "
+                                            f"{str(tmp_path / 'inductor_cache')!r}\nimport torch\n", 1)
+    script.write_text(env_script)
+    proc = kernel_lens("compile", str(script), timeout=900)
+    assert proc.returncode == 1
+    report = json.loads(next(tmp_path.glob("torch_compile_debug/run_*/torchinductor/*/compile_error.json")).read_text())
+    first = next(d for d in report["diagnostics"] if d["severity"] == "error")
+    assert "max_propagate_nan" in first["message"]
+    assert first["kernel"] == "cpp_fused_maximum_neg_0" and first["nodes"] == ["maximum"]
+    assert first["source"]["file"] == str(script) and first["source"]["code"] == "b = torch.maximum(x2, a)"

@@ -1,0 +1,71 @@
+"""PyTorch's OpInfo database judges `backend="lens"`: each sample input (float32, float64, int64, bool)
+compiled and compared with eager, with the OpInfo's tolerances. Default run: the OpInfos whose aten op
+has a lowering of ours (a spread subset of samples); `-m slow`: every OpInfo, every sample. The judge lives in benchmarks/opinfo_coverage.py."""
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "opinfo_coverage.py"
+_spec = importlib.util.spec_from_file_location("opinfo_coverage", _PATH)
+coverage = importlib.util.module_from_spec(_spec)
+sys.modules["opinfo_coverage"] = coverage
+_spec.loader.exec_module(coverage)
+
+# Samples per OpInfo and dtype in the default run (spread over the OpInfo's list); the slow run takes all.
+DEFAULT_MAX_SAMPLES = 24
+NATIVE_TARGET = 0.90  # share of judged elementwise/reduction samples generated without an extern call
+
+DEFAULT_OPS = coverage.find_ops()
+ALL_OPS = list(coverage.op_db())
+_REPORTS: dict[str, "coverage.OpReport"] = {}
+
+
+def _ids(ops):
+    seen: dict[str, int] = {}
+    out = []
+    for op in ops:
+        key = coverage.op_key(op)
+        seen[key] = seen.get(key, 0) + 1
+        out.append(key if seen[key] == 1 else f"{key}#{seen[key]}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory, request):
+    yield coverage.LensJudge(str(tmp_path_factory.mktemp("opinfo")))
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and _REPORTS:
+        reporter.write_line("\n" + coverage.format_table(list(_REPORTS.values())))
+
+
+def _check(judge, op, max_samples):
+    report = judge.check(op, max_samples=max_samples)
+    _REPORTS[coverage.op_key(op)] = report
+    return report
+
+
+@pytest.mark.parametrize("op", DEFAULT_OPS, ids=_ids(DEFAULT_OPS))
+def test_lowered_op_matches_eager(judge, op):
+    report = _check(judge, op, DEFAULT_MAX_SAMPLES)
+    assert not report.failures, coverage.format_failures([report])
+
+
+def test_elementwise_and_reduction_samples_are_mostly_native(judge):
+    """Runs after the per-op tests (file order) and reuses their reports; checks what they did not run."""
+    reports = []
+    for op in DEFAULT_OPS:
+        if coverage.family(op) in ("elementwise", "reduction"):
+            key = coverage.op_key(op)
+            reports.append(_REPORTS.get(key) or _check(judge, op, DEFAULT_MAX_SAMPLES))
+    t = coverage.totals(reports)
+    assert t.judged > 0
+    assert t.native / t.judged >= NATIVE_TARGET, coverage.format_table(reports)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ALL_OPS, ids=_ids(ALL_OPS))
+def test_every_op_every_sample_matches_eager(judge, op):
+    report = _check(judge, op, None)
+    assert not report.failures, coverage.format_failures([report])
