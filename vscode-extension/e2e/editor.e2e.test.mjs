@@ -3,6 +3,7 @@
 // server, and check the hover, the profile view and "Show Kernels for Function".
 // Saves screenshots under docs/screenshots/. Run: npm run test:e2e --workspace vscode-extension
 import assert from "node:assert/strict";
+import fs from "node:fs";
 import { after, before, test } from "node:test";
 import { EditorSession, SCRIPT } from "./session.mjs";
 import { activeTabTitle, clickToken, hoverUntil, runCommand, webviewFrame } from "./workbench.mjs";
@@ -84,6 +85,18 @@ test("Profile Current File opens the profile view with one row per kernel", { ti
     // The terminal has shown the job's progress; hide it so the screenshot shows the table and chart.
     await runCommand(session.page, "View: Hide Panel");
     await session.screenshot("profile.png");
+  }),
+);
+
+test("Check Accuracy of Current File compares compiled with eager and reports a match", { timeout: 8 * 60_000 }, (t) =>
+  reporting(t, async () => {
+    await clickToken(session.page, "def foo1", "foo1");
+    await runCommand(session.page, "Kernel Lens: Check Accuracy of Current File");
+    await waitForJobMessage(session.page, /foo1\.py compiled output matches eager/);
+    const reports = session.filesNamed("accuracy.json").map((file) => JSON.parse(fs.readFileSync(file, "utf8")));
+    t.diagnostic(`accuracy.json statuses: ${reports.map((r) => r.status)}`);
+    assert.ok(reports.length > 0, "the check wrote no accuracy.json");
+    assert.ok(reports.every((r) => r.status === "ok"));
   }),
 );
 

@@ -106,16 +106,21 @@ export class EditorSession {
       .map((p) => p.pid);
   }
 
-  /** Every kernel_map.json the compiler wrote into the workspace, parsed. */
-  kernelMaps() {
+  /** Absolute paths of the files called `name` the jobs wrote under torch_compile_debug/. */
+  filesNamed(name) {
     const debugRoot = path.join(this.workspace, "torch_compile_debug");
     if (!fs.existsSync(debugRoot)) {
       return [];
     }
     return fs
       .readdirSync(debugRoot, { recursive: true })
-      .filter((file) => path.basename(file) === "kernel_map.json")
-      .map((file) => JSON.parse(fs.readFileSync(path.join(debugRoot, file), "utf8")));
+      .filter((file) => path.basename(file) === name)
+      .map((file) => path.join(debugRoot, file));
+  }
+
+  /** Every kernel_map.json the compiler wrote into the workspace, parsed. */
+  kernelMaps() {
+    return this.filesNamed("kernel_map.json").map((file) => JSON.parse(fs.readFileSync(file, "utf8")));
   }
 
   /** The run folders the jobs wrote: [{id, profiled}], oldest first. */
@@ -127,7 +132,7 @@ export class EditorSession {
       .sort()
       .map((id) => ({
         id,
-        profiled: fs.readdirSync(path.join(debugRoot, id), { recursive: true }).some((f) => path.basename(f) === "profile.json"),
+        profiled: this.filesNamed("profile.json").some((file) => file.startsWith(path.join(debugRoot, id, path.sep))),
       }));
   }
 
