@@ -45,12 +45,15 @@ class ScriptRun:
     stderr: str  # the tail of what the script printed to stderr (it is also shown live)
 
 
-def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | None = None) -> ScriptRun:
-    """Run the user's script in a child Python (its own cwd = its folder), showing its output live."""
+def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | None = None,
+               launcher: tuple[str, ...] = ()) -> ScriptRun:
+    """Run the user's script in a child Python (its own cwd = its folder), showing its output live;
+    `launcher` runs it through a module first (e.g. ("-m", "compiler.narrow_child"))."""
     script = os.path.abspath(script)
     folder = os.path.dirname(script)
     before = _runs(debug_root(folder))
-    proc = subprocess.Popen([sys.executable, script, *script_args], cwd=folder, env=script_env(script, extra_env),
+    proc = subprocess.Popen([sys.executable, *launcher, script, *script_args], cwd=folder,
+                            env=script_env(script, extra_env),
                             stderr=subprocess.PIPE, text=True, errors="replace")
     tail: list[str] = []
     size = 0
@@ -136,6 +139,46 @@ def cmd_minify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_narrow(args: argparse.Namespace) -> int:
+    """Which stage first fails: eager (Dynamo only), aot_eager (+ AOTAutograd), lens (+ our codegen)."""
+    import tempfile
+    backends = ["eager", "aot_eager", "lens"] + (["inductor"] if args.inductor else [])
+    rows, first_bad = [], None
+    for backend in backends:
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            report_path = f.name
+        print(f"== running with backend={backend}", flush=True)
+        result = run_script(args.script, args.script_args,
+                            {"LENS_NARROW_BACKEND": backend, "LENS_NARROW_REPORT": report_path},
+                            launcher=("-m", "compiler.narrow_child"))
+        try:
+            with open(report_path) as f:
+                report = json.load(f)
+        except (OSError, ValueError):
+            report = {"graphs": 0, "mismatches": [], "compile_errors": []}
+        finally:
+            os.unlink(report_path)
+        if report["compile_errors"]:
+            verdict = f"compile error: {report['compile_errors'][0][:120]}"
+        elif report["mismatches"]:
+            verdict = f"accuracy mismatch in {len(report['mismatches'])} graph(s)"
+        elif result.exit_code != 0:
+            verdict = f"script failed (exit {result.exit_code})"
+        else:
+            verdict = "ok"
+        rows.append((backend, report["graphs"], verdict))
+        if verdict != "ok" and first_bad is None:
+            first_bad = backend
+    print(f"\n{'backend':<12} {'graphs':>6}  result")
+    for backend, graphs, verdict in rows:
+        print(f"{backend:<12} {graphs:>6}  {verdict}")
+    if first_bad is None:
+        print("\nevery stage matches eager")
+        return EXIT_OK
+    print(f"\nfirst failing stage: {first_bad}")
+    return EXIT_USER_FAILURE
+
+
 def _delegate_to_server(args: argparse.Namespace, verb: str) -> int:
     """`index` and `trace` print what the language server indexes: it owns those parsers."""
     cmd = [sys.executable, "-m", "lsp_server", verb, args.dir] + (["--json"] if args.json else [])
@@ -169,6 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     mi.add_argument("debug_dir")
     mi.add_argument("--tol", type=float, default=1e-4)
     mi.set_defaults(func=cmd_minify)
+    na = sub.add_parser("narrow", help="run SCRIPT with backends eager, aot_eager and lens (and inductor) and "
+                                       "report which stage first fails or mismatches")
+    na.add_argument("--inductor", action="store_true", help="also try the default inductor backend")
+    na.add_argument("script")
+    na.add_argument("script_args", nargs=argparse.REMAINDER)
+    na.set_defaults(func=cmd_narrow)
     for verb, text in (("index", "print the kernel maps the language server indexes under DIR"),
                        ("trace", "print graph breaks, recompiles and failures of the TORCH_TRACE logs in DIR")):
         s = sub.add_parser(verb, help=text)

@@ -6,12 +6,13 @@ reads from the group was produced in the same outer iteration. Extern calls stan
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import sympy
 
 from compiler import config
-from compiler.ir import ComputedBuffer, ExternCall, GraphIR, Load
+from compiler.ir import Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op, format_expr
 
 
 def nonunit_dims(size: tuple[int, ...]) -> list[int]:
@@ -27,6 +28,9 @@ class FusedKernel:
     has_reduction: bool
     name: str = ""
     origins: list[str] = field(default_factory=list)
+    # Buffers no other step and no graph output reads: the renderer keeps them in registers or in a
+    # per-iteration array instead of a full-size buffer.
+    local: set[str] = field(default_factory=set)
 
     @property
     def kind(self) -> str:
@@ -126,7 +130,84 @@ def schedule(ir: GraphIR, op_names: dict[str, str]) -> ScheduledGraph:
         steps.append(current)
     for i, k in enumerate(s for s in steps if isinstance(s, FusedKernel)):
         k.name = kernel_name(k.origins, op_names, i)
-    return ScheduledGraph(ir, steps)
+    sg = ScheduledGraph(ir, steps)
+    mark_local_buffers(sg)
+    for k in sg.kernels:
+        drop_duplicate_nodes(k)
+    return sg
+
+
+def _extern_buffers(a: ExternArg) -> list[str]:
+    if a.items is not None:
+        return [b for x in a.items for b in _extern_buffers(x)]
+    return [a.buffer] if a.buffer else []
+
+
+def graph_output_buffers(ir: GraphIR) -> set[str]:
+    out = {name for kind, name in ir.outputs if kind == "buffer"}
+    return out | {v.buffer for kind, v in ir.outputs if kind == "view"}
+
+
+def mark_local_buffers(sg: ScheduledGraph) -> None:
+    """A kernel's buffer is local when only that kernel reads it and it is not a graph output."""
+    readers: dict[str, set[int]] = {}
+    for i, step in enumerate(sg.steps):
+        if isinstance(step, FusedKernel):
+            names = {ld.buffer for n in step.nodes for ld in n.reads()}
+        else:
+            names = {b for a in list(step.args) + list(step.kwargs.values()) for b in _extern_buffers(a)}
+        for name in names:
+            readers.setdefault(name, set()).add(i)
+    outputs = graph_output_buffers(sg.ir)
+    for i, step in enumerate(sg.steps):
+        if isinstance(step, FusedKernel):
+            step.local = {n.name for n in step.nodes if n.name not in outputs and readers.get(n.name, set()) <= {i}}
+
+
+def _node_key(n: ComputedBuffer) -> tuple:
+    return (format_expr(n.body), tuple(map(str, n.vars)), tuple(map(str, n.reduction_vars)), n.reduction_type,
+            tuple(n.reduction_ranges), n.layout.size, n.layout.stride, n.dtype)
+
+
+def rename_loads(e: Expr, names: dict[str, str]) -> Expr:
+    """The same tree with loads of `names`' keys reading their values instead (shared subtrees stay shared)."""
+    memo: dict[int, Expr] = {}
+
+    def go(n: Expr) -> Expr:
+        got = memo.get(id(n))
+        if got is not None:
+            return got
+        if isinstance(n, Load):
+            new: Expr = dataclasses.replace(n, buffer=names[n.buffer]) if n.buffer in names else n
+        elif isinstance(n, Op):
+            new = dataclasses.replace(n, args=tuple(go(a) for a in n.args))
+        elif isinstance(n, Cast):
+            new = dataclasses.replace(n, arg=go(n.arg))
+        else:
+            new = n
+        memo[id(n)] = new
+        return new
+
+    return go(e)
+
+
+def drop_duplicate_nodes(k: FusedKernel) -> None:
+    """A local node computing exactly what an earlier node of the kernel computes (LayerNorm's decomposition
+    sums each row twice) is dropped; its readers read the earlier node."""
+    seen: dict[tuple, str] = {}
+    renamed: dict[str, str] = {}
+    kept: list[ComputedBuffer] = []
+    for n in k.nodes:
+        if renamed:
+            n.body = rename_loads(n.body, renamed)
+        key = _node_key(n)
+        if n.name in k.local and key in seen:
+            renamed[n.name] = seen[key]
+            k.local.discard(n.name)
+            continue
+        seen.setdefault(key, n.name)
+        kept.append(n)
+    k.nodes = kept
 
 
 def ir_order(ir: GraphIR):

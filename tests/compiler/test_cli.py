@@ -140,3 +140,16 @@ def test_real_inductor_compile_error_is_mapped_to_source(tmp_path):
     assert "max_propagate_nan" in first["message"]
     assert first["kernel"] == "cpp_fused_maximum_neg_0" and first["nodes"] == ["maximum"]
     assert first["source"]["file"] == str(script) and first["source"]["code"] == "b = torch.maximum(x2, a)"
+
+
+def test_narrow_reports_lens_as_the_first_failing_stage(tmp_path):
+    script = write_script(tmp_path, SEED.format(setup='compiler.config.cpp.op_overrides = '
+                                                      '{"neg": "decltype({x})(2 * {x})"}').replace("assert ", "print("
+                                                                                                  ).replace(
+        "foo1(x1, x2))", "foo1(x1, x2)))"))
+    proc = kernel_lens("narrow", str(script))
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    table = proc.stdout.split("backend      graphs  result")[1]
+    assert "eager             1  ok" in table and "aot_eager         1  ok" in table
+    assert "lens              1  accuracy mismatch in 1 graph(s)" in table
+    assert "first failing stage: lens" in proc.stdout

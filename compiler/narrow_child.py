@@ -1,0 +1,73 @@
+"""Runs a user script with every `torch.compile` forced onto one backend (LENS_NARROW_BACKEND) and each
+compiled graph checked against eager on its first call; writes the outcome to LENS_NARROW_REPORT.
+Used by `kernel-lens narrow` in a child process: `python -m compiler.narrow_child SCRIPT [ARGS]`."""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import runpy
+import sys
+
+import torch
+
+from compiler.accuracy import DEFAULT_TOL, clone_args, compare
+
+_REPORT = {"backend": os.environ.get("LENS_NARROW_BACKEND", "lens"), "graphs": 0, "mismatches": [],
+           "compile_errors": []}
+
+
+def _checked_backend(name: str):
+    from torch._dynamo.backends.registry import lookup_backend
+    inner = lookup_backend(name)
+
+    def backend(gm: torch.fx.GraphModule, example_inputs):
+        _REPORT["graphs"] += 1
+        try:
+            compiled = inner(gm, example_inputs)
+        except Exception as e:
+            _REPORT["compile_errors"].append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            raise
+        checked = False
+
+        def run(*args):
+            nonlocal checked
+            if checked:
+                return compiled(*args)
+            checked = True
+            expected = gm.forward(*clone_args(args))
+            got = compiled(*args)
+            d = compare(list(expected) if isinstance(expected, (tuple, list)) else expected,
+                        list(got) if isinstance(got, (tuple, list)) else got, DEFAULT_TOL)
+            if d is not None:
+                _REPORT["mismatches"].append({"graph": _REPORT["graphs"], "max_abs_error": d.max_abs_error})
+            return got
+
+        return run
+
+    return backend
+
+
+def main() -> None:
+    if len(sys.argv) < 2:
+        print("usage: python -m compiler.narrow_child SCRIPT [ARGS]", file=sys.stderr)
+        sys.exit(2)
+    backend = _checked_backend(_REPORT["backend"])
+    original = torch.compile
+
+    def forced_compile(model=None, **kwargs):
+        kwargs["backend"] = backend
+        return original(model, **kwargs) if model is not None else original(**kwargs)
+
+    torch.compile = forced_compile
+    report_path = os.environ.get("LENS_NARROW_REPORT")
+    if report_path:
+        atexit.register(lambda: json.dump(_REPORT, open(report_path, "w")))
+    script = os.path.abspath(sys.argv[1])
+    sys.argv = sys.argv[1:]
+    sys.path.insert(0, os.path.dirname(script))
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
