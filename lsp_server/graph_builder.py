@@ -6,13 +6,16 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
+from .benchmark_profile import benchmark_profile
 from .model import FxNode, Graph, Kernel, KernelLine, SourceLocation
 from .parsers import PARSERS, ParseError, UnsupportedVersionError
 from .parsers.fx_graph_readable import ReadableGraph, op_name
+from .parsers.inductor_benchmark import BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_FILE, BenchmarkOutput, ChromeTrace
 from .parsers.compile_error import CompileError
 from .parsers.json_contract import SourceRef
 from .parsers.kernel_map import KernelMap
 from .parsers.output_code import CodeKernel, OutputCode
+from .parsers.profile import GraphProfile
 from .parsers.provenance import ProvenanceMap
 
 # Kernel name prefix → kind (Inductor names kernels by category); None: decide from the C++ body.
@@ -74,9 +77,18 @@ def build_graph(graph: Graph) -> bool:
         graph.kernels = kernels_from_output_code(output, provenance, graph)
     attach_compile_error(graph, files.parse("compile_error.json"))
     graph.accuracy = files.parse("accuracy.json")
-    graph.profile = files.parse("profile.json")
+    graph.profile = files.parse("profile.json") or profile_from_benchmark(files)
     apply_profile(graph)
     return files.incomplete
+
+
+def profile_from_benchmark(files: GraphFiles) -> GraphProfile | None:
+    """Real Inductor: `python output_code.py -p` output kept beside output_code.py."""
+    output: BenchmarkOutput | None = files.parse(BENCHMARK_OUTPUT_FILE)
+    trace: ChromeTrace | None = None if output is not None and (output.categories or output.cpu_kernel_rows()) \
+        else files.parse(BENCHMARK_TRACE_FILE)
+    graph = files.graph
+    return benchmark_profile(graph.path / BENCHMARK_OUTPUT_FILE, graph.id, output, trace, graph.kernels)
 
 
 def attach_compile_error(graph: Graph, error: CompileError | None) -> None:

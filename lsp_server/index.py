@@ -168,10 +168,10 @@ class Index:
         return self.trace.functions_in(normalize_path(file))
 
     def current_run_id(self) -> str | None:
-        """The selected run, else the newest."""
+        """The selected run, else the newest (a trace run yields to its process's debug directory)."""
         if self.selected_run_id is not None:
             return self.selected_run_id
-        runs = self.runs_newest_first()
+        runs = [run for run in self.runs_newest_first() if not self.shadowed(run)]
         return runs[0].id if runs else None
 
     def view_for_file(self, file: str) -> RunView | None:

@@ -14,13 +14,22 @@ SHOW_KERNELS_COMMAND = "kernelLens.showKernels"  # handled by the extension: ope
 
 
 def profile_label(refs: list[KernelRef]) -> str | None:
-    """"1.84 ms · 3.1× vs eager" over the profiled graphs the function's kernels belong to."""
+    """"1.84 ms · 3.1× vs eager" over the profiled graphs the function's kernels belong to; for a real
+    Inductor `-p` profile (no eager time): "kernels 0.0047 ms of 0.055 ms wall · cuda busy 8.6%"."""
     graphs = {id(r.graph): r.graph for r in refs if r.graph.profile is not None}.values()
     compiled = sum(g.profile.compiled_ms or 0.0 for g in graphs)
     eager = sum(g.profile.eager_ms or 0.0 for g in graphs)
     if not graphs or compiled <= 0:
         return None
-    return f"{compiled:.2f} ms · {eager / compiled:.1f}× vs eager" if eager > 0 else f"{compiled:.2f} ms"
+    if eager > 0:
+        return f"{compiled:.2f} ms · {eager / compiled:.1f}× vs eager"
+    devices = sorted({g.profile.device for g in graphs if g.profile.device})
+    kernel_ms = sum(r.kernel.time_ms or 0.0 for r in refs)
+    if not devices or kernel_ms <= 0:
+        return f"{compiled:.2f} ms"
+    busy = [g.profile.busy_percent for g in graphs if g.profile.busy_percent is not None]
+    busy_text = f" · {devices[0]} busy {busy[0]:.1f}%" if len(busy) == 1 == len(devices) else ""
+    return f"kernels {kernel_ms:.4f} ms of {compiled:.3f} ms wall{busy_text}"
 
 
 def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:

@@ -48,7 +48,7 @@ def profile_json(index: Index, run_id: str | None) -> dict[str, Any] | None:
                        "speedup": profile.speedup,
                        "categories": [{"kind": c.kind, "total_ms": c.total_ms, "percent": c.percent}
                                       for c in profile.categories],
-                       "kernels": kernels})
+                       "kernels": kernels, "busy_percent": profile.busy_percent, "device": profile.device or "cpu"})
     return {"run_id": view.run.id, "graphs": graphs} if graphs else None
 
 

@@ -19,6 +19,8 @@ def kernel_time(kernel: Kernel) -> str:
     if kernel.time_ms is None:
         return ""
     percent = f" ({kernel.percent:.1f}%)" if kernel.percent is not None else ""
+    if kernel.time_ms < 0.01:  # GPU kernels of small graphs take a few microseconds
+        return f"{kernel.time_ms * 1000:.2f} µs{percent}"
     return f"{kernel.time_ms:.3f} ms{percent}"
 
 

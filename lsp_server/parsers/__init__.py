@@ -11,6 +11,7 @@ from .accuracy import parse_accuracy
 from .compile_error import parse_compile_error
 from .errors import ParseError, UnsupportedVersionError
 from .fx_graph_readable import parse_fx_graph_readable
+from .inductor_benchmark import BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_FILE, read_benchmark_output, read_chrome_trace
 from .ir_post_fusion import parse_ir_post_fusion
 from .kernel_map import parse_kernel_map
 from .output_code import parse_output_code
@@ -26,6 +27,8 @@ PARSERS: dict[str, Callable[[Path], Any]] = {
     "compile_error.json": parse_compile_error,
     "accuracy.json": parse_accuracy,
     "profile.json": parse_profile,
+    BENCHMARK_OUTPUT_FILE: read_benchmark_output,  # `python output_code.py -p` stdout (real Inductor)
+    BENCHMARK_TRACE_FILE: read_chrome_trace,  # the Chrome trace it writes
 }
 
 __all__ = ["PARSERS", "ParseError", "UnsupportedVersionError"]

@@ -32,6 +32,8 @@ class GraphProfile:
     speedup: float | None
     kernels: list[KernelTime] = field(default_factory=list)
     categories: list[CategoryTime] = field(default_factory=list)
+    device: str | None = None  # cuda | cpu | ...; None: profile.json (ours, CPU)
+    busy_percent: float | None = None  # share of wall time the device was busy (`output_code.py -p`)
 
 
 def parse_profile(path: Path) -> GraphProfile:

@@ -87,3 +87,28 @@ async def start_session(client: LanguageClient, workspace: Path, options: dict |
         capabilities=pytest_lsp.client_capabilities("visual-studio-code"),
         root_uri=uri, workspace_folders=[types.WorkspaceFolder(uri, workspace.name)],
         initialization_options=options or {}))
+
+
+GPU_FIXTURES = FIXTURES / "inductor_gpu"
+
+
+def gpu_workspace(destination: Path, program: str, fixtures: Path = GPU_FIXTURES) -> Path:
+    """A copy of a committed real-Inductor program (prog.py, torch_compile_debug/, torch_trace/) whose
+    absolute paths (the machine it ran on) point into `destination`."""
+    import json
+    from trace_workspaces import frame, records
+
+    old_root = f"{json.loads((fixtures / 'paths.json').read_text())['original_root']}/{program}"
+    shutil.copytree(fixtures / program, destination)
+    for path in destination.rglob("*"):
+        if not path.is_file():
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if old_root not in text:
+            continue
+        if path.suffix == ".log":  # re-framed: each payload's md5 follows its new text
+            path.write_text("".join(frame([ln.replace(old_root, str(destination)) for ln in rec])
+                                    for rec in records(text)))
+        else:
+            path.write_text(text.replace(old_root, str(destination)))
+    return destination
