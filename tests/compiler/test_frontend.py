@@ -1,0 +1,81 @@
+"""The backend as users meet it: the entry point, training graphs, graphs we cannot generate code for."""
+import subprocess
+import sys
+
+import torch
+
+from compiler import config
+from tests.compiler.conftest import assert_same
+
+
+def test_lens_is_registered_through_the_entry_point():
+    # a fresh interpreter that never imported `compiler`: torch finds it through the entry point only
+    code = "import torch; print('lens' in torch._dynamo.list_backends()); " \
+           "f = torch.compile(lambda x: x * 2 + 1, backend='lens'); print(f(torch.ones(3)).tolist())"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split() == ["True", "[3.0,", "3.0,", "3.0]"]
+
+
+def test_training_forward_is_compiled_and_gradients_match():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                torch.nn.Linear(16, 4))
+    x = torch.randn(5, 8)
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend="lens")
+    out = compiled(x)
+    out.pow(2).sum().backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    expected = model(x)
+    expected.pow(2).sum().backward()
+    torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    for g, p in zip(grads, model.parameters()):
+        torch.testing.assert_close(g, p.grad, atol=1e-5, rtol=1e-5)
+
+
+def test_input_mutation_and_aliasing_outputs_follow_eager():
+    def f(x, y):
+        x.add_(1)
+        return x * y, x.view(-1)[:3], x.t()
+
+    a, b = torch.randn(4, 4), torch.full((4, 4), 2.0)
+    a2 = a.clone()
+    torch._dynamo.reset()
+    got = torch.compile(f, backend="lens")(a, b)
+    expected = f(a2, b)
+    assert torch.equal(a, a2)
+    for g, e in zip(got, expected):
+        assert torch.equal(g, e) and g.stride() == e.stride()
+
+
+def test_dynamic_shapes_run_eagerly_and_stay_correct(tmp_path):
+    old = config.debug, config.debug_dir_root
+    config.debug, config.debug_dir_root = True, str(tmp_path)
+    try:
+        torch._dynamo.reset()
+        f = torch.compile(lambda x: torch.relu(x) + 1, backend="lens", dynamic=True)
+        for n in (5, 9, 13):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(f(x), torch.relu(x) + 1)
+    finally:
+        config.debug, config.debug_dir_root = old
+    notes = list(tmp_path.glob("run_*/lens/*/notes.txt"))
+    assert notes and "runs eagerly" in notes[0].read_text()
+
+
+def test_constants_in_the_graph_are_inputs():
+    assert_same(lambda x: torch.maximum(x, torch.tensor([0.5, float("nan"), 2.0])), torch.tensor([1.0, 2.0, 3.0]))
+
+
+def test_unsupported_dtype_and_op_fall_back_to_aten_with_a_note(tmp_path):
+    old = config.debug, config.debug_dir_root
+    config.debug, config.debug_dir_root = True, str(tmp_path)
+    try:
+        x = torch.randn(6, 4)
+        assert_same(lambda x, i: (x.bfloat16() * 2).float() + x[i].sum(), x, torch.tensor([0, 3, 5]))
+    finally:
+        config.debug, config.debug_dir_root = old
+    notes = next(tmp_path.glob("run_*/lens/*/notes.txt")).read_text()
+    assert "extern call" in notes and "bfloat16" in notes
