@@ -202,7 +202,7 @@ def _copy(ctx, x, *args, **kwargs):
 
 @register(aten.full, aten.scalar_tensor, aten.zeros, aten.ones, aten.full_like, aten.zeros_like,
           aten.ones_like, aten.empty_like, aten.empty, aten.empty_strided, aten.new_zeros, aten.new_ones,
-          aten.new_full, aten.new_empty, aten.new_empty_strided, prims.full, aten.fill)
+          aten.new_full, aten.new_empty, aten.new_empty_strided, prims.full, aten.fill, aten.empty_permuted)
 def _full(ctx, *args, **kwargs):
     op = ctx.node.target.overloadpacket
     value = {aten.ones: 1, aten.ones_like: 1, aten.new_ones: 1}.get(op, 0)
@@ -238,12 +238,21 @@ def _arange(ctx, *args, **kwargs):
     else:
         nums = [a for a in args if isinstance(a, (int, float))]
         start, step = (0, 1) if len(nums) == 1 else (nums[0], nums[2] if len(nums) > 2 else 1)
-    if not all(isinstance(s, int) for s in (start, step)):
-        raise UnsupportedLowering("arange with float bounds")
+    if not all(isinstance(s, (int, float)) for s in (start, step)):
+        raise UnsupportedLowering("arange with tensor bounds")
     out, org = ctx.out_dtype, origin()
     check_dtype(out)
+    if not out.is_floating_point:  # eager converts start and step to the integer type first
+        start, step = int(start), int(step)
 
-    def loader(index):
-        return Op(out, org, "identity", (IndexValue(out, org, start + step * index[0]),))
+        def loader(index):
+            return Op(out, org, "identity", (IndexValue(out, org, start + step * index[0]),))
+    else:  # eager computes start + step * i in double, then rounds to the output dtype
+        def loader(index):
+            i = IndexValue(torch.int64, org, index[0])
+            with origin_scope(org):
+                value = Op(torch.float64, org, "add", (constant(start, torch.float64), Op(
+                    torch.float64, org, "mul", (cast(i, torch.float64), constant(step, torch.float64)))))
+                return cast(value, out)
 
     return TensorValue(out, ctx.out_size, loader, None, frozenset({org}))

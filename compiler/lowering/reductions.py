@@ -16,6 +16,8 @@ aten, prims = torch.ops.aten, torch.ops.prims
 
 
 def _dims(dims, ndim: int) -> list[int]:
+    if ndim == 0:  # a 0-d tensor reduced over dim 0 or -1 (or all dims): one element, no loop
+        return []
     if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
         return list(range(ndim))
     if isinstance(dims, int):
