@@ -11,6 +11,8 @@ from typing import Callable
 
 import torch
 
+from compiler.runtime import KernelTimer
+
 PROFILE_VERSION = 1
 
 
@@ -107,6 +109,24 @@ def kernel_times(prof: torch.profiler.profile, kinds: dict[str, str], externs: d
     return rows, categories
 
 
+def _with_own_times(kernels: list[KernelTime], kinds: dict[str, str], own: dict[str, tuple[float, float]],
+                    externs: dict[str, str], timed_ms: float, profiled_ms: float
+                    ) -> tuple[list[KernelTime], list[CategoryTime]]:
+    """Generated kernels get their wrapper-timed ms; extern calls keep their profiler share of the total."""
+    rows = []
+    for name, (calls, ms) in own.items():
+        rows.append(KernelTime(name, kinds.get(name, "pointwise"), round(calls), ms, ms, 100 * ms / timed_ms))
+    for k in kernels:
+        if k.name in externs:
+            ms = timed_ms * k.percent / 100 if profiled_ms else 0.0
+            rows.append(KernelTime(k.name, k.kind, k.calls, ms, ms, k.percent))
+    rows.sort(key=lambda r: -r.total_ms)
+    cats: dict[str, float] = {}
+    for r in rows:
+        cats[r.kind] = cats.get(r.kind, 0.0) + r.total_ms
+    return rows, [CategoryTime(k, v, 100 * v / timed_ms) for k, v in sorted(cats.items(), key=lambda kv: -kv[1])]
+
+
 def eager_op_times(prof: torch.profiler.profile, iters: int, limit: int = 20) -> list[EagerOp]:
     ops = [e for e in _events(prof) if e.key.startswith("aten::")]
     ops.sort(key=lambda e: -e.self_cpu_time_total)
@@ -120,20 +140,39 @@ def profile_graph(graph_id: str, eager: Callable[[], object] | None, compiled: C
     """Time eager and compiled side by side, then profile the compiled calls per kernel."""
     eager_ms = time_call(eager, warmup, iters) if eager else None
     compiled_ms = time_call(compiled, warmup, iters)
+    # generated kernels are timed by their own wrappers in a plain loop: the profiler's thread
+    # competes with OpenMP workers on small machines and would inflate short kernels many times over
+    # (medians, like compiled_ms: a shared machine stalls threads now and then)
+    KernelTimer.reset()
+    KernelTimer.enabled = True
+    try:
+        timed_ms = time_call(compiled, 0, iters)
+    finally:
+        KernelTimer.enabled = False
+    own = {name: (len(t) / iters, statistics.median(t) * 1000 * len(t) / iters)
+           for name, t in KernelTimer.totals.items()}
+    timed_ms = max(timed_ms, sum(ms for _, ms in own.values()))
     activities = [torch.profiler.ProfilerActivity.CPU]
-    with torch.profiler.profile(activities=activities) as prof:
-        for _ in range(iters):
+    # warm-up steps inside the profiler keep its first-call costs out of the kernel times
+    sched = torch.profiler.schedule(wait=0, warmup=2, active=iters, repeat=1)
+    with torch.profiler.profile(activities=activities, schedule=sched) as prof:
+        for _ in range(iters + 2):
             compiled()
+            prof.step()
     if trace_path:
         prof.export_chrome_trace(trace_path)
     # every event's self time, summed: the profiled call's total (kernel times nest inside it)
     profiled_ms = sum(e.self_cpu_time_total for e in _events(prof)) / 1000 / iters
     kernels, categories = kernel_times(prof, kinds, externs, iters, max(profiled_ms, 1e-9))
+    if own:  # replace profiler times of generated kernels by their own timings, relative to timed_ms
+        kernels, categories = _with_own_times(kernels, kinds, own, externs, timed_ms, profiled_ms)
+        profiled_ms = timed_ms
     eager_ops: list[EagerOp] = []
     if eager is not None:
-        with torch.profiler.profile(activities=activities) as eprof:
-            for _ in range(iters):
+        with torch.profiler.profile(activities=activities, schedule=sched) as eprof:
+            for _ in range(iters + 2):
                 eager()
+                eprof.step()
         eager_ops = eager_op_times(eprof, iters)
     return GraphProfile(graph_id, eager_ms, compiled_ms, iters, profiled_ms, kernels, categories, eager_ops)
 

@@ -6,6 +6,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import time
 import types
 from typing import Callable
 
@@ -34,10 +35,27 @@ def rand_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
     return torch.as_strided(base, size, stride)
 
 
+class KernelTimer:
+    """Wall time per kernel, measured around each call while `enabled` (no profiler running)."""
+
+    enabled = False
+    totals: dict[str, list[float]] = {}  # kernel name -> seconds of each call
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.totals = {}
+
+
 def _profiled(name: str, fn: Callable) -> Callable:
     record = torch.profiler.record_function
+    clock = time.perf_counter
 
     def call(*ptrs):
+        if KernelTimer.enabled:
+            start = clock()
+            fn(*ptrs)
+            KernelTimer.totals.setdefault(name, []).append(clock() - start)
+            return
         with record(name):
             fn(*ptrs)
 
