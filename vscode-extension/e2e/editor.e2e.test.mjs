@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import fs from "node:fs";
 import { after, before, test } from "node:test";
+import path from "node:path";
 import { EditorSession, SCRIPT } from "./session.mjs";
 import { activeTabTitle, clickToken, hoverUntil, runCommand, webviewFrame } from "./workbench.mjs";
 
@@ -188,5 +189,36 @@ test("Select Run switches the profile view between runs, and Reindex counts the 
     const toast = page.locator(".notifications-toasts .notification-list-item-message", { hasText: /indexed \d+ run/ }).first();
     await toast.waitFor({ timeout: 30_000 });
     assert.match(await toast.innerText(), new RegExp(`indexed ${runs.length} run\\(s\\)`));
+  }),
+);
+
+test("changing settings restarts the server once, with the new initialization options", { timeout: 3 * 60_000 }, (t) =>
+  reporting(t, async () => {
+    const page = session.page;
+    const starts = () => (session.kernelLensLog().match(/Starting the server/g) ?? []).length;
+    const before = starts();
+    const [oldPid] = session.languageServerPids();
+    // Edit settings.json in the editor as a user would: two settings changed in one save.
+    const settingsFile = path.join(session.server.userDataDir, "User", "settings.json");
+    const settings = JSON.parse(fs.readFileSync(settingsFile, "utf8"));
+    const edited = { ...settings, "kernelLens.traceDirs": ["torch_trace", "${workspaceFolder}/more"], "kernelLens.serverEnv": { KERNEL_LENS_E2E: "1" } };
+    await runCommand(page, "Preferences: Open User Settings (JSON)");
+    await page.locator(".editor-group-container.active .tab.active", { hasText: "settings.json" }).waitFor({ timeout: 30_000 });
+    await page.locator(".editor-group-container.active .monaco-editor .view-lines").click();
+    await page.keyboard.press("Control+A");
+    await page.keyboard.press("Delete");
+    await page.keyboard.insertText(JSON.stringify(edited)); // one line: no auto-indent on Enter
+    await page.keyboard.press("Control+S");
+    const expected = JSON.stringify({ debugRoots: [session.workspace], traceDirs: [path.join(session.workspace, "torch_trace"), path.join(session.workspace, "more")] });
+    const deadline = Date.now() + 60_000;
+    while (!session.kernelLensLog().includes(`Initialization options: ${expected}`) && Date.now() < deadline) {
+      await page.waitForTimeout(500);
+    }
+    assert.ok(session.kernelLensLog().includes(`Initialization options: ${expected}`), `no restart with ${expected}`);
+    await page.waitForTimeout(2_000); // a second, undebounced restart would show up by now
+    assert.equal(starts(), before + 1, "expected exactly one restart");
+    const pids = session.languageServerPids();
+    assert.equal(pids.length, 1);
+    assert.notEqual(pids[0], oldPid);
   }),
 );
