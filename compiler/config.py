@@ -27,11 +27,12 @@ def _json_env(name: str) -> dict:
 debug: bool = _env_flag("LENS_DEBUG", "TORCH_COMPILE_DEBUG")
 # Root of the debug directories; None means `<cwd>/torch_compile_debug`.
 debug_dir_root: str | None = os.environ.get("LENS_DEBUG_DIR") or None
-# Most FX nodes fused into one kernel.
-max_fusion_size: int = 64
-# Save each graph's inputs/outputs beside the debug dir (tensors/), up to this many bytes in all.
+# Most FX nodes fused into one kernel (also LENS_MAX_FUSION_SIZE).
+max_fusion_size: int = int(os.environ.get("LENS_MAX_FUSION_SIZE") or 64)
+# Save each graph's and kernel's inputs/outputs in its debug folder (tensors/), up to this many bytes
+# per process (also LENS_SAVE_TENSORS=1, LENS_SAVE_TENSORS_MAX_BYTES).
 save_tensors: bool = _env_flag("LENS_SAVE_TENSORS")
-save_tensors_max_bytes: int = 256 * 2**20
+save_tensors_max_bytes: int = int(os.environ.get("LENS_SAVE_TENSORS_MAX_BYTES") or 256 * 2**20)
 
 
 class cpp:

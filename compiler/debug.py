@@ -90,6 +90,25 @@ class DebugDir:
     def trace(self, data: dict) -> None:
         self._write_json("trace.json", data)
 
+    def tensors(self, relpath: str, obj) -> str | None:
+        """`tensors/...` (config.save_tensors): `obj` in torch.save format, written atomically."""
+        import torch
+        target = os.path.join(self.path, relpath)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
+            with os.fdopen(fd, "wb") as f:
+                torch.save(obj, f)
+            os.replace(tmp, target)
+            return target
+        except (OSError, RuntimeError) as e:
+            log.warning("kernel-lens: could not write debug file %s: %s", target, e)
+            return None
+
+    def tensors_manifest(self, data: dict, readme: str) -> None:
+        self._write_json("tensors/manifest.json", data)
+        self._write("tensors/README.txt", readme)
+
     def notes(self, lines: list[str]) -> None:
         if lines:
             self._write("notes.txt", "\n".join(lines) + "\n")

@@ -153,6 +153,9 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         raise LensCompileError(report, debug.path if debug else None) from None
     call = module.call
     call._boxed_call = True
+    if debug and config.save_tensors:
+        from compiler.saved_tensors import saving_tensors_on_first_call
+        call = saving_tensors_on_first_call(graph_id, gm, kmap.kernels, debug, call)
     compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts), gm)
     if accuracy_settings() is not None:
         compiled.call = _recording_inputs(compiled, compiled.call)

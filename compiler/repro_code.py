@@ -7,6 +7,7 @@ import torch
 import torch.fx
 
 from compiler.codegen.wrapper import py_repr
+from compiler.saved_tensors import GRAPH_INPUTS_FILE
 
 
 def input_specs(example_inputs) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
@@ -15,10 +16,11 @@ def input_specs(example_inputs) -> list[tuple[tuple[int, ...], tuple[int, ...], 
 
 def runnable_graph_code(gm: torch.fx.GraphModule, specs, title: str, tensors_file: str | None = None) -> str:
     """A script defining `class Repro(torch.nn.Module)` and `load_args()`, which runs the graph eagerly
-    and with the lens backend and compares them. Saved inputs are used when `tensors_file` exists."""
+    and with the lens backend and compares them. The inputs saved at `tensors_file` (relative to the
+    script; default the graph's `tensors/inputs.pt`) are used when that file exists, else random ones."""
     body = textwrap.indent(gm.code.strip("\n"), "    ")
     args = ", ".join(f"rand_strided({py_repr(s)}, {py_repr(st)}, {d})" for s, st, d in specs)
-    saved = repr(tensors_file) if tensors_file else "None"
+    saved = repr(tensors_file or GRAPH_INPUTS_FILE)
     from compiler import config
     overrides = (f"\nimport compiler.config\ncompiler.config.cpp.op_overrides = {dict(config.cpp.op_overrides)!r}"
                  "  # the codegen setting this graph was compiled with\n") if config.cpp.op_overrides else ""
@@ -30,7 +32,7 @@ from torch import tensor, device
 from math import inf, nan
 from compiler.runtime import rand_strided
 {overrides}
-_SAVED_INPUTS = {saved}
+_SAVED_INPUTS = {saved}  # real inputs, loaded when present (kernel-lens compile --save-tensors)
 
 
 class Repro(torch.nn.Module):
