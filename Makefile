@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.kernel-lens-installed
+NODE_STAMP := node_modules/.kernel-lens-installed
 
-.PHONY: demo test setup python-test
+.PHONY: demo test setup extension python-test extension-test
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,13 +17,25 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-demo: setup
+$(NODE_STAMP): package.json package-lock.json vscode-extension/package.json
+	npm ci --no-audit --no-fund
+	touch $(NODE_STAMP)
+
+extension: $(NODE_STAMP)
+	npm run package
+
+demo: setup extension
 	$(VPY) -m compiler compile examples/foo1.py
 	@echo
-	@echo "Debug directories are under examples/torch_compile_debug/."
-	@echo "Index them:  $(VPY) -m compiler index examples/torch_compile_debug"
+	@echo "Done. Debug directories: examples/torch_compile_debug/   Extension: vscode-extension/kernel-lens.vsix"
+	@echo "Install the .vsix in VS Code, open the examples/ folder, and hover foo1."
+	@echo "Print the index:  $(VPY) -m compiler index examples/torch_compile_debug"
 
 python-test: setup
 	$(VPY) -m pytest -q -p no:cacheprovider
 
-test: python-test
+extension-test: setup $(NODE_STAMP)
+	npm test
+	npm run test:e2e
+
+test: python-test extension-test
