@@ -69,7 +69,10 @@ def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | 
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    result = run_script(args.script, args.script_args)
+    env = {"LENS_SAVE_TENSORS": "1"} if args.save_tensors else {}
+    if args.save_tensors_max_bytes is not None:
+        env["LENS_SAVE_TENSORS_MAX_BYTES"] = str(args.save_tensors_max_bytes)
+    result = run_script(args.script, args.script_args, env)
     code, runs = result.exit_code, result.runs
     for path in write_inductor_compile_errors(result.stderr, runs):
         print(f"Inductor C++ compile error mapped to source: {path}")
@@ -139,6 +142,32 @@ def cmd_minify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_gen_tests(args: argparse.Namespace) -> int:
+    from compiler.testgen import generate_tests, graph_dirs
+    if not os.path.isdir(args.debug_dir) or not graph_dirs(args.debug_dir):
+        print(f"kernel-lens: no lens graph folders under {args.debug_dir} (give a run_*/lens/graph_N folder, a "
+              f"run folder or torch_compile_debug)", file=sys.stderr)
+        return EXIT_USAGE
+    written, skipped = generate_tests(args.debug_dir, args.output, args.tol)
+    for t in written:
+        print(f"wrote {t.path} ({t.kernel}, {t.inputs} inputs)")
+    for s in skipped:
+        print(f"skipped {s.kernel} of {s.graph_dir}: {s.reason}")
+    print(f"{len(written)} test file(s) in {args.output}; run them with: python -m pytest {args.output}")
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from compiler.run_diff import RunNotFound, diff_runs, format_diff
+    try:
+        doc = diff_runs(args.run_a, args.run_b)
+    except RunNotFound as e:
+        print(f"kernel-lens diff: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(doc, indent=1) if args.json else format_diff(doc, show_code=not args.no_code))
+    return EXIT_USER_FAILURE if doc["changed"] else EXIT_OK
+
+
 def cmd_narrow(args: argparse.Namespace) -> int:
     """Which stage first fails: eager (Dynamo only), aot_eager (+ AOTAutograd), lens (+ our codegen)."""
     import tempfile
@@ -189,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernel-lens", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="run SCRIPT with debug directories on and print where they went")
+    c.add_argument("--save-tensors", action="store_true",
+                   help="save each graph's and kernel's inputs and outputs into its debug folder (tensors/)")
+    c.add_argument("--save-tensors-max-bytes", type=int, metavar="N",
+                   help="cap on the bytes saved per process (default config.save_tensors_max_bytes)")
     c.add_argument("script")
     c.add_argument("script_args", nargs=argparse.REMAINDER)
     c.set_defaults(func=cmd_compile)
@@ -212,6 +245,19 @@ def build_parser() -> argparse.ArgumentParser:
     mi.add_argument("debug_dir")
     mi.add_argument("--tol", type=float, default=1e-4)
     mi.set_defaults(func=cmd_minify)
+    gt = sub.add_parser("gen-tests", help="write one pytest file per kernel of DEBUG_DIR: its FX subgraph, its "
+                                          "saved (or random) inputs, compiled == eager")
+    gt.add_argument("debug_dir")
+    gt.add_argument("-o", "--output", required=True, metavar="DIR")
+    gt.add_argument("--tol", type=float, default=1e-4, help="atol = rtol for floating outputs (default 1e-4)")
+    gt.set_defaults(func=cmd_gen_tests)
+    di = sub.add_parser("diff", help="match graphs, nodes and kernels of two runs and report fusion, code, time "
+                                     "and output changes (exit 1 when they differ)")
+    di.add_argument("run_a")
+    di.add_argument("run_b")
+    di.add_argument("--json", action="store_true", help="print the document described in docs/debug-directory.md")
+    di.add_argument("--no-code", action="store_true", help="leave out generated-code diffs in the text report")
+    di.set_defaults(func=cmd_diff)
     na = sub.add_parser("narrow", help="run SCRIPT with backends eager, aot_eager and lens (and inductor) and "
                                        "report which stage first fails or mismatches")
     na.add_argument("--inductor", action="store_true", help="also try the default inductor backend")

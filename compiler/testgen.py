@@ -1,0 +1,163 @@
+"""`kernel-lens gen-tests DEBUG_DIR -o DIR`: one pytest file per kernel of a lens run: the kernel's FX
+subgraph as a module, its saved inputs (or random ones of the same shape/dtype/stride), and a test
+that compiling it with lens gives what eager gives, under the op_overrides the run was compiled with."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import textwrap
+from dataclasses import dataclass
+
+import torch
+
+from compiler.accuracy import DEFAULT_TOL
+from compiler.codegen.wrapper import py_repr
+from compiler.kernel_subgraph import (KernelBoundary, kernel_boundary, kernel_subgraph, load_named_graph,
+                                      recorded_op_overrides)
+from compiler.saved_tensors import boundary_values, load_kernel_tensors
+
+
+@dataclass
+class GeneratedTest:
+    path: str
+    graph_dir: str
+    kernel: str
+    inputs: str  # "saved" | "random"
+
+
+@dataclass
+class SkippedKernel:
+    graph_dir: str
+    kernel: str
+    reason: str
+
+
+def graph_dirs(path: str) -> list[str]:
+    """Lens graph folders at or under `path` (a graph folder, a run folder, or a torch_compile_debug root)."""
+    def is_graph(p: str) -> bool:
+        return os.path.exists(os.path.join(p, "kernel_map.json")) and os.path.exists(
+            os.path.join(p, "fx_graph_runnable.py"))
+
+    if is_graph(path):
+        return [path]
+    found = [p for pattern in ("lens/graph_*", "run_*/lens/graph_*") for p in glob.glob(os.path.join(path, pattern))]
+    return sorted((p for p in found if is_graph(p)), key=_graph_order)
+
+
+def _graph_order(path: str) -> tuple[str, int]:
+    run, graph = os.path.split(path.rstrip(os.sep))
+    number = re.search(r"(\d+)$", graph)
+    return run, int(number.group(1)) if number else 0
+
+
+def generate_tests(debug_dir: str, out_dir: str, tol: float = DEFAULT_TOL
+                   ) -> tuple[list[GeneratedTest], list[SkippedKernel]]:
+    """Write the test files for every kernel of every lens graph under `debug_dir`."""
+    os.makedirs(out_dir, exist_ok=True)
+    written: list[GeneratedTest] = []
+    skipped: list[SkippedKernel] = []
+    for graph_dir in graph_dirs(debug_dir):
+        with open(os.path.join(graph_dir, "kernel_map.json")) as f:
+            kmap = json.load(f)
+        gm, graph_inputs = load_named_graph(graph_dir)
+        overrides = recorded_op_overrides(graph_dir)
+        boundaries = [(k, kernel_boundary(gm, k["name"], k["nodes"])) for k in kmap["kernels"]]
+        values = boundary_values(gm, graph_inputs, [b for _, b in boundaries])
+        sources = {n["name"]: n.get("source") for n in kmap["nodes"]}
+        for kernel, b in boundaries:
+            if not b.nodes:
+                skipped.append(SkippedKernel(graph_dir, b.kernel, "none of its nodes is in fx_graph_runnable.py"))
+                continue
+            if not all(isinstance(values.get(n), torch.Tensor) for n in b.inputs):
+                skipped.append(SkippedKernel(graph_dir, b.kernel, "an input is not a tensor"))
+                continue
+            stem = _unique_stem(out_dir, f"test_{kmap['graph_id']}_{b.kernel}")
+            saved = load_kernel_tensors(graph_dir, b.kernel)
+            inputs_file = None
+            if saved is not None and saved.input_names == b.inputs:
+                inputs_file = f"{stem}_inputs.pt"
+                torch.save(saved.inputs, os.path.join(out_dir, inputs_file))
+            specs = [(tuple(values[n].shape), tuple(values[n].stride()), values[n].dtype) for n in b.inputs]
+            code = kernel_test_code(kernel, b, kernel_subgraph(gm, b).code, specs, inputs_file, overrides,
+                                    graph_dir, sources, tol)
+            path = os.path.join(out_dir, f"{stem}.py")
+            with open(path, "w") as f:
+                f.write(code)
+            written.append(GeneratedTest(path, graph_dir, b.kernel, "saved" if inputs_file else "random"))
+    return written, skipped
+
+
+def _unique_stem(out_dir: str, stem: str) -> str:
+    candidate, n = stem, 1
+    while os.path.exists(os.path.join(out_dir, f"{candidate}.py")):
+        n += 1
+        candidate = f"{stem}_{n}"
+    return candidate
+
+
+def _source_lines(b: KernelBoundary, sources: dict) -> list[str]:
+    seen: list[str] = []
+    for name in b.nodes:
+        src = sources.get(name)
+        if src:
+            line = f"{src['file']}:{src['line']} in {src['function']}: {src['code']}"
+            if line not in seen:
+                seen.append(line)
+    return seen
+
+
+def kernel_test_code(kernel: dict, b: KernelBoundary, forward_code: str, specs: list, inputs_file: str | None,
+                     overrides: dict[str, str], graph_dir: str, sources: dict, tol: float) -> str:
+    """The text of one generated pytest file."""
+    forward = textwrap.indent(forward_code.strip("\n"), "    ")
+    random_args = ", ".join(f"rand_strided({py_repr(s)}, {py_repr(st)}, {d})" for s, st, d in specs)
+    where = "\n".join(f"#   {line}" for line in _source_lines(b, sources)) or "#   (no source location recorded)"
+    saved = repr(inputs_file) if inputs_file else "None"
+    test_name = re.sub(r"\W", "_", b.kernel)
+    return f'''# Generated by `kernel-lens gen-tests` from {os.path.abspath(graph_dir)}
+# Kernel {b.kernel} ({kernel.get("kind", "?")}): FX nodes {", ".join(b.nodes)}
+# inputs {", ".join(b.inputs)} -> outputs {", ".join(b.outputs)}; from source:
+{where}
+import os
+
+import torch
+from torch import tensor, device
+from math import inf, nan
+
+import compiler.config
+from compiler.accuracy import compare
+from compiler.frontend import compile_graph_module
+from compiler.runtime import rand_strided
+
+KERNEL = {b.kernel!r}
+OP_OVERRIDES = {overrides!r}  # compiler.config.cpp.op_overrides of the run (recorded in fx_graph_runnable.py)
+TOL = {tol!r}  # atol = rtol for floating outputs; integers and bools must be equal
+_SAVED_INPUTS = {saved}  # the kernel's real inputs, saved by kernel-lens compile --save-tensors
+
+
+class KernelGraph(torch.nn.Module):
+{forward}
+
+
+def kernel_inputs():
+    if _SAVED_INPUTS:
+        return torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), _SAVED_INPUTS))
+    torch.manual_seed(0)
+    return [{random_args}]
+
+
+def test_{test_name}_matches_eager():
+    old = dict(compiler.config.cpp.op_overrides)
+    compiler.config.cpp.op_overrides = dict(OP_OVERRIDES)
+    try:
+        gm = torch.fx.symbolic_trace(KernelGraph())
+        expected = gm(*kernel_inputs())
+        got = compile_graph_module(gm, kernel_inputs())(kernel_inputs())
+    finally:
+        compiler.config.cpp.op_overrides = old
+    diff = compare(list(expected), list(got), TOL)
+    assert diff is None, (f"{{KERNEL}}: lens differs from eager: max abs error {{diff.max_abs_error:.6g}}, "
+                          f"max rel error {{diff.max_rel_error:.6g}} (tol {{TOL}})")
+'''
