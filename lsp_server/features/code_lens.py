@@ -55,7 +55,24 @@ def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:
     return lenses
 
 
+def refresh_on_trace_change(server: Any) -> Any:
+    """Index hook: a growing trace changes lens titles with no edit in the editor; ask the client to re-ask."""
+    last: list[Any] = [[]]
+
+    def refresh() -> None:
+        titles = [(f.file, f.name, f.rank, f.lens) for f in server.index.trace.functions]
+        if titles == last[0]:
+            return
+        last[0] = titles
+        capabilities = server.client_capabilities.workspace
+        if capabilities and capabilities.code_lens and capabilities.code_lens.refresh_support:
+            server.workspace_code_lens_refresh(None)
+    return refresh
+
+
 def register(server: Any) -> None:
+    server.index_changed_hooks.append(refresh_on_trace_change(server))
+
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
     @failsafe(server, "codeLens")
     def code_lens(params: types.CodeLensParams) -> list[types.CodeLens] | None:

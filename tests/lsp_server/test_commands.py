@@ -56,7 +56,8 @@ async def test_get_profile(lens_client: LanguageClient, lens_workspace: Path):
         "categories": [{"kind": "pointwise", "total_ms": 0.016, "percent": 80.0}],
         "kernels": [{"name": KERNEL, "kind": "pointwise", "calls": 1, "total_ms": 0.016, "percent": 80.0,
                      "uri": (graph_dir / "output_code.py").as_uri(), "line": 5,
-                     "source": {"uri": (lens_workspace / "foo1.py").as_uri(), "line": 4}}]}]}
+                     "source": {"uri": (lens_workspace / "foo1.py").as_uri(), "line": 4}}],
+        "busy_percent": None, "device": "cpu"}]}
     assert await execute(lens_client, "kernelLens.getProfile", {"run_id": "run_nope"}) is None
 
 

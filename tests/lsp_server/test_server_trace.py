@@ -111,6 +111,7 @@ async def test_growing_log_in_a_trace_dirs_folder_is_read_as_it_grows(growing_cl
     found = await wait_for_diagnostics(growing_client, script.as_uri(),
                                        lambda d: by_code(d, "graph-break") and by_code(d, "compile-failure"))
     assert by_code(found, "graph-break")[0].range.start.line == line_of(script, "if b.sum() < 0")
+    assert types.WORKSPACE_CODE_LENS_REFRESH in growing_client.refresh_requests  # lens titles changed
 
 
 @pytest_lsp.fixture(config=SERVER)

@@ -1,0 +1,69 @@
+"""TraceLoader and trace runs on the committed TORCH_TRACE logs: grouping logs into runs, the newest run per
+file wins, appended bytes read incrementally, a deleted log's run dropped, Inductor graphs written as a run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lsp_server.graph_builder import normalize_path
+from lsp_server.trace_loader import TraceLoader, trace_runs_of
+from trace_workspaces import FIXTURES, SCENARIOS, remapped_log, trace_workspace
+
+BREAKS_LOG = FIXTURES / "breaks_recompile_failure" / "dedicated_log_torch_trace_single.log"
+
+
+def loader(tmp_path: Path, root: Path) -> TraceLoader:
+    return TraceLoader([root], tmp_path / "cache")
+
+
+def test_two_rank_logs_are_one_run_and_a_later_log_of_a_rank_starts_the_next(tmp_path: Path):
+    logs = trace_workspace(tmp_path / "ws", "two_ranks")
+    later = remapped_log(FIXTURES / "two_ranks" / "dedicated_log_torch_trace_rank_0.log", str(SCENARIOS),
+                         str(tmp_path / "ws"), day="1231")
+    (logs / "dedicated_log_torch_trace_rank_0_later.log").write_text("".join(later))
+    traces = loader(tmp_path, logs)
+    traces.refresh_all()
+    runs = trace_runs_of(traces.directory.summary)
+    assert [sorted(Path(p).name for p in run.logs) for run in runs] == [
+        ["dedicated_log_torch_trace_rank_0.log", "dedicated_log_torch_trace_rank_1.log"],
+        ["dedicated_log_torch_trace_rank_0_later.log"]]
+    facts = traces.facts()  # the later single-rank run owns two_ranks.py: no rank-1 break, no divergence
+    assert [(f.rank, f.graph_breaks) for f in facts.functions] == [(0, 0)]
+    assert not [d for d in facts.findings if d.kind in ("graph_break", "rank_divergence")]
+
+
+def test_appended_bytes_are_read_incrementally_and_a_deleted_log_is_forgotten(tmp_path: Path):
+    framed = remapped_log(BREAKS_LOG, str(SCENARIOS), str(tmp_path))
+    log = tmp_path / "traces" / "dedicated_log_torch_trace_x.log"
+    log.parent.mkdir()
+    half = len(framed) // 2
+    log.write_text("".join(framed[:half]))
+    traces = loader(tmp_path, log.parent)
+    traces.refresh_all()
+    reader = traces.directory.readers[str(log)]
+    first_offset, first_records = reader.offset, reader.records_read
+    assert first_offset == len("".join(framed[:half]).encode())
+    with log.open("a") as f:
+        f.write("".join(framed[half:]))
+    update = traces.refresh_paths({log})
+    assert reader.offset == log.stat().st_size and reader.generation == 0  # continued, not restarted
+    assert reader.records_read > first_records
+    kinds = {d.kind for d in update.facts.findings}
+    assert {"graph_break", "recompile", "compile_failure"} <= kinds
+    assert all(d.file == normalize_path(str(tmp_path / "breaks_recompile_failure.py")) for d in update.facts.findings)
+    log.unlink()
+    gone = traces.refresh_paths({log})
+    assert gone.facts.findings == [] and str(log) not in traces.directory.readers
+
+
+def test_inductor_graphs_of_a_log_become_a_trace_run(tmp_path: Path):
+    logs = trace_workspace(tmp_path / "ws", "inductor_small")
+    traces = loader(tmp_path, logs)
+    (run,) = traces.refresh_all().runs
+    assert run.kind == "trace" and run.pid is not None
+    (graph,) = run.graphs
+    assert sorted(k.name for k in graph.kernels) == ["cpp_fused_add_mul_relu_0", "extern_kernels.mm"]
+    assert graph.problems == []  # provenance version 2.0 (Inductor's) is read
+    assert {f.name for f in graph.path.iterdir()} >= {"output_code.py", "fx_graph_readable.py",
+                                                      "inductor_provenance_tracking_node_mappings.json"}
+    assert traces.refresh_paths({next(logs.glob("*.log"))}).runs == []  # nothing new: no reparse
+    assert [r.id for r in traces.refresh_all(every_run=True).runs] == [run.id]
