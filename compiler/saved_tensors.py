@@ -73,6 +73,11 @@ class KernelTensors:
     outputs: list
 
 
+def saved_bytes() -> int:
+    """Bytes this process has saved so far (what counts against config.save_tensors_max_bytes)."""
+    return _saved_bytes
+
+
 def kernel_file(kernel: str) -> str:
     return f"{TENSORS_DIR}/kernels/{kernel}.pt"
 
