@@ -32,12 +32,20 @@ def _ids(ops):
     return out
 
 
+class _CoverageTable:
+    """Prints the coverage table of the OpInfos judged in this session in pytest's terminal summary."""
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if _REPORTS:
+            terminalreporter.write_sep("-", "lens vs eager on OpInfo samples")
+            terminalreporter.write_line(coverage.format_table(list(_REPORTS.values())))
+
+
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory, request):
-    yield coverage.LensJudge(str(tmp_path_factory.mktemp("opinfo")))
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and _REPORTS:
-        reporter.write_line("\n" + coverage.format_table(list(_REPORTS.values())))
+    if not request.config.pluginmanager.has_plugin("lens-opinfo-table"):
+        request.config.pluginmanager.register(_CoverageTable(), "lens-opinfo-table")
+    return coverage.LensJudge(str(tmp_path_factory.mktemp("opinfo")))
 
 
 def _check(judge, op, max_samples):
