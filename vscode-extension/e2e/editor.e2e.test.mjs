@@ -7,7 +7,7 @@ import fs from "node:fs";
 import { after, before, test } from "node:test";
 import path from "node:path";
 import { EditorSession, SCRIPT } from "./session.mjs";
-import { activeTabTitle, clickToken, hoverUntil, runCommand, webviewFrame } from "./workbench.mjs";
+import { activeTabTitle, clickToken, cursorLine, hoverUntil, openFile, runCommand, waitForActiveTab, webviewFrame } from "./workbench.mjs";
 
 const JOB_TIMEOUT_MS = 5 * 60_000;
 let session;
@@ -40,6 +40,8 @@ async function reporting(t, body) {
     await body();
   } catch (error) {
     t.diagnostic(session?.failureReport() ?? "no session");
+    const shot = await session?.failureScreenshot(t.name);
+    t.diagnostic(`screenshot of the failure: ${shot}`);
     throw error;
   }
 }
@@ -86,11 +88,31 @@ test("Profile Current File opens the profile view with one row per kernel", { ti
     // The terminal has shown the job's progress; hide it so the screenshot shows the table and chart.
     await runCommand(session.page, "View: Hide Panel");
     await session.screenshot("profile.png");
+
+    // The row's links open the user's source line and the kernel in output_code.py.
+    const row = webviewFrame(session.page).locator("tr.kernel-row").first();
+    const name = await row.getAttribute("data-kernel");
+    const maps = session.kernelMaps().filter((m) => m.kernels.some((k) => k.name === name));
+    const kernels = maps.flatMap((m) => m.kernels.filter((k) => k.name === name));
+    const sourceLines = maps.flatMap((m) => m.nodes.filter((n) => kernels.some((k) => k.nodes.includes(n.name))).map((n) => n.source?.line));
+    await row.locator("a.source-link").click();
+    await waitForActiveTab(session.page, SCRIPT);
+    const sourceLine = await cursorLine(session.page);
+    t.diagnostic(`${name}: source link opened ${SCRIPT}:${sourceLine}; its nodes come from lines ${[...new Set(sourceLines)]}`);
+    assert.ok(sourceLines.includes(sourceLine), `the source link opened line ${sourceLine}`);
+    await row.locator("a.kernel-link").click();
+    await waitForActiveTab(session.page, "output_code.py");
+    const kernelLine = await cursorLine(session.page);
+    assert.ok(
+      kernels.some((k) => k.output_code_lines[0] <= kernelLine && kernelLine <= k.output_code_lines[1]),
+      `the kernel link opened line ${kernelLine}, outside ${name}`,
+    );
   }),
 );
 
 test("Check Accuracy of Current File compares compiled with eager and reports a match", { timeout: 8 * 60_000 }, (t) =>
   reporting(t, async () => {
+    await openFile(session.page, SCRIPT, "def foo1");
     await clickToken(session.page, "def foo1", "foo1");
     await runCommand(session.page, "Kernel Lens: Check Accuracy of Current File");
     await waitForJobMessage(session.page, /foo1\.py compiled output matches eager/);
@@ -104,7 +126,7 @@ test("Check Accuracy of Current File compares compiled with eager and reports a 
 test("Show Kernels for Function opens the generated kernel beside the source", { timeout: 3 * 60_000 }, (t) =>
   reporting(t, async () => {
     const page = session.page;
-    await page.locator(".editor-group-container .tab", { hasText: SCRIPT }).first().click();
+    await openFile(page, SCRIPT, "def foo1");
     await clickToken(page, "def foo1", "foo1");
     await runCommand(page, "Kernel Lens: Show Kernels for Function");
     // Several kernels: a quick pick asks which; one kernel opens at once.
@@ -119,15 +141,10 @@ test("Show Kernels for Function opens the generated kernel beside the source", {
       await page.keyboard.press("Enter");
     }
     assert.ok(chosen, "could not tell which kernel was opened");
-    await page.waitForFunction(
-      () => document.querySelector(".editor-group-container.active .tab.active .label-name")?.textContent === "output_code.py",
-      null,
-      { timeout: 30_000 },
-    );
+    await waitForActiveTab(page, "output_code.py");
     assert.equal(await activeTabTitle(page), "output_code.py");
     // The cursor must sit inside the chosen kernel's lines of output_code.py (kernel_map.json, 1-based).
-    const status = await page.locator(".statusbar-item", { hasText: /Ln \d+, Col \d+/ }).first().innerText();
-    const cursor = Number(/Ln (\d+)/.exec(status)[1]);
+    const cursor = await cursorLine(page);
     const ranges = ofFoo1.filter((k) => k.name === chosen).map((k) => k.output_code_lines);
     t.diagnostic(`opened ${chosen} at line ${cursor}; kernel_map ranges ${JSON.stringify(ranges)}`);
     assert.ok(
@@ -154,13 +171,13 @@ test("a crashed language server is restarted with a visible message and answers 
       after = session.languageServerPids();
     }
     assert.ok(after.length === 1 && after[0] !== before, `no new server after killing ${before}: ${after}`);
-    await page.locator(".editor-group-container .tab", { hasText: SCRIPT }).first().click();
+    await openFile(page, SCRIPT, "def foo1");
     const kernels = [...new Set(session.kernelsOfFunction("foo1").map((k) => k.name))];
     await hoverUntil(page, "def foo1", "foo1", kernels, 120_000, () => serverFailure(page));
   }),
 );
 
-test("Select Run switches the profile view between runs, and Reindex counts the runs", { timeout: 3 * 60_000 }, (t) =>
+test("Select Run and Show Profile switch the profile view between runs, and Reindex counts the runs", { timeout: 3 * 60_000 }, (t) =>
   reporting(t, async () => {
     const page = session.page;
     const runs = session.runs();
@@ -175,13 +192,13 @@ test("Select Run switches the profile view between runs, and Reindex counts the 
       assert.equal(await page.locator(".quick-input-list .monaco-list-row").count(), runs.length, "one pick per run");
       await row.click();
     };
-    // A hidden webview has no DOM: bring the profile tab to the front first.
-    await page.locator(".editor-group-container .tab", { hasText: "Kernel Lens Profile" }).first().click();
-    // ... then give focus back to the source editor: key presses inside a webview stay there.
-    await page.locator(".editor-group-container .tab", { hasText: SCRIPT }).first().click();
+    // Show Profile brings the panel to the front (a hidden webview has no DOM) and keeps the editor focused.
+    await openFile(page, SCRIPT, "def foo1");
     await pick(unprofiled.id);
+    await runCommand(page, "Kernel Lens: Show Profile");
     await webviewFrame(page).locator("text=No profile for the selected run").waitFor({ timeout: 30_000 });
     await pick(profiled.id);
+    await runCommand(page, "Kernel Lens: Show Profile");
     await webviewFrame(page).locator("tr.kernel-row").first().waitFor({ timeout: 30_000 });
     assert.match(await webviewFrame(page).locator("h1").innerText(), new RegExp(profiled.id));
 

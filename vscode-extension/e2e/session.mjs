@@ -180,13 +180,17 @@ export class EditorSession {
     await this.page.screenshot({ path: path.join(SCREENSHOTS, name) });
   }
 
+  /** Saves the page as it is now beside the session's state; returns the file. */
+  async failureScreenshot(testName) {
+    const file = path.join(this.root, `failure-${testName.replace(/[^a-z0-9]+/gi, "-").slice(0, 60)}.png`);
+    await this.page?.screenshot({ path: file }).catch(() => undefined);
+    return file;
+  }
+
   async close() {
-    if (this.page && process.exitCode) {
-      await this.page.screenshot({ path: path.join(this.root, "failure.png") }).catch(() => undefined);
-    }
     await this.browser?.close().catch(() => undefined);
     await this.server?.stop();
-    if (this.root && !process.env.KERNEL_LENS_E2E_KEEP) {
+    if (this.root && !process.env.KERNEL_LENS_E2E_KEEP && !process.exitCode) {
       fs.rmSync(this.root, { recursive: true, force: true });
     }
   }

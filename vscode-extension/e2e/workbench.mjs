@@ -77,7 +77,8 @@ export async function clickToken(page, lineText, word) {
 export async function hoverUntil(page, lineText, word, expected, timeoutMs, abortIf = async () => undefined) {
   const deadline = Date.now() + timeoutMs;
   const target = token(page, lineText, word);
-  const hover = page.locator(".monaco-hover:not(.hidden) .monaco-hover-content, .monaco-resizable-hover .monaco-hover-content").first();
+  // Each editor group has its own hover widget: take the one on screen.
+  const hover = page.locator(".monaco-hover-content:visible").first();
   let last = "";
   while (Date.now() < deadline) {
     const reason = await abortIf();
@@ -107,6 +108,21 @@ export async function hoverUntil(page, lineText, word, expected, timeoutMs, abor
 /** The content frame of the webview panel titled `title` (VS Code nests it in two iframes). */
 export function webviewFrame(page) {
   return page.frameLocator("iframe.webview.ready").last().frameLocator("iframe#active-frame");
+}
+
+/** Waits until the active editor group's active tab is `title`. */
+export async function waitForActiveTab(page, title, timeout = 30_000) {
+  await page.waitForFunction(
+    (wanted) => document.querySelector(".editor-group-container.active .tab.active .label-name")?.textContent === wanted,
+    title,
+    { timeout },
+  );
+}
+
+/** The 1-based cursor line the status bar shows for the active editor. */
+export async function cursorLine(page) {
+  const status = await page.locator(".statusbar-item", { hasText: /Ln \d+, Col \d+/ }).first().innerText();
+  return Number(/Ln (\d+)/.exec(status)[1]);
 }
 
 export function activeTabTitle(page) {

@@ -53,9 +53,10 @@ install_system_packages() {
 build() {
   local work; work="$(mktemp -d "$CACHE_ROOT/build-XXXXXX")"
   trap 'rm -rf "$work"' EXIT
-  local gyp_args=()
-  [[ -f /usr/include/node/node.h ]] && gyp_args+=(--nodedir=/usr)
-  export npm_config_unsafe_perm=true
+  # node-gyp would download node's headers (offline: fails); the node package ships them beside node.
+  local node_prefix; node_prefix="$(dirname "$(dirname "$(command -v node)")")"
+  [[ -f "$node_prefix/include/node/node.h" ]] || { log "node's headers are missing under $node_prefix/include/node"; exit 1; }
+  local gyp_args=(--nodedir="$node_prefix")
   cd "$work"
   log "fetching code-server@$VERSION from npm"
   npm pack --silent "code-server@$VERSION" >&2
