@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 from collections import Counter
@@ -157,9 +158,13 @@ def _components(a: list[KernelInfo], b: list[KernelInfo]) -> list[tuple[list[int
             x = parent[x]
         return x
 
+    holders: dict = {}
+    for j, kb in enumerate(b):
+        for key in kb.keys:
+            holders.setdefault(key, []).append(j)
     for i, ka in enumerate(a):
-        for j, kb in enumerate(b):
-            if ka.keys & kb.keys:
+        for key in ka.keys:
+            for j in holders.get(key, ()):
                 parent[find(("a", i))] = find(("b", j))
     groups: dict = {}
     for x in parent:  # dict order: all A kernels in order, then B kernels
@@ -217,8 +222,13 @@ def diff_outputs(ga: GraphInfo, gb: GraphInfo) -> dict:
     status = "same" if d is None else "changed"
     if ia is not None and ib is not None and compare(list(ia), list(ib), 0.0) is not None:
         status = "inputs_differ"
-    return {"status": status, "max_abs_error": d.max_abs_error if d else 0.0,
-            "max_rel_error": d.max_rel_error if d else 0.0}
+    return {"status": status, "max_abs_error": _finite(d.max_abs_error) if d else 0.0,
+            "max_rel_error": _finite(d.max_rel_error) if d else 0.0}
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no NaN/inf: a shape, dtype or NaN-pattern mismatch is reported as null."""
+    return x if math.isfinite(x) else None
 
 
 def diff_graph(ga: GraphInfo | None, gb: GraphInfo | None) -> dict:
@@ -291,8 +301,8 @@ def format_diff(doc: dict, show_code: bool = True) -> str:
         if o["status"] == "same":
             out.append("  outputs: same (bit for bit)")
         elif o["status"] != "not_saved":
-            out.append(f"  outputs: {o['status'].replace('_', ' ')}: max abs error {o['max_abs_error']:.6g}, "
-                       f"max rel error {o['max_rel_error']:.6g}")
+            out.append(f"  outputs: {o['status'].replace('_', ' ')}: max abs error {o['max_abs_error']}, "
+                       f"max rel error {o['max_rel_error']}")
     s = doc["summary"]
     out.append("\nsummary: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in s.items() if v))
     return "\n".join(out)

@@ -58,6 +58,7 @@ def generate_tests(debug_dir: str, out_dir: str, tol: float = DEFAULT_TOL
     os.makedirs(out_dir, exist_ok=True)
     written: list[GeneratedTest] = []
     skipped: list[SkippedKernel] = []
+    used: set[str] = set()
     for graph_dir in graph_dirs(debug_dir):
         with open(os.path.join(graph_dir, "kernel_map.json")) as f:
             kmap = json.load(f)
@@ -73,7 +74,7 @@ def generate_tests(debug_dir: str, out_dir: str, tol: float = DEFAULT_TOL
             if not all(isinstance(values.get(n), torch.Tensor) for n in b.inputs):
                 skipped.append(SkippedKernel(graph_dir, b.kernel, "an input is not a tensor"))
                 continue
-            stem = _unique_stem(out_dir, f"test_{kmap['graph_id']}_{b.kernel}")
+            stem = _unique_stem(used, f"test_{kmap['graph_id']}_{b.kernel}")
             saved = load_kernel_tensors(graph_dir, b.kernel)
             inputs_file = None
             if saved is not None and saved.input_names == b.inputs:
@@ -89,11 +90,13 @@ def generate_tests(debug_dir: str, out_dir: str, tol: float = DEFAULT_TOL
     return written, skipped
 
 
-def _unique_stem(out_dir: str, stem: str) -> str:
+def _unique_stem(used: set[str], stem: str) -> str:
+    """`stem`, numbered when this run already wrote it (graph ids repeat across runs; a rerun overwrites)."""
     candidate, n = stem, 1
-    while os.path.exists(os.path.join(out_dir, f"{candidate}.py")):
+    while candidate in used:
         n += 1
         candidate = f"{stem}_{n}"
+    used.add(candidate)
     return candidate
 
 
