@@ -8,7 +8,7 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index, source_of
-from ..jobs import JobError, run_job
+from ..jobs import JobError, diff_runs, run_job
 from ..model import Run
 from .failsafe import failsafe
 from .lookup import kernels_at, path_of, uri_of
@@ -50,6 +50,16 @@ def profile_json(index: Index, run_id: str | None) -> dict[str, Any] | None:
                                       for c in profile.categories],
                        "kernels": kernels, "busy_percent": profile.busy_percent, "device": profile.device or "cpu"})
     return {"run_id": view.run.id, "graphs": graphs} if graphs else None
+
+
+def kernel_locations(index: Index, run_id: str, graph_id: str | None, names: list[str]) -> list[dict[str, Any]]:
+    """Where the named kernels of one run's graph are, for the extension's side-by-side diff view."""
+    view = index.views.get(run_id)
+    graph = next((g for g in view.run.graphs if g.id == graph_id), None) if view and graph_id else None
+    if graph is None:
+        return []
+    return [{"name": k.name, "uri": uri_of(graph.output_code), "start_line": k.start_line - 1,
+             "end_line": k.end_line - 1} for k in graph.kernels if k.name in names]
 
 
 def first_argument(args: tuple[Any, ...]) -> dict[str, Any]:
@@ -101,6 +111,27 @@ def register(server: Any) -> None:
     def get_profile(*args: Any) -> dict[str, Any] | None:
         run_id = first_argument(args).get("run_id")
         return profile_json(server.index, run_id if isinstance(run_id, str) else None)
+
+    @server.command("kernelLens.diffRuns")
+    @failsafe(server, "kernelLens.diffRuns")
+    async def diff_runs_command(*args: Any) -> dict[str, Any]:
+        """{"a": run_id, "b": run_id} -> `kernel-lens diff --json`, each kernel entry with `a_locations` and
+        `b_locations` (uri + 0-based line range of the kernels in each run's output_code.py)."""
+        request = first_argument(args)
+        views = [server.index.views.get(request.get(side) or "") for side in ("a", "b")]
+        if any(v is None for v in views):
+            return {"error": f"unknown run(s): {request.get('a')!r}, {request.get('b')!r}"}
+        run_a, run_b = views[0].run, views[1].run
+        try:
+            report = await diff_runs(run_a.path, run_b.path)
+        except JobError as exc:
+            return {"error": str(exc)}
+        for graph in report.get("graphs", []):
+            for kernel in graph.get("kernels", []):
+                kernel["a_locations"] = kernel_locations(server.index, run_a.id, graph.get("a"), kernel.get("a") or [])
+                kernel["b_locations"] = kernel_locations(server.index, run_b.id, graph.get("b"), kernel.get("b") or [])
+        report["a_run"], report["b_run"] = run_a.id, run_b.id
+        return report
 
     @server.command("kernelLens.runJob")
     @failsafe(server, "kernelLens.runJob")
