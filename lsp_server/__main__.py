@@ -38,8 +38,11 @@ def main(argv: list[str] | None = None) -> int:
         except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
             return int(exc.code or 0)
         return load()(options.dir, options.json)
+    if argv == ["--stdio"]:  # what LSP clients pass for the stdio transport: it is the only one
+        argv = []
     if argv:
-        print(f"usage: python -m lsp_server [index|trace DIR [--json]] (got {' '.join(argv)!r})", file=sys.stderr)
+        print(f"usage: python -m lsp_server [--stdio | index DIR [--json] | trace DIR [--json]] "
+              f"(got {' '.join(argv)!r})", file=sys.stderr)
         return 2
     from .server import build_server
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
