@@ -226,7 +226,14 @@ test("changing settings restarts the server once, with the new initialization op
     await page.keyboard.press("Delete");
     await page.keyboard.insertText(JSON.stringify(edited)); // one line: no auto-indent on Enter
     await page.keyboard.press("Control+S");
-    const expected = JSON.stringify({ debugRoots: [session.workspace], traceDirs: [path.join(session.workspace, "torch_trace"), path.join(session.workspace, "more")] });
+    const expected = JSON.stringify({
+      debugRoots: [session.workspace],
+      traceDirs: [path.join(session.workspace, "torch_trace"), path.join(session.workspace, "more")],
+      graphBreakSeverity: "warning",
+      recompileSeverity: "information",
+      compileFailureSeverity: "error",
+      rankDivergenceSeverity: "warning",
+    });
     const deadline = Date.now() + 60_000;
     while (!session.kernelLensLog().includes(`Initialization options: ${expected}`) && Date.now() < deadline) {
       await page.waitForTimeout(500);

@@ -13,10 +13,25 @@ export interface KernelLensSettings {
   traceDirs: string[];
   /** Extra environment for the server and jobs. */
   serverEnv: Record<string, string>;
+  /** Severity of each structured-trace finding kind, keyed by its initializationOptions name. */
+  severities: Record<SeveritySetting, Severity>;
 }
 
+/** Diagnostic severities the server accepts (lsp_server/settings.py SEVERITIES). */
+export const SEVERITIES = ["error", "warning", "information", "hint"] as const;
+export type Severity = (typeof SEVERITIES)[number];
+
+/** `kernelLens.<name>` severity settings and their defaults (the server's defaults, lsp_server/settings.py). */
+export const SEVERITY_DEFAULTS = {
+  graphBreakSeverity: "warning",
+  recompileSeverity: "information",
+  compileFailureSeverity: "error",
+  rankDivergenceSeverity: "warning",
+} as const satisfies Record<string, Severity>;
+export type SeveritySetting = keyof typeof SEVERITY_DEFAULTS;
+
 /** What the server receives as `initializationOptions` (its contract: see lsp_server). */
-export interface InitializationOptions {
+export interface InitializationOptions extends Record<SeveritySetting, Severity> {
   debugRoots: string[];
   traceDirs: string[];
 }
@@ -27,7 +42,7 @@ export interface SettingsSource {
 }
 
 /** Settings whose change needs a server restart (the rest are read when used). */
-export const RESTART_SETTINGS = ["pythonPath", "debugRoots", "traceDirs", "serverEnv"] as const;
+export const RESTART_SETTINGS = ["pythonPath", "debugRoots", "traceDirs", "serverEnv", ...(Object.keys(SEVERITY_DEFAULTS) as SeveritySetting[])];
 
 /** Expands `${workspaceFolder}`, `${userHome}`, `${env:NAME}` and `~`, then anchors relative paths at the folder. */
 export function resolvePath(value: string, workspaceFolder: string | undefined): string {
@@ -64,6 +79,17 @@ function stringRecord(value: unknown): Record<string, string> {
   return Object.fromEntries(Object.entries(value).filter((entry): entry is [string, string] => typeof entry[1] === "string"));
 }
 
+function severity(value: unknown, fallback: Severity): Severity {
+  return SEVERITIES.find((s) => s === value) ?? fallback;
+}
+
+function readSeverities(source: SettingsSource): Record<SeveritySetting, Severity> {
+  const entries = (Object.entries(SEVERITY_DEFAULTS) as [SeveritySetting, Severity][]).map(
+    ([key, fallback]) => [key, severity(source.get(key), fallback)] as const,
+  );
+  return Object.fromEntries(entries) as Record<SeveritySetting, Severity>;
+}
+
 /**
  * @param workspaceFolder the folder relative paths are anchored at (the first workspace folder)
  * @param allFolders every workspace folder: the default debug roots
@@ -75,9 +101,10 @@ export function readSettings(source: SettingsSource, workspaceFolder: string | u
     debugRoots: roots.length > 0 ? roots : [...allFolders],
     traceDirs: stringList(source.get("traceDirs")).map((p) => resolvePath(p, workspaceFolder)),
     serverEnv: stringRecord(source.get("serverEnv")),
+    severities: readSeverities(source),
   };
 }
 
 export function initializationOptions(settings: KernelLensSettings): InitializationOptions {
-  return { debugRoots: settings.debugRoots, traceDirs: settings.traceDirs };
+  return { debugRoots: settings.debugRoots, traceDirs: settings.traceDirs, ...settings.severities };
 }

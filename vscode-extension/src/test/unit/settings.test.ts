@@ -1,9 +1,10 @@
 /** Tests of reading `kernelLens.*` settings into initializationOptions. */
 import assert from "node:assert/strict";
+import * as fs from "node:fs";
 import * as os from "node:os";
 import * as path from "node:path";
 import { test } from "node:test";
-import { initializationOptions, readSettings, resolvePath, SettingsSource } from "../../common/settings";
+import { initializationOptions, readSettings, resolvePath, SettingsSource, SEVERITY_DEFAULTS } from "../../common/settings";
 
 function source(values: Record<string, unknown>): SettingsSource {
   return { get: <T>(key: string) => values[key] as T | undefined };
@@ -11,7 +12,13 @@ function source(values: Record<string, unknown>): SettingsSource {
 
 test("empty settings: debug roots default to every workspace folder, no interpreter", () => {
   const settings = readSettings(source({}), "/ws/a", ["/ws/a", "/ws/b"]);
-  assert.deepEqual(settings, { pythonPath: "", debugRoots: ["/ws/a", "/ws/b"], traceDirs: [], serverEnv: {} });
+  assert.deepEqual(settings, {
+    pythonPath: "",
+    debugRoots: ["/ws/a", "/ws/b"],
+    traceDirs: [],
+    serverEnv: {},
+    severities: { graphBreakSeverity: "warning", recompileSeverity: "information", compileFailureSeverity: "error", rankDivergenceSeverity: "warning" },
+  });
 });
 
 test("relative and ${workspaceFolder} paths are anchored at the workspace folder", () => {
@@ -44,5 +51,27 @@ test("values of the wrong type are dropped instead of reaching the server", () =
 
 test("initializationOptions carry exactly the server's contract keys", () => {
   const settings = readSettings(source({ traceDirs: ["/t"], serverEnv: { A: "1" }, pythonPath: "/p" }), "/ws", ["/ws"]);
-  assert.deepEqual(initializationOptions(settings), { debugRoots: ["/ws"], traceDirs: ["/t"] });
+  assert.deepEqual(initializationOptions(settings), { debugRoots: ["/ws"], traceDirs: ["/t"], ...SEVERITY_DEFAULTS });
+});
+
+test("severity settings reach the server under its own keys; unknown values fall back to the server's default", () => {
+  const settings = readSettings(
+    source({ graphBreakSeverity: "error", recompileSeverity: "hint", compileFailureSeverity: "fatal", rankDivergenceSeverity: 2 }),
+    "/ws",
+    ["/ws"],
+  );
+  const options = initializationOptions(settings);
+  assert.equal(options.graphBreakSeverity, "error");
+  assert.equal(options.recompileSeverity, "hint");
+  assert.equal(options.compileFailureSeverity, "error");
+  assert.equal(options.rankDivergenceSeverity, "warning");
+});
+
+test("every severity setting is contributed in package.json with the server's values and default", () => {
+  const manifest = JSON.parse(fs.readFileSync(path.join(__dirname, "../../../package.json"), "utf8"));
+  const properties = manifest.contributes.configuration.properties;
+  for (const [key, fallback] of Object.entries(SEVERITY_DEFAULTS)) {
+    assert.deepEqual(properties[`kernelLens.${key}`]?.enum, ["error", "warning", "information", "hint"], key);
+    assert.equal(properties[`kernelLens.${key}`].default, fallback, key);
+  }
 });
