@@ -1,7 +1,7 @@
 /** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs). */
 
 export type RunKind = "lens" | "inductor";
-export type KernelKind = "pointwise" | "reduction" | "extern" | string;
+export type KernelKind = "pointwise" | "reduction" | "persistent_reduction" | "extern" | "unknown" | string;
 export type JobKind = "compile" | "profile" | "check-accuracy";
 
 export interface RunSummary {
@@ -53,6 +53,9 @@ export interface GraphProfile {
   eager_ms: number | null;
   compiled_ms: number | null;
   speedup: number | null;
+  /** Percent of the wall time the device was busy running kernels (real Inductor `-p` profiles), else null. */
+  busy_percent?: number | null;
+  device?: "cuda" | "cpu" | string;
   categories: KindShare[];
   kernels: ProfiledKernel[];
 }

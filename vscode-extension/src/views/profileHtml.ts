@@ -18,8 +18,13 @@ export interface RenderContext {
 const KIND_COLOURS: Record<string, string> = {
   pointwise: "var(--vscode-charts-blue)",
   reduction: "var(--vscode-charts-orange)",
+  persistent_reduction: "var(--vscode-charts-yellow)",
   extern: "var(--vscode-charts-purple)",
 };
+/** What the busy share of each device measures. */
+const BUSY_LABELS: Record<string, string> = { cuda: "GPU busy", cpu: "CPU busy" };
+/** Shown for a number the profile does not have (no eager time in a real Inductor GPU profile). */
+const NOT_AVAILABLE = "n/a";
 const OTHER_COLOUR = "var(--vscode-charts-foreground)";
 
 /** Kernels drawn in the bar chart; the table lists them all. */
@@ -67,11 +72,30 @@ function bar(percent: number, kind: string): string {
   return `<div class="bar-track"><div class="bar" style="width:${width.toFixed(2)}%;background:${colourOf(kind)}"></div></div>`;
 }
 
+function isNumber(value: number | null | undefined): value is number {
+  return typeof value === "number" && Number.isFinite(value);
+}
+
+function msOrNotAvailable(ms: number | null | undefined): string {
+  return isNumber(ms) ? `${formatMs(ms)} ms` : NOT_AVAILABLE;
+}
+
+/** "cuda · GPU busy 25.3%", "cpu", or "" when the profile names no device. */
+export function deviceLabel(graph: GraphProfile): string {
+  if (!graph.device) {
+    return "";
+  }
+  const busy = isNumber(graph.busy_percent) ? ` · ${BUSY_LABELS[graph.device] ?? "busy"} ${graph.busy_percent.toFixed(1)}%` : "";
+  return `${graph.device}${busy}`;
+}
+
 function summary(graph: GraphProfile): string {
-  const speedup = graph.speedup === null || graph.speedup === undefined ? "–" : `${graph.speedup.toFixed(2)}×`;
-  return `<p class="summary">eager <b>${formatMs(graph.eager_ms)} ms</b> · compiled <b>${formatMs(
+  const speedup = isNumber(graph.speedup) ? `${graph.speedup.toFixed(2)}×` : NOT_AVAILABLE;
+  const device = deviceLabel(graph);
+  const deviceText = device ? ` · <span class="device">${escapeHtml(device)}</span>` : "";
+  return `<p class="summary">eager <b>${msOrNotAvailable(graph.eager_ms)}</b> · compiled <b>${msOrNotAvailable(
     graph.compiled_ms,
-  )} ms</b> · speedup <b>${speedup}</b></p>`;
+  )}</b> · speedup <b>${speedup}</b>${deviceText}</p>`;
 }
 
 function categoryRows(categories: KindShare[]): string {

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { RunProfile } from "../../common/protocol";
-import { CHART_LIMIT, escapeHtml, formatMs, locationLabel, parseProfileViewMessage, renderProfileHtml } from "../../views/profileHtml";
+import { CHART_LIMIT, deviceLabel, escapeHtml, formatMs, locationLabel, parseProfileViewMessage, renderProfileHtml } from "../../views/profileHtml";
 
 const RUN = "run_2026_01_02_03_04_05_000001-pid_42";
 const OUTPUT = `file:///w/examples/torch_compile_debug/${RUN}/lens/graph_0/output_code.py`;
@@ -107,4 +107,60 @@ test("messages from the page are validated", () => {
   assert.equal(parseProfileViewMessage({ type: "open", uri: 5, line: 1 }), undefined);
   assert.equal(parseProfileViewMessage({ type: "exec" }), undefined);
   assert.equal(parseProfileViewMessage(null), undefined);
+});
+
+/** The shape kernelLens.getProfile returns for a real Inductor `-p` run on an H100 (the values that
+ * tests/lsp_server/test_server_gpu.py asserts for its committed fixtures): no eager time, a busy share. */
+const GPU_OUTPUT = `file:///w/torch_compile_debug/${RUN}/torchinductor/model__0_forward_1.0/output_code.py`;
+const GPU_PROFILE: RunProfile = {
+  run_id: RUN,
+  graphs: [
+    {
+      graph_id: "model__0_forward_1.0",
+      eager_ms: null,
+      compiled_ms: 0.055,
+      speedup: null,
+      busy_percent: 17.81,
+      device: "cuda",
+      categories: [
+        { kind: "persistent_reduction", total_ms: 0.0016, percent: 2.93 },
+        { kind: "extern", total_ms: 0.0082, percent: 14.87 },
+        { kind: "unknown", total_ms: 0.0001, percent: 0.1 },
+      ],
+      kernels: [
+        { name: "triton_per_fused_gelu_native_layer_norm_0", kind: "persistent_reduction", calls: 1, total_ms: 0.0016, percent: 2.93, uri: GPU_OUTPUT, line: 40, source: { uri: "file:///w/prog.py", line: 9 } },
+        { name: "extern_kernels.mm", kind: "extern", calls: 2, total_ms: 0.0082, percent: 14.87, uri: GPU_OUTPUT, line: 0, source: null },
+      ],
+    },
+  ],
+};
+
+test("a GPU profile shows its device and busy share, and n/a for the eager time and speedup it lacks", () => {
+  const html = renderProfileHtml(GPU_PROFILE, CONTEXT);
+  assert.ok(
+    html.includes('eager <b>n/a</b> · compiled <b>0.055 ms</b> · speedup <b>n/a</b> · <span class="device">cuda · GPU busy 17.8%</span>'),
+    html.slice(html.indexOf('<p class="summary">'), html.indexOf("</p>", html.indexOf('<p class="summary">'))),
+  );
+  assert.deepEqual(rows(html), ["extern_kernels.mm", "triton_per_fused_gelu_native_layer_norm_0"]);
+});
+
+test("every category name is rendered, known kinds in their colour and others in the neutral one", () => {
+  const html = renderProfileHtml(GPU_PROFILE, CONTEXT);
+  const categories = [...html.matchAll(/<tr class="category-row" data-kind="([^"]+)"><td>([^<]+)<\/td>.*?background:([^"]+)"/g)].map((m) => [m[1], m[2], m[3]]);
+  assert.deepEqual(categories, [
+    ["persistent_reduction", "persistent_reduction", "var(--vscode-charts-yellow)"],
+    ["extern", "extern", "var(--vscode-charts-purple)"],
+    ["unknown", "unknown", "var(--vscode-charts-foreground)"],
+  ]);
+});
+
+test("device label: CPU benchmarks, missing busy share, and older servers without a device", () => {
+  const graph = GPU_PROFILE.graphs[0];
+  assert.equal(deviceLabel(graph), "cuda · GPU busy 17.8%");
+  assert.equal(deviceLabel({ ...graph, device: "cpu", busy_percent: 98.27 }), "cpu · CPU busy 98.3%");
+  assert.equal(deviceLabel({ ...graph, busy_percent: null }), "cuda");
+  assert.equal(deviceLabel({ ...graph, device: undefined, busy_percent: undefined }), "");
+  const old = renderProfileHtml({ run_id: RUN, graphs: [{ ...PROFILE.graphs[0] }] }, CONTEXT);
+  assert.ok(!old.includes('class="device"'));
+  assert.ok(old.includes("eager <b>1.20 ms</b> · compiled <b>0.400 ms</b>"));
 });
