@@ -10,7 +10,7 @@ from .describe import count_label, short_kernel_names, trace_lens_titles
 from .failsafe import failsafe
 from .lookup import def_lines, path_of, trace_functions_at
 
-SHOW_KERNELS_COMMAND = "kernelLens.showKernels"  # handled by the extension: opens the kernels beside
+SHOW_KERNELS_COMMAND = "kernelLens.showKernelsForFunction"  # the extension's command: opens the kernels beside
 
 
 def profile_label(refs: list[KernelRef]) -> str | None:

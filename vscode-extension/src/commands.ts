@@ -7,6 +7,7 @@ import { Commands, ServerCommands } from "./common/constants";
 import { Interpreter } from "./common/interpreter";
 import { runJobTask } from "./common/jobTask";
 import { JOB_SPECS, jobOutcome, MessageLevel } from "./common/jobs";
+import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
 import { JobKind, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
@@ -68,19 +69,22 @@ async function runJob(services: CommandServices, kind: JobKind): Promise<void> {
   void SHOW[outcome.level](outcome.text);
 }
 
+async function cursorTarget(): Promise<KernelTarget> {
+  const editor = await currentPythonFile();
+  return { uri: editor.document.uri.toString(), line: editor.selection.active.line };
+}
+
 function kernelPickItem(kernel: KernelLocation): vscode.QuickPickItem & { kernel: KernelLocation } {
   const time = kernel.time_ms === null || kernel.time_ms === undefined ? "" : ` · ${formatMs(kernel.time_ms)} ms`;
   return { label: kernel.name, description: `${kernel.kind} · ${kernel.graph_id}${time}`, detail: kernel.run_id, kernel };
 }
 
-async function showKernelsForFunction(services: CommandServices): Promise<void> {
+/** The kernels of `argument`'s line when a code lens passes `{uri, line}`, else of the cursor's line. */
+async function showKernelsForFunction(services: CommandServices, argument?: unknown): Promise<void> {
   requireTrust();
-  const editor = await currentPythonFile();
-  const line = editor.selection.active.line;
-  const kernels = await services.server.executeCommand<KernelLocation[]>(ServerCommands.kernelsAt, {
-    uri: editor.document.uri.toString(),
-    line,
-  });
+  const target: KernelTarget = parseKernelTarget(argument) ?? (await cursorTarget());
+  const line = target.line;
+  const kernels = await services.server.executeCommand<KernelLocation[]>(ServerCommands.kernelsAt, target);
   if (!kernels || kernels.length === 0) {
     throw new CommandRefused(`Kernel Lens: no kernel comes from line ${line + 1}. Compile the file first (Kernel Lens: Compile Current File).`);
   }
@@ -120,10 +124,10 @@ async function reindex(services: CommandServices): Promise<void> {
 }
 
 /** Shows a command's failure to the user instead of letting it vanish into the log. */
-function guarded(action: () => Promise<void>): () => Promise<void> {
-  return async () => {
+function guarded(action: (...args: unknown[]) => Promise<void>): (...args: unknown[]) => Promise<void> {
+  return async (...args: unknown[]) => {
     try {
-      await action();
+      await action(...args);
     } catch (error) {
       void vscode.window.showErrorMessage(error instanceof Error ? error.message : String(error));
     }
@@ -131,11 +135,11 @@ function guarded(action: () => Promise<void>): () => Promise<void> {
 }
 
 export function registerCommands(services: CommandServices): vscode.Disposable[] {
-  const table: Record<string, () => Promise<void>> = {
+  const table: Record<string, (...args: unknown[]) => Promise<void>> = {
     [Commands.compileCurrentFile]: () => runJob(services, "compile"),
     [Commands.profileCurrentFile]: () => runJob(services, "profile"),
     [Commands.checkAccuracyOfCurrentFile]: () => runJob(services, "check-accuracy"),
-    [Commands.showKernelsForFunction]: () => showKernelsForFunction(services),
+    [Commands.showKernelsForFunction]: (argument?: unknown) => showKernelsForFunction(services, argument),
     [Commands.pickRun]: () => pickRun(services),
     [Commands.reindexRuns]: () => reindex(services),
     [Commands.showProfile]: async () => {
