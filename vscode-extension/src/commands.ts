@@ -13,11 +13,13 @@ import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
 import { formatMs } from "./views/profileHtml";
 import { revealLocation } from "./views/editorLocation";
+import { compareRuns, KernelDiffDocuments } from "./views/diffView";
 import { ProfileView } from "./views/profileView";
 
 export interface CommandServices {
   server: KernelLensServer;
   profileView: ProfileView;
+  diffDocuments: KernelDiffDocuments;
   interpreterFor(resource: vscode.Uri): Promise<Interpreter>;
   settingsFor(resource: vscode.Uri): KernelLensSettings;
 }
@@ -145,6 +147,10 @@ export function registerCommands(services: CommandServices): vscode.Disposable[]
     [Commands.showProfile]: async () => {
       requireTrust();
       await services.profileView.show();
+    },
+    [Commands.compareRuns]: async () => {
+      requireTrust();
+      await compareRuns(services.server, services.diffDocuments);
     },
     [Commands.restartServer]: async () => {
       requireTrust();

@@ -8,6 +8,7 @@ import { chooseInterpreter, Interpreter } from "./common/interpreter";
 import { onDidChangePythonInterpreter, selectedPythonInterpreter } from "./common/python";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings, readSettings, RESTART_SETTINGS } from "./common/settings";
+import { KernelDiffDocuments } from "./views/diffView";
 import { ProfileView } from "./views/profileView";
 
 let server: KernelLensServer | undefined;
@@ -43,11 +44,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     await vscode.commands.executeCommand(Commands.pickRun);
   });
 
+  const diffDocuments = new KernelDiffDocuments();
+
   context.subscriptions.push(
     output,
     running,
     profileView,
-    ...registerCommands({ server: running, profileView, interpreterFor, settingsFor }),
+    diffDocuments,
+    ...registerCommands({ server: running, profileView, diffDocuments, interpreterFor, settingsFor }),
     // A restarted server has a fresh index: redraw an open profile from it.
     running.onDidChangeRunning((isRunning) => isRunning && void profileView.refresh()),
     vscode.workspace.onDidChangeConfiguration((event) => {

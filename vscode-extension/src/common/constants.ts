@@ -17,6 +17,7 @@ export const Commands = {
   reindexRuns: "kernelLens.reindexRuns",
   showProfile: "kernelLens.showProfile",
   restartServer: "kernelLens.restartServer",
+  compareRuns: "kernelLens.compareRuns",
 } as const;
 
 /** `workspace/executeCommand` commands the language server implements (see lsp_server). */
@@ -26,6 +27,7 @@ export const ServerCommands = {
   selectRun: "kernelLens.selectRun",
   kernelsAt: "kernelLens.kernelsAt",
   getProfile: "kernelLens.getProfile",
+  diffRuns: "kernelLens.diffRuns",
   runJob: "kernelLens.runJob",
 } as const;
 

@@ -73,3 +73,42 @@ export interface JobResult {
   exit_code: number;
   output_tail: string;
 }
+
+/** Where one kernel of a diffed run is: its lines (0-based, inclusive) in that run's output_code.py. */
+export interface KernelSpan {
+  name: string;
+  uri: string;
+  start_line: number;
+  end_line: number;
+}
+
+export type KernelChange = "same" | "code_changed" | "split" | "merged" | "regrouped" | "nodes_changed" | "added" | "removed";
+
+/** One group of kernels sharing FX nodes across the two runs (`kernel-lens diff --json`). */
+export interface KernelDiffEntry {
+  change: KernelChange | string;
+  a: string[];
+  b: string[];
+  code_diff: string | null;
+  time_ms: { a: number | null; b: number | null } | null;
+  a_locations: KernelSpan[];
+  b_locations: KernelSpan[];
+}
+
+export interface GraphDiff {
+  a: string | null;
+  b: string | null;
+  change: string;
+  kernels: KernelDiffEntry[];
+}
+
+/** `kernelLens.diffRuns` ({a, b} run ids): the diff, or `{error}`. */
+export interface RunDiff {
+  changed: boolean;
+  a_run: string;
+  b_run: string;
+  summary: Record<string, number>;
+  graphs: GraphDiff[];
+}
+
+export type RunDiffResult = RunDiff | { error: string };
