@@ -22,6 +22,8 @@ import torch
 import torch._dynamo
 from torch.utils._pytree import tree_flatten, tree_map
 
+# Samples compiled together as one graph (one g++ build); a failing chunk is redone sample by sample.
+BATCH_SAMPLES = 32
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bool)
 STATUSES = ("native", "fallback", "failure", "skipped")
 # OpInfos whose outputs are uninitialized memory: only dtypes and shapes are compared.
@@ -352,16 +354,22 @@ class LensJudge:
 
     def _judge(self, op, cases: list[_Case]) -> list[SampleResult]:
         fns, calls_file = _call_lambdas(op, len(cases), self.work_dir)
+        results = []
+        for lo in range(0, len(cases), BATCH_SAMPLES):  # one graph per chunk keeps each g++ build small
+            chunk = list(range(lo, min(lo + BATCH_SAMPLES, len(cases))))
 
-        def batch(S):
-            return [fns[i](*S[i][0], **S[i][1]) for i in range(len(S))]
+            def batch(S, chunk=chunk):
+                return [fns[k](*S[j][0], **S[j][1]) for j, k in enumerate(chunk)]
 
-        try:
-            outs, dirs = self._compile_run(batch, [(c.args, c.kwargs) for c in cases], True)
-        except Exception:  # noqa: BLE001  (one bad sample: judge them one at a time)
-            return [self._judge_one(op, c, fns[k], calls_file, _CALLS_HEADER + 1 + k) for k, c in enumerate(cases)]
-        use = _read_graphs(dirs, calls_file)
-        return [self._verdict(op, c, outs[k], use, _CALLS_HEADER + 1 + k, "") for k, c in enumerate(cases)]
+            try:
+                outs, dirs = self._compile_run(batch, [(cases[k].args, cases[k].kwargs) for k in chunk], True)
+            except Exception:  # noqa: BLE001  (one bad sample: judge them one at a time)
+                results += [self._judge_one(op, cases[k], fns[k], calls_file, _CALLS_HEADER + 1 + k) for k in chunk]
+                continue
+            use = _read_graphs(dirs, calls_file)
+            results += [self._verdict(op, cases[k], outs[j], use, _CALLS_HEADER + 1 + k, "")
+                        for j, k in enumerate(chunk)]
+        return results
 
     def _judge_one(self, op, case: _Case, fn, calls_file: str, line: int) -> SampleResult:
         def single(S):
@@ -468,27 +476,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ops", nargs="*", help="only these OpInfos (name or name.variant)")
     p.add_argument("--max-samples", type=int, default=None, help="per OpInfo and dtype (default: all)")
     p.add_argument("--workers", type=int, default=1)
-    p.add_argument("--json", help="write every sample verdict here")
+    p.add_argument("--json", help="write every sample verdict here (one JSON line per OpInfo, as it finishes)")
     a = p.parse_args(argv)
     keys = list(dict.fromkeys(op_key(o) for o in find_ops(a.ops, a.all)))
     start = time.perf_counter()
+    sink = open(a.json, "w") if a.json else None
+
+    def done(report: OpReport) -> OpReport:
+        print(format_table([report]).splitlines()[1], flush=True, file=sys.stderr)
+        if sink:
+            sink.write(json.dumps({"op": report.op, "family": report.family, "seconds": report.seconds,
+                                   "results": [asdict(s) for s in report.results]}) + "\n")
+            sink.flush()
+        return report
+
     if a.workers > 1:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures import ProcessPoolExecutor, as_completed
         with ProcessPoolExecutor(a.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            reports = list(pool.map(_check_by_key, keys, [a.max_samples] * len(keys)))
+            futures = [pool.submit(_check_by_key, k, a.max_samples) for k in keys]
+            for fut in as_completed(futures):
+                done(fut.result())
+            reports = [f.result() for f in futures]
     else:
-        reports = []
-        for k in keys:
-            reports.append(_check_by_key(k, a.max_samples))
-            print(format_table(reports[-1:]).splitlines()[1], flush=True, file=sys.stderr)
+        reports = [done(_check_by_key(k, a.max_samples)) for k in keys]
     print(format_table(reports))
     print(format_failures(reports))
     print(f"wall time {time.perf_counter() - start:.0f} s")
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump([{"op": r.op, "family": r.family, "seconds": r.seconds,
-                        "results": [asdict(s) for s in r.results]} for r in reports], f, indent=0)
     return 1 if any(r.failures for r in reports) else 0
 
 
