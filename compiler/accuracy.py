@@ -128,10 +128,14 @@ def accuracy_report(graph, node: DivergingNode | None, tol: float) -> dict:
     return data
 
 
-def check_on_first_call(eager: Callable, compiled: Callable, graphs: list, tol: float,
-                        compile_fn: Callable[[torch.fx.GraphModule, list], Callable]) -> Callable:
-    """Wrap a compiled Dynamo graph: its first call also runs eagerly on cloned inputs; on a mismatch,
-    each lens graph it produced is searched for its first diverging node and accuracy.json written."""
+def _as_list(x):
+    return list(x) if isinstance(x, (tuple, list)) else x
+
+
+def compare_on_first_call(eager: Callable, compiled: Callable, tol: float,
+                          on_result: Callable[[Difference | None], None]) -> Callable:
+    """Wrap a compiled graph: its first call also runs `eager` on cloned inputs and hands the difference
+    (None when they match) to `on_result`; later calls run the compiled graph alone."""
     done = False
 
     def run(*args):
@@ -141,16 +145,24 @@ def check_on_first_call(eager: Callable, compiled: Callable, graphs: list, tol: 
         done = True
         expected = eager(*clone_args(args))
         got = compiled(*args)
-        mismatch = compare(list(expected) if isinstance(expected, tuple) else expected,
-                           list(got) if isinstance(got, tuple) else got, tol)
+        on_result(compare(_as_list(expected), _as_list(got), tol))
+        return got
+
+    return run
+
+
+def check_on_first_call(eager: Callable, compiled: Callable, graphs: list, tol: float,
+                        compile_fn: Callable[[torch.fx.GraphModule, list], Callable]) -> Callable:
+    """On a mismatch at the first call, each lens graph the Dynamo graph produced is searched for its
+    first diverging node; accuracy.json is written either way."""
+    def report(mismatch: Difference | None) -> None:
         for g in graphs:
             node = None
             if mismatch is not None and getattr(g, "recorded_inputs", None) is not None:
                 node = first_diverging_node(g.gm, g.recorded_inputs, tol, compile_fn)
             _report(g, node, tol, mismatch)
-        return got
 
-    return run
+    return compare_on_first_call(eager, compiled, tol, report)
 
 
 def _report(graph, node: DivergingNode | None, tol: float, mismatch: Difference | None) -> None:

@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from compiler.accuracy import DEFAULT_TOL, clone_args, compare
+from compiler.accuracy import DEFAULT_TOL, compare_on_first_call
 
 _REPORT = {"backend": os.environ.get("LENS_NARROW_BACKEND", "lens"), "graphs": 0, "mismatches": [],
            "compile_errors": []}
@@ -28,22 +28,12 @@ def _checked_backend(name: str):
         except Exception as e:
             _REPORT["compile_errors"].append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             raise
-        checked = False
 
-        def run(*args):
-            nonlocal checked
-            if checked:
-                return compiled(*args)
-            checked = True
-            expected = gm.forward(*clone_args(args))
-            got = compiled(*args)
-            d = compare(list(expected) if isinstance(expected, (tuple, list)) else expected,
-                        list(got) if isinstance(got, (tuple, list)) else got, DEFAULT_TOL)
+        def record(d) -> None:
             if d is not None:
                 _REPORT["mismatches"].append({"graph": _REPORT["graphs"], "max_abs_error": d.max_abs_error})
-            return got
 
-        return run
+        return compare_on_first_call(gm.forward, compiled, DEFAULT_TOL, record)
 
     return backend
 
