@@ -1,6 +1,10 @@
 """Helpers for compiler tests: compile with backend="lens" and compare with eager PyTorch."""
+import pathlib
+
 import pytest
 import torch
+
+from compiler import config
 
 torch._dynamo.config.cache_size_limit = 4096
 torch._dynamo.config.accumulated_cache_size_limit = 1 << 20
@@ -35,3 +39,17 @@ def assert_same(fn, *args, atol=1e-5, rtol=1.3e-6, **kwargs):
 @pytest.fixture
 def same():
     return assert_same
+
+
+def compile_with_debug(tmp_path, fn, *args):
+    """Compile and run `fn` with lens, writing the debug directory under tmp_path; returns the output and
+    the (last) graph folder."""
+    torch._dynamo.reset()
+    old = config.debug, config.debug_dir_root
+    config.debug, config.debug_dir_root = True, str(tmp_path)
+    try:
+        out = torch.compile(fn, backend="lens")(*args)
+    finally:
+        config.debug, config.debug_dir_root = old
+    graphs = sorted(pathlib.Path(tmp_path).glob("run_*/lens/graph_*"), key=lambda p: int(p.name.split("_")[1]))
+    return out, graphs[-1]

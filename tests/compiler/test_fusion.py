@@ -1,22 +1,14 @@
 """Scheduler behaviour seen from the generated code: what fuses into one kernel and what does not."""
 import json
-import pathlib
-
 import torch
 
 from compiler import config
+from tests.compiler.conftest import compile_with_debug
 
 
 def compile_and_map(fn, *args, tmp_path):
-    torch._dynamo.reset()
-    old = config.debug, config.debug_dir_root
-    config.debug, config.debug_dir_root = True, str(tmp_path)
-    try:
-        out = torch.compile(fn, backend="lens")(*args)
-    finally:
-        config.debug, config.debug_dir_root = old
-    maps = sorted(pathlib.Path(tmp_path).glob("run_*/lens/*/kernel_map.json"))
-    return out, json.loads(maps[-1].read_text())
+    out, graph_dir = compile_with_debug(tmp_path, fn, *args)
+    return out, json.loads((graph_dir / "kernel_map.json").read_text())
 
 
 def test_pointwise_chain_is_one_kernel(tmp_path):

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from compiler import config
+from tests.compiler.conftest import compile_with_debug
 
 THIS_FILE = str(pathlib.Path(__file__).resolve())
 CONTRACT_FILES = {"fx_graph_readable.py", "fx_graph_runnable.py", "fx_graph_transformed.py", "ir_pre_fusion.txt",
@@ -29,21 +29,9 @@ def _line_of(tag: str) -> int:
     raise AssertionError(tag)
 
 
-def _compile_with_debug(tmp_path, fn, *args):
-    torch._dynamo.reset()
-    old = config.debug, config.debug_dir_root
-    config.debug, config.debug_dir_root = True, str(tmp_path)
-    try:
-        out = torch.compile(fn, backend="lens")(*args)
-    finally:
-        config.debug, config.debug_dir_root = old
-    graph_dir = sorted(pathlib.Path(tmp_path).glob("run_*/lens/graph_*"))[-1]
-    return out, graph_dir
-
-
 def test_every_statement_maps_to_the_right_source_line(tmp_path):
     x, y, w = torch.randn(16, 32), torch.randn(1, 32), torch.randn(32, 8)
-    out, graph_dir = _compile_with_debug(tmp_path, model, x, y, w)
+    out, graph_dir = compile_with_debug(tmp_path, model, x, y, w)
     torch.testing.assert_close(out, model(x, y, w), atol=1e-5, rtol=1e-5)
     kmap = json.loads((graph_dir / "kernel_map.json").read_text())
     assert kmap["version"] == 1 and kmap["status"] == "ok"
@@ -73,7 +61,7 @@ def test_every_statement_maps_to_the_right_source_line(tmp_path):
 
 
 def test_fx_comment_precedes_statements_with_the_node_line(tmp_path):
-    _, graph_dir = _compile_with_debug(tmp_path, model, torch.randn(4, 8), torch.randn(1, 8), torch.randn(8, 2))
+    _, graph_dir = compile_with_debug(tmp_path, model, torch.randn(4, 8), torch.randn(1, 8), torch.randn(8, 2))
     kmap = json.loads((graph_dir / "kernel_map.json").read_text())
     code = (graph_dir / "output_code.py").read_text().splitlines()
     readable_line = {n["name"]: n["readable_line"] for n in kmap["nodes"]}
@@ -92,7 +80,7 @@ def test_fx_comment_precedes_statements_with_the_node_line(tmp_path):
 
 
 def test_debug_dir_has_the_contract_files_and_they_run_standalone(tmp_path):
-    _, graph_dir = _compile_with_debug(tmp_path, model, torch.randn(4, 8), torch.randn(1, 8), torch.randn(8, 2))
+    _, graph_dir = compile_with_debug(tmp_path, model, torch.randn(4, 8), torch.randn(1, 8), torch.randn(8, 2))
     assert CONTRACT_FILES <= {p.name for p in graph_dir.iterdir()}
     for script, expect in (("output_code.py", "ms per call"), ("fx_graph_runnable.py", "OK: lens matches eager")):
         proc = subprocess.run([sys.executable, script], cwd=graph_dir, capture_output=True, text=True, timeout=300)
@@ -105,7 +93,7 @@ def test_debug_dir_has_the_contract_files_and_they_run_standalone(tmp_path):
 
 
 def test_profile_of_output_code_groups_kernels_by_category(tmp_path):
-    _, graph_dir = _compile_with_debug(tmp_path, model, torch.randn(64, 32), torch.randn(1, 32), torch.randn(32, 8))
+    _, graph_dir = compile_with_debug(tmp_path, model, torch.randn(64, 32), torch.randn(1, 32), torch.randn(32, 8))
     proc = subprocess.run([sys.executable, "output_code.py", "-p"], cwd=graph_dir, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
