@@ -34,6 +34,7 @@ class Workload:
     bound_desc: str
     atol: float = 1e-5
     rtol: float = 1.3e-6
+    extra: dict[str, Callable[[list], Callable[[], object]]] = field(default_factory=dict)  # more rows to time
 
 
 def _pointwise(a0, a1, a2, a3, a4):
@@ -76,8 +77,28 @@ def _mlp_bound(mlp: torch.nn.Sequential):
     return make
 
 
+def _encoder(enc: torch.nn.Module):
+    """The encoder layer as its aten graph (MHA fast path off, so eager, Inductor and lens run the same ops)."""
+    def run(x):
+        return enc(x)
+    return run
+
+
+def _fastpath_eager(enc: torch.nn.Module):
+    def make(args):
+        def run():
+            torch.backends.mha.set_fastpath_enabled(True)
+            try:
+                return enc(args[0])
+            finally:
+                torch.backends.mha.set_fastpath_enabled(False)
+        return run
+    return make
+
+
 def workloads() -> list[Workload]:
     torch.manual_seed(0)
+    torch.backends.mha.set_fastpath_enabled(False)
     ln = torch.nn.LayerNorm(1024).eval()
     mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).eval()
     enc = torch.nn.TransformerEncoderLayer(512, 8, 2048, dropout=0.0, batch_first=True).eval()
@@ -94,8 +115,8 @@ def workloads() -> list[Workload]:
                  "sum(dim=1,out=)"),
         Workload("mlp 512-2048-512 (4096)", lambda x: mlp(x), lambda: [torch.randn(4096, 512)], _mlp_bound(mlp),
                  "2x addmm(out=)", atol=1e-4, rtol=1e-4),
-        Workload("encoder layer (8,256,512)", lambda x: enc(x), lambda: [torch.randn(8, 256, 512)], None, "-",
-                 atol=1e-4, rtol=1e-4),
+        Workload("encoder layer (8,256,512)", _encoder(enc), lambda: [torch.randn(8, 256, 512)], None, "-",
+                 atol=1e-4, rtol=1e-4, extra={"eager fastpath": _fastpath_eager(enc)}),
     ]
 
 
@@ -121,6 +142,25 @@ class Result:
         return statistics.median(self.times[key]) if self.times.get(key) else float("nan")
 
 
+_BACKENDS: dict[str, object] = {}  # "lens" -> its callable (works without the installed entry point)
+_BACKEND_MS = [0.0]  # time spent inside lens's graph compiler (lowering, codegen, g++ or cache, load)
+
+
+def _time_lens_backend() -> None:
+    import compiler.frontend as frontend
+    inner = frontend.compile_graph
+    _BACKENDS["lens"] = frontend.lens_backend
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            _BACKEND_MS[0] += (time.perf_counter() - t0) * 1e3
+
+    frontend.compile_graph = timed
+
+
 def _fresh_cache_dirs(tmp: str, tag: str) -> None:
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, f"inductor-{tag}")
     os.environ["LENS_CACHE_DIR"] = os.path.join(tmp, f"lens-{tag}")
@@ -143,8 +183,11 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
                 if phase == "cold":
                     _fresh_cache_dirs(tmp, f"{w.name.split()[0]}-{backend}")
                 torch._dynamo.reset()
-                compiled = torch.compile(w.fn, backend=backend)
+                compiled = torch.compile(w.fn, backend=_BACKENDS.get(backend, backend))
+                _BACKEND_MS[0] = 0.0
                 ms, got = _first_call_ms(compiled, args)
+                if backend == "lens":
+                    res.compile_ms[f"lens backend {phase}"] = _BACKEND_MS[0]
                 _check(w, expected, got, backend)
                 steady = steady or statistics.median(_time_once(lambda: compiled(*args), 1) for _ in range(5))
                 res.compile_ms[f"{backend} {phase}"] = max(0.0, ms - steady)
@@ -155,6 +198,8 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
             variants["lens nopool"] = lambda: _with_pool(False, lens)
         if w.bound is not None:
             variants["bound"] = w.bound(args)
+        for key, make in w.extra.items():
+            variants[key] = make(args)
         for fn in variants.values():  # warm up every variant (pools, caches)
             fn(), fn()
         iters = max(1, int(50 / max(0.05, _time_once(variants["eager"], 2))))
@@ -192,6 +237,12 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
               f"{c.get('lens cold', float('nan')):7.0f} {c.get('inductor cold', float('nan')):7.0f} "
               f"{ratio(c.get('lens cold', 0), c.get('inductor cold', 0)):6.3f} "
               f"{c.get('lens warm', float('nan')):7.0f} {c.get('inductor warm', float('nan')):7.0f}")
+    for w, r in results:
+        for key in w.extra:
+            print(f"{w.name}: {key} {r.median(key):.2f} ms (lens/this {r.median('lens') / r.median(key):.2f})")
+    print("lens backend only (lowering, codegen, g++ or cache hit, load), ms cold/warm: " + ", ".join(
+        f"{w.name.split()[0]} {r.compile_ms.get('lens backend cold', 0):.0f}/{r.compile_ms.get('lens backend warm', 0):.0f}"
+        for w, r in results))
     print()
     print("Times in ms (median over rounds, one process). bound: preallocated ATen op moving the same bytes "
           "(pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), mlp: 2x addmm(out=)).")
@@ -209,6 +260,7 @@ def main() -> None:
     p.add_argument("--no-inductor", action="store_true")
     a = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
+    _time_lens_backend()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"cpu {torch.backends.cpu.get_cpu_capability()}", file=sys.stderr)
     results = []

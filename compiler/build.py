@@ -74,10 +74,16 @@ def build_flags() -> list[str]:
     return [*config.cpp.flags, *EXTRA_FLAGS]
 
 
+def link_flags() -> list[str]:
+    """Libraries, after the source on the command line (--as-needed drops those before it)."""
+    from compiler.codegen.vector_math import link_flags as vector_math_link_flags
+    return vector_math_link_flags()
+
+
 def cache_key(source: str) -> str:
     cxx = config.cpp.cxx
     h = hashlib.sha256()
-    for part in (source, cxx, " ".join(build_flags()), compiler_version(cxx)):
+    for part in (source, cxx, " ".join(build_flags() + link_flags()), compiler_version(cxx)):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:40]
@@ -96,7 +102,7 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
     _write_atomic(src_path, source)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         tmp_so = os.path.join(tmp, "kernels.so")
-        cmd = [config.cpp.cxx, *build_flags(), "-o", tmp_so, src_path]
+        cmd = [config.cpp.cxx, *build_flags(), "-o", tmp_so, src_path, *link_flags()]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True)
         except OSError as e:

@@ -165,20 +165,33 @@ def mark_local_buffers(sg: ScheduledGraph) -> None:
 
 
 def _node_key(n: ComputedBuffer) -> tuple:
-    return (format_expr(n.body), tuple(map(str, n.vars)), tuple(map(str, n.reduction_vars)), n.reduction_type,
-            tuple(n.reduction_ranges), n.layout.size, n.layout.stride, n.dtype)
+    """Equal keys: the same value at the same logical element (unit dims, e.g. keepdim, ignored)."""
+    dims = nonunit_dims(n.layout.size)
+    return (format_expr(n.body), tuple(str(n.vars[d]) for d in dims), tuple(map(str, n.reduction_vars)),
+            n.reduction_type, tuple(n.reduction_ranges), _dims_of(n), n.dtype)
 
 
-def rename_loads(e: Expr, names: dict[str, str]) -> Expr:
-    """The same tree with loads of `names`' keys reading their values instead (shared subtrees stay shared)."""
+def rename_loads(e: Expr, names: dict[str, ComputedBuffer], dups: dict[str, ComputedBuffer]) -> Expr:
+    """The same tree with loads of a duplicate in `dups` reading the node in `names` at the same logical
+    element instead (shared subtrees stay shared)."""
     memo: dict[int, Expr] = {}
+
+    def index_in(ld: Load) -> tuple:
+        dup, orig = dups[ld.buffer], names[ld.buffer]
+        picked = [ld.index[d] for d in nonunit_dims(dup.layout.size)]
+        index = [sympy.Integer(0)] * len(orig.layout.size)
+        for d, i in zip(nonunit_dims(orig.layout.size), picked):
+            index[d] = i
+        return tuple(index)
 
     def go(n: Expr) -> Expr:
         got = memo.get(id(n))
         if got is not None:
             return got
         if isinstance(n, Load):
-            new: Expr = dataclasses.replace(n, buffer=names[n.buffer]) if n.buffer in names else n
+            new: Expr = n
+            if n.buffer in names:
+                new = dataclasses.replace(n, buffer=names[n.buffer].name, index=index_in(n))
         elif isinstance(n, Op):
             new = dataclasses.replace(n, args=tuple(go(a) for a in n.args))
         elif isinstance(n, Cast):
@@ -194,18 +207,19 @@ def rename_loads(e: Expr, names: dict[str, str]) -> Expr:
 def drop_duplicate_nodes(k: FusedKernel) -> None:
     """A local node computing exactly what an earlier node of the kernel computes (LayerNorm's decomposition
     sums each row twice) is dropped; its readers read the earlier node."""
-    seen: dict[tuple, str] = {}
-    renamed: dict[str, str] = {}
+    seen: dict[tuple, ComputedBuffer] = {}
+    renamed: dict[str, ComputedBuffer] = {}
+    dups: dict[str, ComputedBuffer] = {}
     kept: list[ComputedBuffer] = []
     for n in k.nodes:
         if renamed:
-            n.body = rename_loads(n.body, renamed)
+            n.body = rename_loads(n.body, renamed, dups)
         key = _node_key(n)
         if n.name in k.local and key in seen:
-            renamed[n.name] = seen[key]
+            renamed[n.name], dups[n.name] = seen[key], n
             k.local.discard(n.name)
             continue
-        seen.setdefault(key, n.name)
+        seen.setdefault(key, n)
         kept.append(n)
     k.nodes = kept
 

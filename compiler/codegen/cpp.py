@@ -2,15 +2,17 @@
 comes from. Outer loops run under OpenMP when the work is big enough; innermost loops are `omp simd`."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import sympy
 import torch
 
 from compiler import config
+from compiler.codegen import vector_math
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op)
-from compiler.codegen.index import cpp_index, merge_loops
+from compiler.codegen.index import cpp_index, merge_loops, simplify_index
 from compiler.ir import Cast, ComputedBuffer, Constant, Expr, IndexValue, Layout, Load, Op, substitute, walk
 from compiler.scheduler import FusedKernel, nonunit_dims
 
@@ -48,13 +50,17 @@ class KernelRenderer:
         self.params: dict[str, KernelArg] = {}
         self.tmp_count = 0
         self.last_origin: str | None = None
+        self.locals = plan_locals(kernel, layouts)
+        self.outer_vars: list[sympy.Symbol] = []
+        self.local_stores: dict[str, sympy.Expr] = {}  # scalar locals: the flat index they hold
         written = kernel.buffers()
         for n in kernel.nodes:
             for ld in n.reads():
                 if ld.buffer not in written:
                     self._param(ld.buffer, False)
         for n in kernel.nodes:
-            self._param(n.name, True)
+            if n.name not in self.locals:
+                self._param(n.name, True)
 
     # -- parameters and lines -------------------------------------------------
     def _param(self, buffer: str, is_output: bool) -> KernelArg:
@@ -91,10 +97,19 @@ class KernelRenderer:
         if isinstance(node, IndexValue):
             return f"static_cast<{CTYPES[node.dtype]}>({cpp_index(node.expr)})"
         if isinstance(node, Load):
-            arg = self.params[node.buffer]
-            idx = cpp_index(self.flat(node))
-            key: tuple = ("load", node.buffer, idx)
-            text = f"{arg.param}[{idx}]"
+            local = self.locals.get(node.buffer)
+            if local is not None and local.scalar:
+                if sympy.expand(self.flat(node) - self.local_stores[node.buffer]) != 0:
+                    raise LocalBufferError(f"{node.buffer} is read at another outer iteration than it is written")
+                return local.name
+            if local is not None:
+                idx = cpp_index(self.local_index(self.flat(node)))
+                key: tuple = ("load", node.buffer, idx)
+                text = f"{local.name}[{idx}]"
+            else:
+                idx = cpp_index(self.flat(node))
+                key = ("load", node.buffer, idx)
+                text = f"{self.params[node.buffer].param}[{idx}]"
         elif isinstance(node, Cast):
             src = names[id(node.arg)]
             key = ("cast", node.dtype, src)
@@ -102,7 +117,11 @@ class KernelRenderer:
         elif isinstance(node, Op):
             operands = [names[id(a)] for a in node.args]
             key = ("op", node.name, node.dtype, tuple(operands))
-            text = render_op(node.name, operands, [a.dtype for a in node.args])
+            fast = vector_math.inline_op(node.name, node.args[0].dtype) if len(node.args) == 1 else None
+            if fast is not None and node.name not in config.cpp.op_overrides:
+                text = f"{fast}({operands[0]})"
+            else:
+                text = render_op(node.name, operands, [a.dtype for a in node.args])
         else:
             raise TypeError(f"unknown IR expression {node!r}")
         got = block.temps.get(key)
@@ -147,6 +166,11 @@ class KernelRenderer:
         for v, s, pragma in zip(ovars, osizes, self._outer_pragmas(osizes, bool(parallel), simdlen,
                                                                        not any(b["inner"][0] for b in bodies))):
             self.open_loop(v, s, pragma, k.origins)
+        self.outer_vars = list(ovars)
+        for node in k.nodes:
+            local = self.locals.get(node.name)
+            if local is not None and not local.scalar:
+                self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
         for node, b in zip(k.nodes, bodies):
             b["body"] = substitute(b["body"], osubst)
             b["store"] = sympy.expand(b["store"].xreplace(osubst))
@@ -189,7 +213,10 @@ class KernelRenderer:
                 inner_sizes.append(n.layout.size[d])
         red_vars = [sympy.Symbol(f"r{i}_{j}", integer=True, nonnegative=True) for j in range(len(n.reduction_vars))]
         mapping.update(dict(zip(n.reduction_vars, red_vars)))
-        body = substitute(n.body, mapping)
+        ranges = dict(zip(outer_vars, self.k.outer))
+        ranges.update(zip(inner_vars, inner_sizes))
+        ranges.update(zip(red_vars, n.reduction_ranges))
+        body = simplify_indices(substitute(n.body, mapping), ranges)
         out_index = tuple(mapping[v] for v in n.vars)
         store = n.layout.flat_index(out_index)
         exprs = [self.flat(e) for e in walk(body) if isinstance(e, Load)]
@@ -202,8 +229,12 @@ class KernelRenderer:
                 "red": (red_vars, list(n.reduction_ranges)), "exprs": exprs, "work": work}
 
     def _render_node_block(self, n: ComputedBuffer, b: dict, parallel_inner: bool) -> None:
-        out = self.params[n.name].param
         ivars, isizes = b["inner"]
+        local = self.locals.get(n.name)
+        if local is not None and local.scalar and not n.reduction_type:
+            self.statement(f"{CTYPES[n.dtype]} {local.name};", n.origin)
+        if n.reduction_type:
+            self._declare_accumulator(n, b)
         self.emit("{")
         self.indent += 1
         store = sympy.expand(b["store"])
@@ -214,7 +245,7 @@ class KernelRenderer:
             b["body"] = substitute(b["body"], subst)
             store = sympy.expand(store.xreplace(subst))
         if n.reduction_type:
-            self._render_reduction(n, b, store, out)
+            self._render_reduction(n, b, store)
         else:
             work = 1
             for s in isizes:
@@ -229,48 +260,177 @@ class KernelRenderer:
                 self.open_loop(v, s, pragma, n.origins)
             block = _Block()
             val = self.value(b["body"], block)
-            self.statement(f"{out}[{cpp_index(store)}] = {val};", n.origin)
+            self.statement(f"{self.store_target(n, store)} = {val};", n.origin)
             for _ in ivars:
                 self.close()
         self.indent -= 1
         self.emit("}")
 
-    def _render_reduction(self, n: ComputedBuffer, b: dict, store: sympy.Expr, out: str) -> None:
-        rvars, rsizes = b["red"]
-        rtype = n.reduction_type
-        value_dtype = b["body"].dtype
-        vt = CTYPES[value_dtype]
-        acc = f"acc_{self.params[n.name].param}"
+    def local_index(self, flat: sympy.Expr) -> sympy.Expr:
+        """A local array holds one outer iteration: its index is the flat index without the outer part."""
+        return sympy.expand(flat.xreplace({v: 0 for v in self.outer_vars}))
+
+    def store_target(self, n: ComputedBuffer, store: sympy.Expr) -> str:
+        local = self.locals.get(n.name)
+        if local is None:
+            return f"{self.params[n.name].param}[{cpp_index(store)}]"
+        if local.scalar:
+            self.local_stores[n.name] = store
+            return local.name
+        return f"{local.name}[{cpp_index(self.local_index(store))}]"
+
+    def _accumulator(self, n: ComputedBuffer) -> str:
+        local = self.locals.get(n.name)
+        return local.name if local is not None else f"acc_{self.params[n.name].param}"
+
+    def _declare_accumulator(self, n: ComputedBuffer, b: dict) -> None:
+        """Declared before the node's block: a local reduction's accumulator is what later nodes read."""
+        acc, rtype = self._accumulator(n), n.reduction_type
         if rtype in ("argmax", "argmin"):
+            vt = CTYPES[b["body"].dtype]
             init = "lens_lowest" if rtype == "argmax" else "lens_highest"
-            self.statement(f"{vt} {acc} = {init}<{vt}>(); int64_t {acc}_idx = 0;", n.origin)
+            self.statement(f"{vt} {acc}_val = {init}<{vt}>(); int64_t {acc} = 0;", n.origin)
         else:
             self.statement(f"{CTYPES[n.dtype]} {acc} = {REDUCTION_INIT[rtype].format(t=CTYPES[n.dtype])};",
                            n.origin)
-        simd = rtype in ("sum", "prod") and n.dtype != torch.bool
-        for depth, (v, s) in enumerate(zip(rvars, rsizes)):
-            last = depth == len(rvars) - 1
-            pragma = None
-            if last and simd:
-                pragma = f"#pragma omp simd reduction({'+' if rtype == 'sum' else '*'}:{acc})"
-            self.open_loop(v, s, pragma, n.origins)
-        block = _Block()
-        val = self.value(b["body"], block)
+
+    def _render_reduction(self, n: ComputedBuffer, b: dict, store: sympy.Expr) -> None:
+        rvars, rsizes = b["red"]
+        rtype = n.reduction_type
+        acc = self._accumulator(n)
+        lanes = 64 // n.dtype.itemsize
+        if rtype in ("max", "min") and n.dtype != torch.bool and rvars and rsizes[-1] >= 2 * lanes:
+            self._render_lane_reduction(n, b, acc, lanes)
+        else:
+            op = SIMD_REDUCTION_OPS.get(rtype) if (n.dtype == torch.bool) == (rtype in ("any", "all")) else None
+            for depth, (v, s) in enumerate(zip(rvars, rsizes)):
+                last = depth == len(rvars) - 1
+                pragma = None
+                if last and op:
+                    pragma = f"#pragma omp simd reduction({op}:{acc})"
+                self.open_loop(v, s, pragma, n.origins)
+            self._combine(n, b, acc, acc)
+            for _ in rvars:
+                self.close()
+        if n.name not in self.locals:
+            self.statement(f"{self.params[n.name].param}[{cpp_index(store)}] = {acc};", n.origin)
+        else:
+            self.local_stores[n.name] = store
+
+    def _combine(self, n: ComputedBuffer, b: dict, acc: str, into: str) -> None:
+        """One reduction step: the body's value at the current indices folded into `into`."""
+        val = self.value(b["body"], _Block())
+        rtype = n.reduction_type
         if rtype in ("argmax", "argmin"):
+            rvars, rsizes = b["red"]
             flat = sympy.Integer(0)
             for v, s in zip(rvars, rsizes):
                 flat = flat * s + v
-            better = f"{val} > {acc}" if rtype == "argmax" else f"{val} < {acc}"
+            value_dtype = b["body"].dtype
+            best = f"{acc}_val"
+            better = f"{val} > {best}" if rtype == "argmax" else f"{val} < {best}"
             nan = f" || ({val} != {val})" if value_dtype.is_floating_point else ""
-            guard = f"!({acc} != {acc}) && ({better}{nan})" if value_dtype.is_floating_point else better
-            self.statement(f"if ({guard}) {{ {acc} = {val}; {acc}_idx = {cpp_index(flat)}; }}", n.origin)
+            guard = f"!({best} != {best}) && ({better}{nan})" if value_dtype.is_floating_point else better
+            self.statement(f"if ({guard}) {{ {best} = {val}; {acc} = {cpp_index(flat)}; }}", n.origin)
         else:
-            combine = REDUCTION_COMBINE[rtype].format(acc=acc, v=val)
-            self.statement(f"{acc} = {combine};", n.origin)
-        for _ in rvars:
+            self.statement(f"{into} = {REDUCTION_COMBINE[rtype].format(acc=into, v=val)};", n.origin)
+
+    def _render_lane_reduction(self, n: ComputedBuffer, b: dict, acc: str, lanes: int) -> None:
+        """max/min over the innermost reduction loop in `lanes` per-lane partials (one vector register),
+        a scalar tail, then the horizontal step: g++ vectorizes this where a scalar `acc = max(acc, v)`
+        chain does not (NaN propagation has no OpenMP reduction operator)."""
+        rvars, rsizes = b["red"]
+        t = CTYPES[n.dtype]
+        init = REDUCTION_INIT[n.reduction_type].format(t=t)
+        part = f"{acc}_lanes"
+        self.statement(f"alignas(64) {t} {part}[{lanes}];", n.origin)
+        self.emit("#pragma omp simd")
+        self.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) {part}[lane] = {init};", [n.origin])
+        for v, s in zip(rvars[:-1], rsizes[:-1]):
+            self.open_loop(v, s, None, n.origins)
+        v, size = rvars[-1], rsizes[-1]
+        main = size - size % lanes
+        self.emit(f"for (int64_t {v.name}_base = 0; {v.name}_base < {main}; {v.name}_base += {lanes})", n.origins)
+        self.emit("{")
+        self.indent += 1
+        self.open_loop(sympy.Symbol(f"{v.name}_lane"), lanes, "#pragma omp simd", n.origins)
+        self.emit(f"int64_t {v.name} = {v.name}_base + {v.name}_lane;", [n.origin])
+        self._combine(n, b, acc, f"{part}[{v.name}_lane]")
+        self.close()
+        self.close()
+        if main < size:
+            self.emit(f"for (int64_t {v.name} = {main}; {v.name} < {size}; {v.name}++)", n.origins)
+            self.emit("{")
+            self.indent += 1
+            self._combine(n, b, acc, acc)
             self.close()
-        result = f"{acc}_idx" if rtype in ("argmax", "argmin") else acc
-        self.statement(f"{out}[{cpp_index(store)}] = {result};", n.origin)
+        for _ in rvars[:-1]:
+            self.close()
+        self.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++)", n.origins)
+        self.emit("{")
+        self.indent += 1
+        self.statement(f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v=f'{part}[lane]')};",
+                       n.origin)
+        self.close()
+
+
+def simplify_indices(e: Expr, ranges: dict[sympy.Symbol, int]) -> Expr:
+    """The tree with every load index and index value simplified for these loop ranges (before loops merge,
+    so merging sees the linear forms)."""
+    memo: dict[int, Expr] = {}
+    for node in walk(e):
+        if isinstance(node, Load):
+            new: Expr = dataclasses.replace(node, index=tuple(simplify_index(i, ranges) for i in node.index))
+        elif isinstance(node, IndexValue):
+            new = dataclasses.replace(node, expr=simplify_index(node.expr, ranges))
+        elif isinstance(node, Op):
+            new = dataclasses.replace(node, args=tuple(memo[id(a)] for a in node.args))
+        elif isinstance(node, Cast):
+            new = dataclasses.replace(node, arg=memo[id(node.arg)])
+        else:
+            new = node
+        memo[id(node)] = new
+    return memo[id(e)]
+
+
+# OpenMP reduction operators for reductions whose combine step is that operator.
+SIMD_REDUCTION_OPS = {"sum": "+", "prod": "*", "any": "||", "all": "&&"}
+
+
+@dataclass
+class LocalBuffer:
+    """A buffer that lives inside its kernel: a scalar per outer iteration, or an array of `numel`."""
+
+    name: str
+    scalar: bool
+    numel: int
+
+
+# Largest per-iteration array a kernel keeps on the (thread's) stack.
+MAX_LOCAL_BYTES = 64 * 1024
+
+
+class LocalBufferError(Exception):
+    """A local buffer is read at an index the kernel never wrote in the current outer iteration (a bug)."""
+
+
+def plan_locals(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]]) -> dict[str, LocalBuffer]:
+    """Which of the kernel's local buffers become scalars or per-iteration arrays (the rest stay buffers)."""
+    out: dict[str, LocalBuffer] = {}
+    for n in k.nodes:
+        if n.name not in k.local:
+            continue
+        dims = nonunit_dims(n.layout.size)
+        inner = dims[len(k.outer):]
+        if not inner:
+            out[n.name] = LocalBuffer(f"{n.name}_local", True, 1)
+            continue
+        if n.reduction_type or any(n.layout.stride[d] < 0 for d in inner):
+            continue
+        numel = 1 + sum((n.layout.size[d] - 1) * n.layout.stride[d] for d in inner)
+        if numel * n.dtype.itemsize <= MAX_LOCAL_BYTES:
+            out[n.name] = LocalBuffer(f"{n.name}_local", False, numel)
+    return out
 
 
 def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],

@@ -2,6 +2,7 @@
 matching strides become one loop (so small inner dims still vectorize)."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import sympy
@@ -103,3 +104,106 @@ def merge_loops(variables: Sequence[sympy.Symbol], sizes: Sequence[int], exprs: 
             del vs[i], ss[i]
         i -= 1
     return vs, ss, subst
+
+
+Bounds = tuple[int, int] | None
+
+
+def index_bounds(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> Bounds:
+    """Inclusive [lo, hi] of an index expression over 0 <= v < ranges[v], or None when unknown."""
+    if e.is_Integer:
+        return int(e), int(e)
+    if e.is_Symbol:
+        return (0, ranges[e] - 1) if e in ranges else None
+    if isinstance(e, sympy.Add):
+        lo = hi = 0
+        for t in e.args:
+            b = index_bounds(t, ranges)
+            if b is None:
+                return None
+            lo, hi = lo + b[0], hi + b[1]
+        return lo, hi
+    if isinstance(e, sympy.Mul):
+        lo = hi = 1
+        for f in e.args:
+            b = index_bounds(f, ranges)
+            if b is None:
+                return None
+            products = [lo * b[0], lo * b[1], hi * b[0], hi * b[1]]
+            lo, hi = min(products), max(products)
+        return lo, hi
+    if isinstance(e, FloorDiv) and e.args[1].is_Integer and int(e.args[1]) > 0:
+        b, d = index_bounds(e.args[0], ranges), int(e.args[1])
+        return None if b is None else (b[0] // d, b[1] // d)
+    if isinstance(e, ModularIndexing) and e.args[2].is_Integer:
+        return 0, int(e.args[2]) - 1
+    return None
+
+
+def _split_multiples(e: sympy.Expr, d: int) -> tuple[sympy.Expr, sympy.Expr]:
+    """e = d * q + r where q collects the terms whose integer coefficient is a multiple of d."""
+    q, r = sympy.Integer(0), sympy.Integer(0)
+    for t in sympy.Add.make_args(sympy.expand(e)):
+        coeff, rest = t.as_coeff_Mul()
+        if coeff.is_Integer and int(coeff) % d == 0:
+            q += sympy.Integer(int(coeff) // d) * rest
+        else:
+            r += t
+    return q, r
+
+
+def _floordiv(a: sympy.Expr, d: int, ranges: dict[sympy.Symbol, int]) -> sympy.Expr:
+    q, r = _split_multiples(a, d)  # floor((d*q + r) / d) = q + floor(r / d) for integer q
+    b = index_bounds(r, ranges)
+    if b is not None and 0 <= b[0] and b[1] < d:
+        return q
+    # r = g*s + t with g | d and 0 <= t < g: floor(r / d) = floor(s / (d/g)) (e.g. (512*x0 + x1) / 4096
+    # is x0 / 8 when x1 < 512)
+    terms = sympy.Add.make_args(r)
+    coeffs = [t.as_coeff_Mul()[0] for t in terms]
+    g = 0
+    for c in coeffs:
+        if c.is_Integer and math.gcd(int(c), d) > 1:
+            g = math.gcd(g, int(c))
+    g = math.gcd(g, d)
+    if g > 1:
+        big = [t for t, c in zip(terms, coeffs) if c.is_Integer and int(c) % g == 0]
+        rest = sympy.Add(*[t for t in terms if t not in big])
+        rb = index_bounds(rest, ranges)
+        if rb is not None and 0 <= rb[0] and rb[1] < g:
+            s = sympy.expand(sympy.Add(*big) / g)
+            return q + _floordiv(s, d // g, ranges)
+    return q + FloorDiv(r, sympy.Integer(d))
+
+
+def _mod(q: sympy.Expr, m: int, ranges: dict[sympy.Symbol, int], original: sympy.Expr) -> sympy.Expr:
+    _, r = _split_multiples(q, m)  # (m*k + r) mod m = r mod m
+    b = index_bounds(r, ranges)
+    if b is None or b[0] < 0:
+        return original
+    if b[1] < m:
+        return r
+    return ModularIndexing(r, sympy.Integer(1), sympy.Integer(m))
+
+
+def simplify_index(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr:
+    """Remove floor divisions and modulos that the loop ranges make trivial: with 0 <= x1 < 512,
+    `(512*x0 + x1) / 512` is `x0` and `x1 % 512` is `x1`; a contiguous inner index then vectorizes."""
+    e = sympy.sympify(e)
+    if not e.has(FloorDiv, ModularIndexing):
+        return e
+    if isinstance(e, FloorDiv):
+        a, d = simplify_index(e.args[0], ranges), e.args[1]
+        return _floordiv(a, int(d), ranges) if d.is_Integer and int(d) > 0 else FloorDiv(a, d)
+    if isinstance(e, ModularIndexing):
+        x, div, mod = (simplify_index(a, ranges) for a in e.args)
+        if not (div.is_Integer and mod.is_Integer and int(div) > 0 and int(mod) > 0):
+            return ModularIndexing(x, div, mod)
+        b = index_bounds(x, ranges)
+        if b is None or b[0] < 0:
+            return ModularIndexing(x, div, mod)
+        q = _floordiv(x, int(div), ranges)
+        return _mod(q, int(mod), ranges, ModularIndexing(x, div, mod))
+    if isinstance(e, (sympy.Add, sympy.Mul)):
+        return sympy.expand(e.func(*(simplify_index(a, ranges) for a in e.args)))
+    return e

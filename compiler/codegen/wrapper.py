@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 import torch
 
 from compiler.codegen.cpp import RenderedKernel, render_kernel
+from compiler.codegen import vector_math
 from compiler.codegen.cpp_ops import PRELUDE
-from compiler.ir import ExternArg, ExternCall, GraphIR, Layout
+from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
 from compiler.scheduler import FusedKernel, ScheduledGraph
 
 
@@ -71,6 +72,19 @@ def _arg_code(a: ExternArg, layouts: dict[str, tuple[torch.dtype, Layout]]) -> s
     return f"reinterpret({a.buffer}, {py_repr(tuple(size))}, {py_repr(tuple(stride))}, {offset})"
 
 
+# Extern ops called with a preallocated output (`.out` overload) when the output is dense and contiguous.
+OUT_VARIANTS = {"aten.mm.default": "torch.ops.aten.mm.out", "aten.addmm.default": "torch.ops.aten.addmm.out",
+                "aten.bmm.default": "torch.ops.aten.bmm.out", "aten.baddbmm.default": "torch.ops.aten.baddbmm.out"}
+
+
+def _out_variant(step: ExternCall) -> str | None:
+    op = OUT_VARIANTS.get(step.target)
+    if op is None or step.is_tuple or len(step.outputs) != 1 or step.outputs[0] is None:
+        return None
+    lay = step.outputs[0][2]
+    return op if tuple(lay.stride) == contiguous_strides(lay.size) else None
+
+
 def _op_code(target: str) -> str:
     ns, op, overload = target.split(".")
     return f"torch.ops.{ns}.{op}.{overload}"
@@ -91,7 +105,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     out.add("")
     src_line = out.add("cpp_source = r'''")
     cpp_first = src_line  # the string starts with a newline: C++ line 1 is this line's remainder
-    for line in PRELUDE.splitlines():
+    for line in (PRELUDE + vector_math.declarations()).splitlines():
         out.add(line)
     kernels: list[KernelLines] = []
     for rk in rendered:
@@ -162,12 +176,16 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
     out.add("    args.clear()")
     by_name = {rk.name: (rk, kl) for rk, kl in zip(rendered, kernels)}
     ordered: list[KernelLines] = []
-    dels = _last_uses(sg)
+    params = {a.buffer for rk in rendered for a in rk.args}
+    in_kernel_only = {n.name for k in sg.kernels for n in k.nodes if n.name not in params}
+    dels = {i: [b for b in names if b not in in_kernel_only] for i, names in _last_uses(sg).items()}
     for i, step in enumerate(sg.steps):
         if isinstance(step, FusedKernel):
             rk, kl = by_name[step.name]
             out.add(f"    # Topologically Sorted Source Nodes: [{', '.join(step.origins)}]")
             for n in step.nodes:
+                if n.name in in_kernel_only:  # lives in registers or a per-iteration array of the kernel
+                    continue
                 dtype, lay = layouts[n.name]
                 out.add(f"    {n.name} = empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})")
             ptrs = ", ".join(f"{a.buffer}.data_ptr()" for a in rk.args)
@@ -178,7 +196,14 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
             args = [_arg_code(a, layouts) for a in step.args]
             args += [f"{k}={_arg_code(v, layouts)}" for k, v in step.kwargs.items()]
             out.add(f"    # Source Nodes: [{step.origin}] (extern: {step.reason})")
-            start = out.add(f"    {step.name} = {_op_code(step.target)}({', '.join(args)})")
+            out_op = _out_variant(step)
+            if out_op is not None:  # the output comes from the buffer pool (no page faults on reuse)
+                dtype, lay = step.outputs[0][1], step.outputs[0][2]
+                start = out.add(f"    {step.name} = empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, "
+                                f"dtype={dtype})")
+                out.add(f"    {out_op}({', '.join(args + [f'out={step.name}'])})")
+            else:
+                start = out.add(f"    {step.name} = {_op_code(step.target)}({', '.join(args)})")
             if step.is_tuple:
                 for k, o in enumerate(step.outputs):
                     if o is not None:
