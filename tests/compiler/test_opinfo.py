@@ -1,32 +1,31 @@
 """PyTorch's OpInfo database judges `backend="lens"`: each sample input (float32, float64, int64, bool)
-compiled and compared with eager, with the OpInfo's tolerances. Default run: the OpInfos whose aten op
-has a lowering of ours (a spread subset of samples); `-m slow`: every OpInfo, every sample. The judge lives in benchmarks/opinfo_coverage.py."""
-import importlib.util
+compiled and compared with eager, with the OpInfo's tolerances. Default run: the OpInfos whose aten op has
+a lowering of ours (a spread subset of samples); `-m slow`: every OpInfo, every sample. The judge itself
+lives in benchmarks/opinfo_*.py (also a CLI: benchmarks/opinfo_coverage.py)."""
 import pathlib
 import sys
 
 import pytest
 
-_PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "opinfo_coverage.py"
-_spec = importlib.util.spec_from_file_location("opinfo_coverage", _PATH)
-coverage = importlib.util.module_from_spec(_spec)
-sys.modules["opinfo_coverage"] = coverage
-_spec.loader.exec_module(coverage)
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+import opinfo_coverage as coverage  # noqa: E402
+from opinfo_judge import LensJudge  # noqa: E402
+from opinfo_samples import family, find_ops, op_db, op_key  # noqa: E402
 
 # Samples per OpInfo and dtype in the default run (spread over the OpInfo's list); the slow run takes all.
 DEFAULT_MAX_SAMPLES = 24
 NATIVE_TARGET = 0.90  # share of judged elementwise/reduction samples generated without an extern call
 
-DEFAULT_OPS = coverage.find_ops()
-ALL_OPS = list(coverage.op_db())
-_REPORTS: dict[str, "coverage.OpReport"] = {}
+DEFAULT_OPS = find_ops()
+ALL_OPS = list(op_db())
+_REPORTS: dict = {}
 
 
 def _ids(ops):
     seen: dict[str, int] = {}
     out = []
     for op in ops:
-        key = coverage.op_key(op)
+        key = op_key(op)
         seen[key] = seen.get(key, 0) + 1
         out.append(key if seen[key] == 1 else f"{key}#{seen[key]}")
     return out
@@ -45,12 +44,12 @@ class _CoverageTable:
 def judge(tmp_path_factory, request):
     if not request.config.pluginmanager.has_plugin("lens-opinfo-table"):
         request.config.pluginmanager.register(_CoverageTable(), "lens-opinfo-table")
-    return coverage.LensJudge(str(tmp_path_factory.mktemp("opinfo")))
+    return LensJudge(str(tmp_path_factory.mktemp("opinfo")))
 
 
 def _check(judge, op, max_samples):
     report = judge.check(op, max_samples=max_samples)
-    _REPORTS[coverage.op_key(op)] = report
+    _REPORTS[op_key(op)] = report
     return report
 
 
@@ -64,8 +63,8 @@ def test_elementwise_and_reduction_samples_are_mostly_native(judge):
     """Runs after the per-op tests (file order) and reuses their reports; checks what they did not run."""
     reports = []
     for op in DEFAULT_OPS:
-        if coverage.family(op) in ("elementwise", "reduction"):
-            key = coverage.op_key(op)
+        if family(op) in ("elementwise", "reduction"):
+            key = op_key(op)
             reports.append(_REPORTS.get(key) or _check(judge, op, DEFAULT_MAX_SAMPLES))
     t = coverage.totals(reports)
     assert t.judged > 0

@@ -1,0 +1,192 @@
+"""Compiles OpInfo samples with backend="lens" (debug directories on) and judges each one: native (no extern
+call for it), fallback (extern ATen call, or Dynamo ran it eagerly) or failure (error or mismatch with eager)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch._dynamo
+
+from opinfo_samples import (DTYPES, DTYPES_ORDER, OpReport, SampleResult, Case, clone_args, same_outputs, family, op_key,
+                            prepare)
+
+# Samples compiled together as one graph (one g++ build); a failing chunk is redone sample by sample.
+BATCH_SAMPLES = 32
+# -- compiling and classifying -----------------------------------------------------------------------
+_CALLS_HEADER = 2  # lines before the first lambda in the generated calls file
+_FILE_LINE = re.compile(r"# File: (?P<file>.+?):(?P<line>\d+) in ")
+
+
+def _call_lambdas(op, n: int, folder: str) -> tuple[list, str]:
+    """n copies of `lambda *a, **k: op(*a, **k)`, each on its own line of a real file, so the kernel map's
+    source line of every FX node names the sample it comes from."""
+    path = os.path.join(folder, f"opinfo_calls_{n}.py")
+    text = "def make(op):\n    return [\n" + "        lambda *a, **k: op(*a, **k),\n" * n + "    ]\n"
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(text)
+    scope: dict = {}
+    exec(compile(text, path, "exec"), scope)  # noqa: S102  (our own generated lambdas)
+    return scope["make"](op.op), path
+
+
+@dataclass
+class _GraphUse:
+    """What the compiled graphs did with each line of the calls file."""
+
+    seen: set[int] = field(default_factory=set)
+    extern: dict[int, set[str]] = field(default_factory=dict)
+    eager: set[int] = field(default_factory=set)
+
+
+def _graph_dirs(root: str) -> set[str]:
+    out = set()
+    for run in os.listdir(root) if os.path.isdir(root) else ():
+        lens = os.path.join(root, run, "lens")
+        if os.path.isdir(lens):
+            out.update(os.path.join(lens, g) for g in os.listdir(lens))
+    return out
+
+
+def _read_graphs(dirs, calls_file: str) -> _GraphUse:
+    use = _GraphUse()
+    for d in dirs:
+        kmap = os.path.join(d, "kernel_map.json")
+        if not os.path.exists(kmap):  # the graph ran eagerly (no generated code)
+            readable = os.path.join(d, "fx_graph_readable.py")
+            if os.path.exists(readable):
+                with open(readable) as f:
+                    use.eager.update(int(m["line"]) for m in _FILE_LINE.finditer(f.read())
+                                     if os.path.abspath(m["file"]) == calls_file)
+            continue
+        with open(kmap) as f:
+            data = json.load(f)
+        reasons = _extern_reasons(os.path.join(d, "notes.txt"))
+        line_of = {n["name"]: n["source"]["line"] for n in data["nodes"]
+                   if n.get("source") and os.path.abspath(n["source"]["file"]) == calls_file}
+        target_of = {n["name"]: n["target"] for n in data["nodes"]}
+        use.seen.update(line_of.values())
+        for k in data["kernels"]:
+            if k["kind"] != "extern":
+                continue
+            for name in k["nodes"]:
+                if name in line_of:
+                    why = reasons.get(name, "")
+                    use.extern.setdefault(line_of[name], set()).add(
+                        target_of.get(name, name) + (f" ({why})" if why else ""))
+    return use
+
+
+_NOTE = re.compile(r"^(?P<node>\S+): extern call to \S+ \((?P<why>.*)\)$", re.M)
+
+
+def _extern_reasons(path: str) -> dict[str, str]:
+    """FX node -> why the lowering sent it to ATen (from notes.txt)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return {m["node"]: m["why"][:200] for m in _NOTE.finditer(f.read())}
+
+
+def _backend_error(e: BaseException) -> bool:
+    while e is not None:
+        if isinstance(e, torch._dynamo.exc.BackendCompilerFailed):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"[:300]
+
+
+class LensJudge:
+    """Compiles OpInfo samples with backend="lens" (debug on, into its own folder) and judges them."""
+
+    def __init__(self, work_dir: str | None = None):
+        self.work_dir = os.path.abspath(work_dir or tempfile.mkdtemp(prefix="lens-opinfo-"))
+        self.debug_root = os.path.join(self.work_dir, "debug")
+        torch._dynamo.config.cache_size_limit = 4096
+        torch._dynamo.config.accumulated_cache_size_limit = 1 << 20
+
+    def check(self, op, dtypes=DTYPES, max_samples: int | None = None) -> OpReport:
+        start = time.perf_counter()
+        report = OpReport(op_key(op), family(op))
+        cases, skipped = prepare(op, dtypes, max_samples)
+        report.results.extend(skipped)
+        if cases:
+            report.results.extend(self._judge(op, cases))
+        report.results.sort(key=lambda r: (DTYPES_ORDER.get(r.dtype, 9), r.index))
+        report.seconds = time.perf_counter() - start
+        return report
+
+    def _compile_run(self, fn, args_list: list, fullgraph: bool):
+        from compiler import config
+        old = (config.debug, config.debug_dir_root)
+        config.debug, config.debug_dir_root = True, self.debug_root
+        before = _graph_dirs(self.debug_root)
+        try:
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, backend="lens", dynamic=False, fullgraph=fullgraph)
+            torch.manual_seed(0)
+            out = compiled(clone_args(args_list))
+        finally:
+            config.debug, config.debug_dir_root = old
+        return out, _graph_dirs(self.debug_root) - before
+
+    def _judge(self, op, cases: list[Case]) -> list[SampleResult]:
+        fns, calls_file = _call_lambdas(op, len(cases), self.work_dir)
+        results = []
+        for lo in range(0, len(cases), BATCH_SAMPLES):  # one graph per chunk keeps each g++ build small
+            chunk = list(range(lo, min(lo + BATCH_SAMPLES, len(cases))))
+
+            def batch(S, chunk=chunk):
+                return [fns[k](*S[j][0], **S[j][1]) for j, k in enumerate(chunk)]
+
+            try:
+                outs, dirs = self._compile_run(batch, [(cases[k].args, cases[k].kwargs) for k in chunk], True)
+            except Exception:  # noqa: BLE001  (one bad sample: judge them one at a time)
+                results += [self._judge_one(op, cases[k], fns[k], calls_file, _CALLS_HEADER + 1 + k) for k in chunk]
+                continue
+            use = _read_graphs(dirs, calls_file)
+            results += [self._verdict(op, cases[k], outs[j], use, _CALLS_HEADER + 1 + k, "")
+                        for j, k in enumerate(chunk)]
+        return results
+
+    def _judge_one(self, op, case: Case, fn, calls_file: str, line: int) -> SampleResult:
+        def single(S):
+            return fn(*S[0][0], **S[0][1])
+
+        note = ""
+        try:
+            out, dirs = self._compile_run(single, [(case.args, case.kwargs)], True)
+        except Exception as e:  # noqa: BLE001
+            if _backend_error(e):
+                return SampleResult(op_key(op), str(case.dtype), case.index, "failure", error_text(e))
+            note = f"graph break: {error_text(e)}"
+            try:
+                out, dirs = self._compile_run(single, [(case.args, case.kwargs)], False)
+            except Exception as e2:  # noqa: BLE001
+                return SampleResult(op_key(op), str(case.dtype), case.index, "failure", error_text(e2))
+        use = _read_graphs(dirs, calls_file)
+        if note and line not in use.seen:
+            use.eager.add(line)
+        return self._verdict(op, case, out, use, line, note)
+
+    def _verdict(self, op, case: Case, out, use: _GraphUse, line: int, note: str) -> SampleResult:
+        verdict = SampleResult(op_key(op), str(case.dtype), case.index, "native")
+        mismatch = same_outputs(out, case.expected, case.atol, case.rtol, values=case.deterministic)
+        if mismatch:
+            verdict.status, verdict.reason = "failure", mismatch
+        elif line in use.eager:
+            verdict.status, verdict.reason = "fallback", note or "graph ran eagerly"
+        elif line in use.extern:
+            verdict.status, verdict.reason = "fallback", "extern " + ", ".join(sorted(use.extern[line]))
+        if not case.deterministic:
+            verdict.reason = (verdict.reason + "; " if verdict.reason else "") + "nondeterministic: values not compared"
+        return verdict
