@@ -12,7 +12,7 @@ from lsp_workspaces import SERVER, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from test_diagnostics import wait_for_diagnostics
-from trace_workspaces import FIXTURES, SCENARIOS, line_of, records, remapped_log, trace_workspace
+from trace_workspaces import RECORDED_SCENARIOS, FIXTURES, SCENARIOS, line_of, records, remapped_log, trace_workspace
 
 BREAKS = "breaks_recompile_failure"
 
@@ -47,7 +47,7 @@ async def test_graph_break_severity_setting_and_newer_run_clears_the_break(break
     assert graph_break.range.start.line == line_of(script, "if b.sum() < 0")
     assert graph_break.severity == types.DiagnosticSeverity.Error  # graphBreakSeverity: error
     # The same program runs again (a day later) without the graph break: its log is the newer run.
-    newer = remapped_log(FIXTURES / BREAKS / "dedicated_log_torch_trace_single.log", str(SCENARIOS),
+    newer = remapped_log(FIXTURES / BREAKS / "dedicated_log_torch_trace_single.log", RECORDED_SCENARIOS,
                          str(workspace), drop_kinds=("dynamo_graph_break_reason",), day="1231")
     (workspace / "torch_trace" / "dedicated_log_torch_trace_later.log").write_text("".join(newer))
     after = await wait_for_diagnostics(breaks_client, script.as_uri(), lambda d: not by_code(d, "graph-break"))
@@ -98,7 +98,7 @@ async def test_growing_log_in_a_trace_dirs_folder_is_read_as_it_grows(growing_cl
                                                                        tmp_path: Path):
     workspace = tmp_path / "ws"
     script = workspace / f"{BREAKS}.py"
-    framed = remapped_log(FIXTURES / BREAKS / "dedicated_log_torch_trace_single.log", str(SCENARIOS),
+    framed = remapped_log(FIXTURES / BREAKS / "dedicated_log_torch_trace_single.log", RECORDED_SCENARIOS,
                           str(workspace))
     cut = next(i for i, rec in enumerate(framed) if '"dynamo_graph_break_reason"' in rec)
     log = tmp_path / "elsewhere" / "dedicated_log_torch_trace_live.log"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from lsp_server.graph_builder import normalize_path
 from lsp_server.trace_loader import TraceLoader, trace_runs_of
-from trace_workspaces import FIXTURES, SCENARIOS, remapped_log, trace_workspace
+from trace_workspaces import RECORDED_SCENARIOS, FIXTURES, SCENARIOS, remapped_log, trace_workspace
 
 BREAKS_LOG = FIXTURES / "breaks_recompile_failure" / "dedicated_log_torch_trace_single.log"
 
@@ -17,7 +17,7 @@ def loader(tmp_path: Path, root: Path) -> TraceLoader:
 
 def test_two_rank_logs_are_one_run_and_a_later_log_of_a_rank_starts_the_next(tmp_path: Path):
     logs = trace_workspace(tmp_path / "ws", "two_ranks")
-    later = remapped_log(FIXTURES / "two_ranks" / "dedicated_log_torch_trace_rank_0.log", str(SCENARIOS),
+    later = remapped_log(FIXTURES / "two_ranks" / "dedicated_log_torch_trace_rank_0.log", RECORDED_SCENARIOS,
                          str(tmp_path / "ws"), day="1231")
     (logs / "dedicated_log_torch_trace_rank_0_later.log").write_text("".join(later))
     traces = loader(tmp_path, logs)
@@ -32,7 +32,7 @@ def test_two_rank_logs_are_one_run_and_a_later_log_of_a_rank_starts_the_next(tmp
 
 
 def test_appended_bytes_are_read_incrementally_and_a_deleted_log_is_forgotten(tmp_path: Path):
-    framed = remapped_log(BREAKS_LOG, str(SCENARIOS), str(tmp_path))
+    framed = remapped_log(BREAKS_LOG, RECORDED_SCENARIOS, str(tmp_path))
     log = tmp_path / "traces" / "dedicated_log_torch_trace_x.log"
     log.parent.mkdir()
     half = len(framed) // 2

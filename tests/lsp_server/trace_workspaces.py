@@ -3,12 +3,15 @@ tests/fixtures/torch_trace, re-framed so their source paths point into the test'
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import shutil
 from pathlib import Path
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch_trace"
 SCENARIOS = FIXTURES / "scenarios"
+# where the scenarios were when the committed logs were made (their paths are absolute)
+RECORDED_SCENARIOS = json.loads((FIXTURES / "paths.json").read_text())["scenarios"]
 HAS_PAYLOAD = re.compile(r'"has_payload": "[0-9a-f]{32}"')
 GLOG_DAY = re.compile(r"^(\[rank\d+\]:)?([VIWEC])(\d{4}) ")
 
@@ -55,7 +58,7 @@ def trace_workspace(workspace: Path, scenario: str, log_folder: str = "torch_tra
     logs = workspace / log_folder
     logs.mkdir(parents=True, exist_ok=True)
     for log in sorted((FIXTURES / scenario).glob("*.log")):
-        (logs / log.name).write_text("".join(remapped_log(log, str(SCENARIOS), str(workspace))))
+        (logs / log.name).write_text("".join(remapped_log(log, RECORDED_SCENARIOS, str(workspace))))
     return logs
 
 
