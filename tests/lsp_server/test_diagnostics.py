@@ -11,7 +11,7 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 
-async def wait_for_diagnostics(client: LanguageClient, uri: str, predicate, timeout: float = 10.0):
+async def wait_for_diagnostics(client: LanguageClient, uri: str, predicate, timeout: float = 30.0):
     """Poll the diagnostics the client received for `uri` until `predicate` holds."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:

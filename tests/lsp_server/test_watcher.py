@@ -19,7 +19,7 @@ async def hover_on_def(client: LanguageClient, workspace: Path) -> str | None:
     return None if result is None else result.contents.value
 
 
-async def poll_hover(client: LanguageClient, workspace: Path, predicate, timeout: float = 10.0) -> str | None:
+async def poll_hover(client: LanguageClient, workspace: Path, predicate, timeout: float = 30.0) -> str | None:
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
         text = await hover_on_def(client, workspace)
