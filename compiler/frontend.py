@@ -33,6 +33,17 @@ _GRAPH_IDS = itertools.count()
 COMPILED: list["CompiledGraph"] = []  # every graph this process compiled, in order
 
 
+def _floating_only(decomposition: Callable) -> Callable:
+    """`decomposition` for floating outputs; integer outputs stay the ATen op (an extern call)."""
+    def run(*args, **kwargs):
+        dtype = kwargs.get("dtype")
+        if dtype is not None and not dtype.is_floating_point and not dtype.is_complex:
+            return NotImplemented
+        return decomposition(*args, **kwargs)
+
+    return run
+
+
 @functools.lru_cache(maxsize=None)
 def decomposition_table() -> dict:
     """Core ATen decompositions plus the composite ops we would rather fuse than call."""
@@ -43,6 +54,11 @@ def decomposition_table() -> dict:
         aten.hardtanh, aten.mish, aten.lerp, aten.threshold, aten.masked_fill,
     ])
     table = {**core_aten_decompositions(), **extra}
+    # The refs compute integer linspace/logspace in floating point and round differently from eager.
+    for op in (aten.linspace, aten.logspace):
+        for name in op.overloads():
+            if getattr(op, name) in table:
+                table[getattr(op, name)] = _floating_only(table[getattr(op, name)])
     # Kept whole: reductions we lower natively, and extern ops that are faster as one ATen call.
     for op in (aten.sum, aten.amax, aten.amin, aten.argmax, aten.argmin, aten.prod, aten.any, aten.all,
                aten.mm, aten.addmm, aten.bmm, aten.convolution):
