@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -14,6 +15,8 @@ import tempfile
 from dataclasses import dataclass
 
 from compiler import config
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -74,6 +77,35 @@ def build_flags() -> list[str]:
     return [*config.cpp.flags, *EXTRA_FLAGS]
 
 
+def vectorization_report(source: str, report: str) -> list[str]:
+    """g++'s `-fopt-info-vec-missed` lines for kernel code, as `kernel:line: reason` (prelude lines dropped),
+    like Inductor's `TORCH_LOGS=+schedule` explains why a loop stayed scalar."""
+    lines = source.splitlines()
+    owner: dict[int, str] = {}
+    current = None
+    for i, text in enumerate(lines, 1):
+        m = re.match(r'extern "C" void (\w+)\(', text)
+        if m:
+            current = m.group(1)
+        owner[i] = current or ""
+    out, seen = [], set()
+    for d in parse_opt_info(report):
+        kernel = owner.get(d[0], "")
+        if kernel and (d[0], d[1]) not in seen:
+            seen.add((d[0], d[1]))
+            out.append(f"{kernel}:{d[0]}: {d[1]}  | {lines[d[0] - 1].strip()}")
+    return out
+
+
+def parse_opt_info(report: str) -> list[tuple[int, str]]:
+    out = []
+    for line in report.splitlines():
+        m = re.match(r"^[^:]+:(\d+):\d+: missed: (.*)$", line)
+        if m:
+            out.append((int(m.group(1)), m.group(2)))
+    return out
+
+
 def link_flags() -> list[str]:
     """Libraries, after the source on the command line (--as-needed drops those before it)."""
     from compiler.codegen.vector_math import link_flags as vector_math_link_flags
@@ -102,15 +134,27 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
     _write_atomic(src_path, source)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         tmp_so = os.path.join(tmp, "kernels.so")
-        cmd = [config.cpp.cxx, *build_flags(), "-o", tmp_so, src_path, *link_flags()]
+        report_path = os.path.join(tmp, "vectorization.txt")
+        opt_info = [f"-fopt-info-vec-missed={report_path}"] if config.debug else []
+        cmd = [config.cpp.cxx, *build_flags(), *opt_info, "-o", tmp_so, src_path, *link_flags()]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True)
         except OSError as e:
             raise CompilerNotFoundError(f"could not run {config.cpp.cxx!r}: {e}") from e
         if proc.returncode != 0:
             raise CppCompileError(cmd, proc.stderr, src_path, parse_diagnostics(proc.stderr))
+        if opt_info and os.path.exists(report_path):
+            _log_vectorization(source, folder, report_path)
         os.replace(tmp_so, so_path)
     return so_path
+
+
+def _log_vectorization(source: str, folder: str, report_path: str) -> None:
+    with open(report_path, errors="replace") as f:
+        missed = vectorization_report(source, f.read())
+    _write_atomic(os.path.join(folder, "vectorization.txt"), "\n".join(missed) + "\n")
+    for line in missed:
+        log.debug("kernel-lens vectorization missed: %s", line)
 
 
 def _write_atomic(path: str, text: str) -> None:

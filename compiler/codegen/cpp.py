@@ -9,7 +9,6 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import vector_math
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op)
 from compiler.codegen.index import cpp_index, merge_loops, simplify_index
@@ -117,11 +116,7 @@ class KernelRenderer:
         elif isinstance(node, Op):
             operands = [names[id(a)] for a in node.args]
             key = ("op", node.name, node.dtype, tuple(operands))
-            fast = vector_math.inline_op(node.name, node.args[0].dtype) if len(node.args) == 1 else None
-            if fast is not None and node.name not in config.cpp.op_overrides:
-                text = f"{fast}({operands[0]})"
-            else:
-                text = render_op(node.name, operands, [a.dtype for a in node.args])
+            text = render_op(node.name, operands, [a.dtype for a in node.args])
         else:
             raise TypeError(f"unknown IR expression {node!r}")
         got = block.temps.get(key)
