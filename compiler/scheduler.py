@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from compiler import config
-from compiler.ir import Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op, format_expr
+from compiler.ir import Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op
 
 
 def nonunit_dims(size: tuple[int, ...]) -> list[int]:
@@ -164,10 +164,27 @@ def mark_local_buffers(sg: ScheduledGraph) -> None:
             step.local = {n.name for n in step.nodes if n.name not in outputs and readers.get(n.name, set()) <= {i}}
 
 
+def _expr_key(e: Expr, memo: dict[int, tuple]) -> tuple:
+    """A hashable structural key (sympy indices hash by structure; no string printing, which is slow)."""
+    got = memo.get(id(e))
+    if got is not None:
+        return got
+    if isinstance(e, Load):
+        key: tuple = ("load", e.buffer, e.index)
+    elif isinstance(e, Op):
+        key = ("op", e.name, e.dtype, tuple(_expr_key(a, memo) for a in e.args))
+    elif isinstance(e, Cast):
+        key = ("cast", e.dtype, _expr_key(e.arg, memo))
+    else:
+        key = (type(e).__name__, e.dtype, getattr(e, "value", None), getattr(e, "expr", None))
+    memo[id(e)] = key
+    return key
+
+
 def _node_key(n: ComputedBuffer) -> tuple:
     """Equal keys: the same value at the same logical element (unit dims, e.g. keepdim, ignored)."""
     dims = nonunit_dims(n.layout.size)
-    return (format_expr(n.body), tuple(str(n.vars[d]) for d in dims), tuple(map(str, n.reduction_vars)),
+    return (_expr_key(n.body, {}), tuple(n.vars[d] for d in dims), tuple(n.reduction_vars),
             n.reduction_type, tuple(n.reduction_ranges), _dims_of(n), n.dtype)
 
 
@@ -214,6 +231,9 @@ def drop_duplicate_nodes(k: FusedKernel) -> None:
     for n in k.nodes:
         if renamed:
             n.body = rename_loads(n.body, renamed, dups)
+        if not n.reduction_type:  # only reductions are worth comparing (and only they repeat in practice)
+            kept.append(n)
+            continue
         key = _node_key(n)
         if n.name in k.local and key in seen:
             renamed[n.name], dups[n.name] = seen[key], n

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import sympy
 import torch
+from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 from compiler import config
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
@@ -373,11 +374,19 @@ def simplify_indices(e: Expr, ranges: dict[sympy.Symbol, int]) -> Expr:
     """The tree with every load index and index value simplified for these loop ranges (before loops merge,
     so merging sees the linear forms)."""
     memo: dict[int, Expr] = {}
+    simplified: dict[sympy.Expr, sympy.Expr] = {}
+
+    def simplify(i: sympy.Expr) -> sympy.Expr:
+        got = simplified.get(i)
+        if got is None:
+            got = simplified[i] = simplify_index(i, ranges) if i.has(FloorDiv, ModularIndexing) else i
+        return got
+
     for node in walk(e):
         if isinstance(node, Load):
-            new: Expr = dataclasses.replace(node, index=tuple(simplify_index(i, ranges) for i in node.index))
+            new: Expr = dataclasses.replace(node, index=tuple(simplify(i) for i in node.index))
         elif isinstance(node, IndexValue):
-            new = dataclasses.replace(node, expr=simplify_index(node.expr, ranges))
+            new = dataclasses.replace(node, expr=simplify(node.expr))
         elif isinstance(node, Op):
             new = dataclasses.replace(node, args=tuple(memo[id(a)] for a in node.args))
         elif isinstance(node, Cast):
