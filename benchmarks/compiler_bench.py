@@ -18,6 +18,7 @@ from typing import Callable
 import torch
 
 import compiler  # noqa: F401  (registers the "lens" backend)
+from compiler import config
 
 try:
     from compiler import memory
@@ -212,12 +213,12 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
 def _with_pool(enabled: bool, fn: Callable[[], object]):
     if memory is None:
         return fn()
-    old = memory.pool_enabled
-    memory.pool_enabled = enabled
+    old = config.cpp.buffer_pool
+    config.cpp.buffer_pool = enabled
     try:
         return fn()
     finally:
-        memory.pool_enabled = old
+        config.cpp.buffer_pool = old
 
 
 def print_table(results: list[tuple[Workload, Result]]) -> None:

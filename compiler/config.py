@@ -51,6 +51,12 @@ class cpp:
     cxx: str = os.environ.get("CXX", "g++")
     flags: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
                               "-fno-math-errno", "-fno-trapping-math")
+    # Serve large generated-code buffers from a pool whose blocks return when the last user's
+    # reference goes (LENS_BUFFER_POOL=0 turns it off); smaller buffers come from torch directly.
+    buffer_pool: bool = os.environ.get("LENS_BUFFER_POOL", "1") not in ("", "0")
+    min_pool_bytes: int = 256 * 1024
+    # Most blocks kept per (bytes, dtype); beyond that, allocations bypass the pool.
+    max_blocks_per_size: int = 4
     # Threads used by kernels; None means torch.get_num_threads().
     threads: int | None = None
 

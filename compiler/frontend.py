@@ -60,8 +60,9 @@ def decomposition_table() -> dict:
             if getattr(op, name) in table:
                 table[getattr(op, name)] = _floating_only(table[getattr(op, name)])
     # Kept whole: reductions we lower natively, and extern ops that are faster as one ATen call.
+    # (attention stays ATen's fused CPU kernel: decomposed, it materializes the full score matrix)
     for op in (aten.sum, aten.amax, aten.amin, aten.argmax, aten.argmin, aten.prod, aten.any, aten.all,
-               aten.mm, aten.addmm, aten.bmm, aten.convolution):
+               aten.mm, aten.addmm, aten.bmm, aten.convolution, aten._scaled_dot_product_flash_attention_for_cpu):
         for name in op.overloads():
             table.pop(getattr(op, name), None)
     return table

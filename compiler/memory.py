@@ -9,19 +9,14 @@ they had when only the pool held the block.
 """
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from dataclasses import dataclass, field
 
 import torch
 
-# Serve large buffers from the pool (LENS_BUFFER_POOL=0 turns it off; read at every allocation).
-pool_enabled: bool = os.environ.get("LENS_BUFFER_POOL", "1") not in ("", "0")
-# Buffers smaller than this come straight from torch.empty_strided (glibc reuses small blocks itself).
-min_pool_bytes: int = 256 * 1024
-# Most blocks kept per (bytes, dtype); beyond that, allocations bypass the pool.
-max_blocks_per_size: int = 4
+from compiler import config
+
 
 
 @dataclass
@@ -60,7 +55,8 @@ class BufferPool:
 
     def empty_strided(self, size, stride, dtype: torch.dtype) -> torch.Tensor:
         numel = _storage_numel(size, stride)
-        if not pool_enabled or numel * dtype.itemsize < min_pool_bytes:
+        # settings are read at every allocation (config.cpp.buffer_pool, min_pool_bytes, max_blocks_per_size)
+        if not config.cpp.buffer_pool or numel * dtype.itemsize < config.cpp.min_pool_bytes:
             return torch.empty_strided(size, stride, dtype=dtype)
         key = (numel, dtype)
         with self.lock:
@@ -70,7 +66,7 @@ class BufferPool:
                     self.hits += 1
                     return torch.as_strided(block.tensor, size, stride)
             self.misses += 1
-            if len(blocks) >= max_blocks_per_size:
+            if len(blocks) >= config.cpp.max_blocks_per_size:
                 return torch.empty_strided(size, stride, dtype=dtype)
             block = _new_block(numel, dtype)
             blocks.append(block)

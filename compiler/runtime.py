@@ -23,6 +23,13 @@ def reinterpret(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
     return torch.as_strided(t, size, stride, t.storage_offset() + offset)
 
 
+def with_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
+    """`t` itself when it has this layout (strides of size-1 dims don't matter), else a copy that has it."""
+    if tuple(t.shape) == tuple(size) and all(a == b for a, b, n in zip(t.stride(), stride, size) if n > 1):
+        return t
+    return torch.empty_strided(size, stride, dtype=t.dtype, device=t.device).copy_(t)
+
+
 def rand_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
     """A random tensor with this layout (like Inductor's rand_strided)."""
     needed = 1 + sum((s - 1) * st for s, st in zip(size, stride) if s > 0) if all(s > 0 for s in size) else 0

@@ -101,7 +101,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     out.add("import sys")
     out.add("import torch")
     out.add("from compiler.runtime import load_cpp_module, reinterpret, rand_strided, empty_strided, "
-            "output_code_main")
+            "output_code_main, with_layout")
     out.add("")
     src_line = out.add("cpp_source = r'''")
     cpp_first = src_line  # the string starts with a newline: C++ line 1 is this line's remainder
@@ -204,10 +204,16 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 out.add(f"    {out_op}({', '.join(args + [f'out={step.name}'])})")
             else:
                 start = out.add(f"    {step.name} = {_op_code(step.target)}({', '.join(args)})")
+            # kernels read extern outputs with the fake tensor's strides: a real result laid out
+            # differently is copied into that layout, never read wrongly
             if step.is_tuple:
                 for k, o in enumerate(step.outputs):
                     if o is not None:
-                        out.add(f"    {o[0]} = {step.name}[{k}]")
+                        out.add(f"    {o[0]} = with_layout({step.name}[{k}], {py_repr(o[2].size)}, "
+                                f"{py_repr(o[2].stride)})")
+            elif out_op is None and step.outputs[0] is not None:
+                lay = step.outputs[0][2]
+                out.add(f"    {step.name} = with_layout({step.name}, {py_repr(lay.size)}, {py_repr(lay.stride)})")
             ordered.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
                                        [step.origin], start, len(out.lines), [(start, [step.origin])]))
         if dels.get(i):

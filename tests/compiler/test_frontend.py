@@ -79,3 +79,22 @@ def test_unsupported_dtype_and_op_fall_back_to_aten_with_a_note(tmp_path):
         config.debug, config.debug_dir_root = old
     notes = next(tmp_path.glob("run_*/lens/*/notes.txt")).read_text()
     assert "extern call" in notes and "bfloat16" in notes
+
+
+def test_transformer_encoder_with_attention_as_one_aten_call_matches_eager(tmp_path):
+    # ATen's CPU flash attention returns a layout other than its fake tensor's: the wrapper must re-lay it
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True).eval()
+        x = torch.randn(2, 10, 64)
+        old = config.debug, config.debug_dir_root
+        config.debug, config.debug_dir_root = True, str(tmp_path)
+        try:
+            with torch.no_grad():
+                assert_same(layer, x, atol=1e-5, rtol=1e-5)
+        finally:
+            config.debug, config.debug_dir_root = old
+    finally:
+        torch.backends.mha.set_fastpath_enabled(True)
+    notes = next(tmp_path.glob("run_*/lens/*/notes.txt")).read_text()
+    assert "_scaled_dot_product_flash_attention_for_cpu" in notes

@@ -4,14 +4,14 @@ import gc
 import pytest
 import torch
 
-from compiler import memory
+from compiler import config, memory
 
 SIZE, STRIDE = (512, 256), (256, 1)  # 512 KiB of float32: pooled
 
 
 @pytest.fixture
 def pool(monkeypatch):
-    monkeypatch.setattr(memory, "pool_enabled", True)
+    monkeypatch.setattr(config.cpp, "buffer_pool", True)
     return memory.BufferPool()
 
 
@@ -45,7 +45,7 @@ def test_never_reuses_memory_still_referenced(pool, keep):
 
 
 def test_keys_on_dtype_and_size_and_caps_blocks(pool, monkeypatch):
-    monkeypatch.setattr(memory, "max_blocks_per_size", 2)
+    monkeypatch.setattr(config.cpp, "max_blocks_per_size", 2)
     held = [pool.empty_strided(SIZE, STRIDE, torch.float32) for _ in range(3)]
     assert len({_ptr(t) for t in held}) == 3
     assert len(pool.blocks[(SIZE[0] * SIZE[1], torch.float32)]) == 2
@@ -56,13 +56,13 @@ def test_keys_on_dtype_and_size_and_caps_blocks(pool, monkeypatch):
 def test_small_and_disabled_bypass_the_pool(pool, monkeypatch):
     small = pool.empty_strided((4, 4), (4, 1), torch.float32)
     assert small.shape == (4, 4) and not pool.blocks
-    monkeypatch.setattr(memory, "pool_enabled", False)
+    monkeypatch.setattr(config.cpp, "buffer_pool", False)
     big = pool.empty_strided(SIZE, STRIDE, torch.float32)
     assert big.shape == SIZE and not pool.blocks
 
 
 def test_compiled_outputs_held_by_the_user_are_never_overwritten(monkeypatch):
-    monkeypatch.setattr(memory, "pool_enabled", True)
+    monkeypatch.setattr(config.cpp, "buffer_pool", True)
     torch._dynamo.reset()
     f = torch.compile(lambda x: x * 2 + 1, backend="lens")
     x = torch.randn(512, 512)
