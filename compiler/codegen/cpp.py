@@ -2,17 +2,16 @@
 comes from. Outer loops run under OpenMP when the work is big enough; innermost loops are `omp simd`."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import sympy
 import torch
-from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
 from compiler import config
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op)
-from compiler.codegen.index import cpp_index, merge_loops, simplify_index
+from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
+from compiler.codegen.kernel_locals import LocalBufferError, plan_locals
 from compiler.ir import Cast, ComputedBuffer, Constant, Expr, IndexValue, Layout, Load, Op, substitute, walk
 from compiler.scheduler import FusedKernel, nonunit_dims
 
@@ -370,71 +369,8 @@ class KernelRenderer:
         self.close()
 
 
-def simplify_indices(e: Expr, ranges: dict[sympy.Symbol, int]) -> Expr:
-    """The tree with every load index and index value simplified for these loop ranges (before loops merge,
-    so merging sees the linear forms)."""
-    memo: dict[int, Expr] = {}
-    simplified: dict[sympy.Expr, sympy.Expr] = {}
-
-    def simplify(i: sympy.Expr) -> sympy.Expr:
-        got = simplified.get(i)
-        if got is None:
-            got = simplified[i] = simplify_index(i, ranges) if i.has(FloorDiv, ModularIndexing) else i
-        return got
-
-    for node in walk(e):
-        if isinstance(node, Load):
-            new: Expr = dataclasses.replace(node, index=tuple(simplify(i) for i in node.index))
-        elif isinstance(node, IndexValue):
-            new = dataclasses.replace(node, expr=simplify(node.expr))
-        elif isinstance(node, Op):
-            new = dataclasses.replace(node, args=tuple(memo[id(a)] for a in node.args))
-        elif isinstance(node, Cast):
-            new = dataclasses.replace(node, arg=memo[id(node.arg)])
-        else:
-            new = node
-        memo[id(node)] = new
-    return memo[id(e)]
-
-
 # OpenMP reduction operators for reductions whose combine step is that operator.
 SIMD_REDUCTION_OPS = {"sum": "+", "prod": "*", "any": "||", "all": "&&"}
-
-
-@dataclass
-class LocalBuffer:
-    """A buffer that lives inside its kernel: a scalar per outer iteration, or an array of `numel`."""
-
-    name: str
-    scalar: bool
-    numel: int
-
-
-# Largest per-iteration array a kernel keeps on the (thread's) stack.
-MAX_LOCAL_BYTES = 64 * 1024
-
-
-class LocalBufferError(Exception):
-    """A local buffer is read at an index the kernel never wrote in the current outer iteration (a bug)."""
-
-
-def plan_locals(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]]) -> dict[str, LocalBuffer]:
-    """Which of the kernel's local buffers become scalars or per-iteration arrays (the rest stay buffers)."""
-    out: dict[str, LocalBuffer] = {}
-    for n in k.nodes:
-        if n.name not in k.local:
-            continue
-        dims = nonunit_dims(n.layout.size)
-        inner = dims[len(k.outer):]
-        if not inner:
-            out[n.name] = LocalBuffer(f"{n.name}_local", True, 1)
-            continue
-        if n.reduction_type or any(n.layout.stride[d] < 0 for d in inner):
-            continue
-        numel = 1 + sum((n.layout.size[d] - 1) * n.layout.stride[d] for d in inner)
-        if numel * n.dtype.itemsize <= MAX_LOCAL_BYTES:
-            out[n.name] = LocalBuffer(f"{n.name}_local", False, numel)
-    return out
 
 
 def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],

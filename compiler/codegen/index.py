@@ -5,8 +5,12 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+import dataclasses
+
 import sympy
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+
+from compiler.ir import Cast, Expr, IndexValue, Load, Op, walk
 
 
 class IndexPrintError(Exception):
@@ -207,3 +211,30 @@ def simplify_index(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr
     if isinstance(e, (sympy.Add, sympy.Mul)):
         return sympy.expand(e.func(*(simplify_index(a, ranges) for a in e.args)))
     return e
+
+
+def simplify_indices(e: Expr, ranges: dict[sympy.Symbol, int]) -> Expr:
+    """The tree with every load index and index value simplified for these loop ranges (before loops merge,
+    so merging sees the linear forms)."""
+    memo: dict[int, Expr] = {}
+    simplified: dict[sympy.Expr, sympy.Expr] = {}
+
+    def simplify(i: sympy.Expr) -> sympy.Expr:
+        got = simplified.get(i)
+        if got is None:
+            got = simplified[i] = simplify_index(i, ranges) if i.has(FloorDiv, ModularIndexing) else i
+        return got
+
+    for node in walk(e):
+        if isinstance(node, Load):
+            new: Expr = dataclasses.replace(node, index=tuple(simplify(i) for i in node.index))
+        elif isinstance(node, IndexValue):
+            new = dataclasses.replace(node, expr=simplify(node.expr))
+        elif isinstance(node, Op):
+            new = dataclasses.replace(node, args=tuple(memo[id(a)] for a in node.args))
+        elif isinstance(node, Cast):
+            new = dataclasses.replace(node, arg=memo[id(node.arg)])
+        else:
+            new = node
+        memo[id(node)] = new
+    return memo[id(e)]

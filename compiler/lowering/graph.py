@@ -5,7 +5,6 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-import sympy
 import torch
 import torch.fx
 

@@ -7,12 +7,12 @@ from typing import Sequence
 
 import sympy
 import torch
-from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+from torch.utils._sympy.functions import ModularIndexing
 
 from compiler.ir import Op, contiguous_strides
 from compiler.lowering.pointwise import check_dtype
 from compiler.lowering.registry import register
-from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, broadcast_to, cast,
+from compiler.lowering.values import (StridedView, TensorValue, broadcast_to, cast,
                                       constant, origin, origin_scope)
 
 aten, prims = torch.ops.aten, torch.ops.prims
