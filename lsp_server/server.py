@@ -19,6 +19,8 @@ from .settings import Settings, parse_settings
 from .trace_loader import TRACE_DIR_NAME, TraceLoader, TraceUpdate
 from .watcher import RunWatcher
 
+SETTLE_RESCAN_S = 0.5  # after start: one more look at every root (see start_indexing)
+
 log = logging.getLogger(__name__)
 
 # Each module has `register(server)`; the table is the server's feature list.
@@ -72,8 +74,10 @@ class KernelLensServer(LanguageServer):
         self.debug_dirs = seen
 
     def start_indexing(self) -> None:
+        """Watch first, then scan: a run written meanwhile is seen by one or the other. Folders created
+        while recursive watches were being added can slip past both, so the roots are rescanned once
+        more when the watcher has settled."""
         self.loop = asyncio.get_running_loop()
-        self.reindex_all()
         if self.settings.watch:
             self.watcher = RunWatcher(self.debug_dirs, self.index_paths, self.settings.debounce_ms / 1000,
                                       self.trace_loader.roots)
@@ -81,6 +85,10 @@ class KernelLensServer(LanguageServer):
                 self.watcher.start()
             except OSError as exc:  # no watching: `kernelLens.reindex` still works
                 self.show(f"Kernel Lens: cannot watch debug folders ({exc}); use the reindex command")
+                self.watcher = None
+        self.reindex_all()
+        if self.watcher is not None:
+            self.watcher.rescan_roots(delay_s=SETTLE_RESCAN_S)
 
     def reindex_all(self) -> int:
         """Synchronous full scan (loop thread)."""

@@ -130,6 +130,15 @@ class RunWatcher(FileSystemEventHandler):
                 return True
         return False
 
+    def rescan_roots(self, delay_s: float) -> None:
+        """Report every root as changed after `delay_s` (each is then rescanned whole)."""
+        roots = {d for d in self.debug_dirs if d.is_dir()} | {d for d in self.trace_dirs if d.exists()}
+        for root in roots:
+            if root not in self.watches and root.is_dir():
+                self.watch_debug_dir(root)  # created between start() and now
+        if roots:
+            self.schedule(roots, delay_s)
+
     def schedule(self, paths: set[Path], delay_s: float | None = None) -> None:
         with self.lock:
             self.pending |= paths
