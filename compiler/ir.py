@@ -200,28 +200,31 @@ def walk(e: Expr):
                 stack.append((c, False))
 
 
+def rewrite_leaves(e: Expr, on_load: Callable[[Load], Expr],
+                   on_index_value: Callable[[IndexValue], Expr] = lambda n: n) -> Expr:
+    """The same tree with loads and index values replaced; ops and casts are rebuilt over their new
+    children (shared subtrees stay shared)."""
+    memo: dict[int, Expr] = {}
+    for node in walk(e):
+        if isinstance(node, Load):
+            new = on_load(node)
+        elif isinstance(node, IndexValue):
+            new = on_index_value(node)
+        elif isinstance(node, Op):
+            new = dataclasses.replace(node, args=tuple(memo[id(a)] for a in node.args))
+        elif isinstance(node, Cast):
+            new = dataclasses.replace(node, arg=memo[id(node.arg)])
+        else:
+            new = node
+        memo[id(node)] = new
+    return memo[id(e)]
+
+
 def substitute(e: Expr, mapping: dict[sympy.Symbol, sympy.Expr]) -> Expr:
     """The same tree with index variables replaced (shared subtrees stay shared)."""
-    memo: dict[int, Expr] = {}
-
-    def go(n: Expr) -> Expr:
-        got = memo.get(id(n))
-        if got is not None:
-            return got
-        if isinstance(n, Load):
-            new: Expr = dataclasses.replace(n, index=tuple(sympy.expand(i.xreplace(mapping)) for i in n.index))
-        elif isinstance(n, IndexValue):
-            new = dataclasses.replace(n, expr=n.expr.xreplace(mapping))
-        elif isinstance(n, Op):
-            new = dataclasses.replace(n, args=tuple(go(a) for a in n.args))
-        elif isinstance(n, Cast):
-            new = dataclasses.replace(n, arg=go(n.arg))
-        else:
-            new = n
-        memo[id(n)] = new
-        return new
-
-    return go(e)
+    return rewrite_leaves(
+        e, lambda ld: dataclasses.replace(ld, index=tuple(sympy.expand(i.xreplace(mapping)) for i in ld.index)),
+        lambda iv: dataclasses.replace(iv, expr=iv.expr.xreplace(mapping)))
 
 
 def format_expr(e: Expr) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from compiler import config
-from compiler.ir import Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op
+from compiler.ir import Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op, rewrite_leaves
 
 
 def nonunit_dims(size: tuple[int, ...]) -> list[int]:
@@ -191,8 +191,6 @@ def _node_key(n: ComputedBuffer) -> tuple:
 def rename_loads(e: Expr, names: dict[str, ComputedBuffer], dups: dict[str, ComputedBuffer]) -> Expr:
     """The same tree with loads of a duplicate in `dups` reading the node in `names` at the same logical
     element instead (shared subtrees stay shared)."""
-    memo: dict[int, Expr] = {}
-
     def index_in(ld: Load) -> tuple:
         dup, orig = dups[ld.buffer], names[ld.buffer]
         picked = [ld.index[d] for d in nonunit_dims(dup.layout.size)]
@@ -201,24 +199,12 @@ def rename_loads(e: Expr, names: dict[str, ComputedBuffer], dups: dict[str, Comp
             index[d] = i
         return tuple(index)
 
-    def go(n: Expr) -> Expr:
-        got = memo.get(id(n))
-        if got is not None:
-            return got
-        if isinstance(n, Load):
-            new: Expr = n
-            if n.buffer in names:
-                new = dataclasses.replace(n, buffer=names[n.buffer].name, index=index_in(n))
-        elif isinstance(n, Op):
-            new = dataclasses.replace(n, args=tuple(go(a) for a in n.args))
-        elif isinstance(n, Cast):
-            new = dataclasses.replace(n, arg=go(n.arg))
-        else:
-            new = n
-        memo[id(n)] = new
-        return new
+    def on_load(ld: Load) -> Expr:
+        if ld.buffer not in names:
+            return ld
+        return dataclasses.replace(ld, buffer=names[ld.buffer].name, index=index_in(ld))
 
-    return go(e)
+    return rewrite_leaves(e, on_load)
 
 
 def drop_duplicate_nodes(k: FusedKernel) -> None:

@@ -10,7 +10,7 @@ import dataclasses
 import sympy
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
-from compiler.ir import Cast, Expr, IndexValue, Load, Op, walk
+from compiler.ir import Expr, rewrite_leaves
 
 
 class IndexPrintError(Exception):
@@ -216,7 +216,6 @@ def simplify_index(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr
 def simplify_indices(e: Expr, ranges: dict[sympy.Symbol, int]) -> Expr:
     """The tree with every load index and index value simplified for these loop ranges (before loops merge,
     so merging sees the linear forms)."""
-    memo: dict[int, Expr] = {}
     simplified: dict[sympy.Expr, sympy.Expr] = {}
 
     def simplify(i: sympy.Expr) -> sympy.Expr:
@@ -225,16 +224,5 @@ def simplify_indices(e: Expr, ranges: dict[sympy.Symbol, int]) -> Expr:
             got = simplified[i] = simplify_index(i, ranges) if i.has(FloorDiv, ModularIndexing) else i
         return got
 
-    for node in walk(e):
-        if isinstance(node, Load):
-            new: Expr = dataclasses.replace(node, index=tuple(simplify(i) for i in node.index))
-        elif isinstance(node, IndexValue):
-            new = dataclasses.replace(node, expr=simplify(node.expr))
-        elif isinstance(node, Op):
-            new = dataclasses.replace(node, args=tuple(memo[id(a)] for a in node.args))
-        elif isinstance(node, Cast):
-            new = dataclasses.replace(node, arg=memo[id(node.arg)])
-        else:
-            new = node
-        memo[id(node)] = new
-    return memo[id(e)]
+    return rewrite_leaves(e, lambda ld: dataclasses.replace(ld, index=tuple(simplify(i) for i in ld.index)),
+                          lambda iv: dataclasses.replace(iv, expr=simplify(iv.expr)))
