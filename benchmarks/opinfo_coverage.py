@@ -80,6 +80,22 @@ def _check_by_key(key: str, max_samples: int | None) -> OpReport:
         return OpReport(key, family(op), [SampleResult(key, "-", -1, "failure", f"harness: {error_text(e)}")])
 
 
+def load_reports(path: str) -> list[OpReport]:
+    """The OpInfos a (possibly interrupted) earlier run wrote to `path`; a torn last line is dropped."""
+    import os
+    if not os.path.exists(path):
+        return []
+    reports = []
+    with open(path) as f:
+        for line in f:
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            reports.append(OpReport(d["op"], d["family"], [SampleResult(**s) for s in d["results"]], d["seconds"]))
+    return reports
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--all", action="store_true", help="every OpInfo, not only those with a lowering")
@@ -87,17 +103,30 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-samples", type=int, default=None, help="per OpInfo and dtype (default: all)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--json", help="write every sample verdict here (one JSON line per OpInfo, as it finishes)")
+    p.add_argument("--resume", action="store_true",
+                   help="keep the OpInfos already in --json, append the others (a long sweep over sessions)")
     a = p.parse_args(argv)
     keys = list(dict.fromkeys(op_key(o) for o in find_ops(a.ops, a.all)))
     start = time.perf_counter()
+    earlier = load_reports(a.json) if a.resume and a.json else []
+    finished = {r.op for r in earlier}
+    keys = [k for k in keys if k not in finished]
+    if earlier:
+        print(f"resuming: {len(finished)} OpInfos already in {a.json}, {len(keys)} to go", file=sys.stderr)
     sink = open(a.json, "w") if a.json else None
 
-    def done(report: OpReport) -> OpReport:
-        print(format_table([report]).splitlines()[1], flush=True, file=sys.stderr)
+    def save(report: OpReport) -> None:
         if sink:
             sink.write(json.dumps({"op": report.op, "family": report.family, "seconds": report.seconds,
                                    "results": [asdict(s) for s in report.results]}) + "\n")
             sink.flush()
+
+    for report in earlier:  # rewritten, so a line torn by the interruption is gone
+        save(report)
+
+    def done(report: OpReport) -> OpReport:
+        print(format_table([report]).splitlines()[1], flush=True, file=sys.stderr)
+        save(report)
         return report
 
     if a.workers > 1:
@@ -110,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             reports = [f.result() for f in futures]
     else:
         reports = [done(_check_by_key(k, a.max_samples)) for k in keys]
+    reports = earlier + reports
     print(format_table(reports))
     print(format_failures(reports))
     print(f"wall time {time.perf_counter() - start:.0f} s")

@@ -213,18 +213,45 @@ def _eager_backward(gm: torch.fx.GraphModule, example_inputs) -> Callable:
     return _eager(gm)
 
 
+def _data_dependent_errors() -> tuple[type[BaseException], ...]:
+    from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    return GuardOnDataDependentSymNode, DataDependentOutputException, DynamicOutputShapeException
+
+
+DATA_DEPENDENT_ERRORS = _data_dependent_errors()
+
+
+def _eager_dynamo_graph(gm: torch.fx.GraphModule, error: BaseException) -> Callable:
+    """Tracing the graph to aten needed a tensor's value (e.g. `take` or `tensor_split` with a tensor of
+    indices): the whole Dynamo graph runs eagerly, and the debug directory says why."""
+    graph_id = f"graph_{next(_GRAPH_IDS)}"
+    reason = " ".join(str(error).split())[:300]
+    log.warning("kernel-lens: %s runs eagerly: tracing to aten needs data-dependent values (%s)", graph_id,
+                type(error).__name__)
+    if config.debug:
+        debug = DebugDir(graph_id)
+        debug.fx_graph_readable(readable_graph(gm).text)
+        debug.notes([f"{graph_id} runs eagerly (no generated code): tracing it to aten needs data-dependent "
+                     f"values: {type(error).__name__}: {reason}"])
+    return gm.forward
+
+
 def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable:
     """`torch.compile(fn, backend="lens")`: forward and inference graphs get generated kernels; the
     backward graph of training runs eagerly for now."""
     from torch._functorch.aot_autograd import aot_module_simplified
     first_new = len(COMPILED)
-    compiled = aot_module_simplified(
-        gm, example_inputs,
-        fw_compiler=functools.partial(compile_graph, kind="forward"),
-        bw_compiler=_eager_backward,
-        inference_compiler=functools.partial(compile_graph, kind="inference"),
-        decompositions=decomposition_table(),
-    )
+    try:
+        compiled = aot_module_simplified(
+            gm, example_inputs,
+            fw_compiler=functools.partial(compile_graph, kind="forward"),
+            bw_compiler=_eager_backward,
+            inference_compiler=functools.partial(compile_graph, kind="inference"),
+            decompositions=decomposition_table(),
+        )
+    except DATA_DEPENDENT_ERRORS as e:
+        return _eager_dynamo_graph(gm, e)
     settings = profiling_settings()
     if settings is not None:
         return profile_on_first_call(gm.forward, compiled, COMPILED[first_new:], settings)

@@ -65,6 +65,22 @@ def test_dynamic_shapes_run_eagerly_and_stay_correct(tmp_path):
     assert notes and "runs eagerly" in notes[0].read_text()
 
 
+def test_graph_needing_tensor_values_to_trace_runs_eagerly_even_with_fullgraph(tmp_path):
+    # take's decomposition asks for the index tensor's values: AOT tracing raises a data-dependent guard
+    old = config.debug, config.debug_dir_root
+    config.debug, config.debug_dir_root = True, str(tmp_path)
+    x, idx = torch.randn(5, 5), torch.tensor(3)
+    try:
+        torch._dynamo.reset()
+        got = torch.compile(lambda a, i: torch.take(a, i) * 2, backend="lens", fullgraph=True)(x, idx)
+    finally:
+        config.debug, config.debug_dir_root = old
+    assert torch.equal(got, torch.take(x, idx) * 2)
+    notes = "".join(p.read_text() for p in tmp_path.glob("run_*/lens/*/notes.txt"))
+    assert "runs eagerly" in notes and "data-dependent" in notes
+    assert list(tmp_path.glob("run_*/lens/*/fx_graph_readable.py"))
+
+
 def test_constants_in_the_graph_are_inputs():
     assert_same(lambda x: torch.maximum(x, torch.tensor([0.5, float("nan"), 2.0])), torch.tensor([1.0, 2.0, 3.0]))
 
