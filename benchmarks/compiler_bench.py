@@ -144,22 +144,30 @@ class Result:
 
 
 _BACKENDS: dict[str, object] = {}  # "lens" -> its callable (works without the installed entry point)
-_BACKEND_MS = [0.0]  # time spent inside lens's graph compiler (lowering, codegen, g++ or cache, load)
+# ms spent inside each backend's graph compiler, on aten graphs after Dynamo + AOTAutograd (lens:
+# frontend.compile_graph: lowering, codegen, g++ or cache, load; Inductor: _compile_fx_inner)
+_BACKEND_MS: dict[str, float] = {"lens": 0.0, "inductor": 0.0}
 
 
-def _time_lens_backend() -> None:
-    import compiler.frontend as frontend
-    inner = frontend.compile_graph
-    _BACKENDS["lens"] = frontend.lens_backend
-
+def _timed(key: str, inner: Callable) -> Callable:
     def timed(*args, **kwargs):
         t0 = time.perf_counter()
         try:
             return inner(*args, **kwargs)
         finally:
-            _BACKEND_MS[0] += (time.perf_counter() - t0) * 1e3
+            _BACKEND_MS[key] += (time.perf_counter() - t0) * 1e3
+    return timed
 
-    frontend.compile_graph = timed
+
+def _time_backends() -> None:
+    import compiler.frontend as frontend
+    _BACKENDS["lens"] = frontend.lens_backend
+    frontend.compile_graph = _timed("lens", frontend.compile_graph)
+    try:
+        import torch._inductor.compile_fx as compile_fx
+        compile_fx._compile_fx_inner = _timed("inductor", compile_fx._compile_fx_inner)
+    except (ImportError, AttributeError):  # another torch: Inductor's graph-compiler column stays empty
+        _BACKEND_MS.pop("inductor")
 
 
 def _fresh_cache_dirs(tmp: str, tag: str) -> None:
@@ -185,10 +193,11 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
                     _fresh_cache_dirs(tmp, f"{w.name.split()[0]}-{backend}")
                 torch._dynamo.reset()
                 compiled = torch.compile(w.fn, backend=_BACKENDS.get(backend, backend))
-                _BACKEND_MS[0] = 0.0
+                if backend in _BACKEND_MS:
+                    _BACKEND_MS[backend] = 0.0
                 ms, got = _first_call_ms(compiled, args)
-                if backend == "lens":
-                    res.compile_ms[f"lens backend {phase}"] = _BACKEND_MS[0]
+                if backend in _BACKEND_MS:
+                    res.compile_ms[f"{backend} backend {phase}"] = _BACKEND_MS[backend]
                 _check(w, expected, got, backend)
                 steady = steady or statistics.median(_time_once(lambda: compiled(*args), 1) for _ in range(5))
                 res.compile_ms[f"{backend} {phase}"] = max(0.0, ms - steady)
@@ -241,9 +250,15 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
     for w, r in results:
         for key in w.extra:
             print(f"{w.name}: {key} {r.median(key):.2f} ms (lens/this {r.median('lens') / r.median(key):.2f})")
-    print("lens backend only (lowering, codegen, g++ or cache hit, load), ms cold/warm: " + ", ".join(
-        f"{w.name.split()[0]} {r.compile_ms.get('lens backend cold', 0):.0f}/{r.compile_ms.get('lens backend warm', 0):.0f}"
-        for w, r in results))
+    print()
+    print("Graph compiler only (aten graph in, callable out; Dynamo + AOTAutograd left out, they are the same "
+          "for both), ms:")
+    print(f"{'workload':28} {'lens cold':>9} {'ind cold':>9} {'l/i cold':>8} {'lens warm':>9} {'ind warm':>9}")
+    for w, r in results:
+        c = r.compile_ms
+        lc, ic = c.get("lens backend cold", float("nan")), c.get("inductor backend cold", float("nan"))
+        print(f"{w.name:28} {lc:9.0f} {ic:9.0f} {lc / ic if ic == ic and ic > 0 else float('nan'):8.3f} "
+              f"{c.get('lens backend warm', float('nan')):9.0f} {c.get('inductor backend warm', float('nan')):9.0f}")
     print()
     print("Times in ms (median over rounds, one process). bound: preallocated ATen op moving the same bytes "
           "(pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), mlp: 2x addmm(out=)).")
@@ -261,7 +276,7 @@ def main() -> None:
     p.add_argument("--no-inductor", action="store_true")
     a = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
-    _time_lens_backend()
+    _time_backends()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"cpu {torch.backends.cpu.get_cpu_capability()}", file=sys.stderr)
     results = []

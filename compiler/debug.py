@@ -109,6 +109,11 @@ class DebugDir:
         self._write_json("tensors/manifest.json", data)
         self._write("tensors/README.txt", readme)
 
+    def vectorization(self, lines: list[str]) -> None:
+        head = ("# Loops g++ left scalar (-fopt-info-vec-missed): kernel:output_code.py line: reason  | code\n"
+                if lines else "# g++ vectorized every kernel loop (-fopt-info-vec-missed reported nothing)\n")
+        self._write("vectorization.txt", head + "".join(line + "\n" for line in lines))
+
     def notes(self, lines: list[str]) -> None:
         if lines:
             self._write("notes.txt", "\n".join(lines) + "\n")

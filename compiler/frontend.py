@@ -10,7 +10,6 @@ from typing import Callable
 
 import torch
 import torch.fx
-from torch._decomp import core_aten_decompositions, get_decompositions
 
 from compiler import config
 from compiler.accuracy import accuracy_settings, check_on_first_call, clone_args
@@ -18,54 +17,19 @@ from compiler.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.debug import DebugDir
+from compiler.decompositions import decomposition_table
 from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
 from compiler.kernel_map import KernelMap, build_kernel_map
-from compiler.lowering import DynamicShapeGraph, lower_graph
+from compiler.lowering import EagerGraph, lower_graph
 from compiler.profiling import profile_on_first_call, profiling_settings
 from compiler.repro_code import input_specs, runnable_graph_code
 from compiler.runtime import load_output_code
 from compiler.scheduler import format_schedule, schedule
 
 log = logging.getLogger(__name__)
-aten = torch.ops.aten
 _GRAPH_IDS = itertools.count()
 COMPILED: list["CompiledGraph"] = []  # every graph this process compiled, in order
-
-
-def _floating_only(decomposition: Callable) -> Callable:
-    """`decomposition` for floating outputs; integer outputs stay the ATen op (an extern call)."""
-    def run(*args, **kwargs):
-        dtype = kwargs.get("dtype")
-        if dtype is not None and not dtype.is_floating_point and not dtype.is_complex:
-            return NotImplemented
-        return decomposition(*args, **kwargs)
-
-    return run
-
-
-@functools.lru_cache(maxsize=None)
-def decomposition_table() -> dict:
-    """Core ATen decompositions plus the composite ops we would rather fuse than call."""
-    extra = get_decompositions([
-        aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.var, aten.var_mean, aten.std,
-        aten.std_mean, aten.gelu, aten.silu, aten.mean, aten.addcmul, aten.addcdiv, aten.hardswish,
-        aten.hardsigmoid, aten.softplus, aten.logsumexp, aten.sigmoid, aten.elu, aten.leaky_relu,
-        aten.hardtanh, aten.mish, aten.lerp, aten.threshold, aten.masked_fill,
-    ])
-    table = {**core_aten_decompositions(), **extra}
-    # The refs compute integer linspace/logspace in floating point and round differently from eager.
-    for op in (aten.linspace, aten.logspace):
-        for name in op.overloads():
-            if getattr(op, name) in table:
-                table[getattr(op, name)] = _floating_only(table[getattr(op, name)])
-    # Kept whole: reductions we lower natively, and extern ops that are faster as one ATen call.
-    # (attention stays ATen's fused CPU kernel: decomposed, it materializes the full score matrix)
-    for op in (aten.sum, aten.amax, aten.amin, aten.argmax, aten.argmin, aten.prod, aten.any, aten.all,
-               aten.mm, aten.addmm, aten.bmm, aten.convolution, aten._scaled_dot_product_flash_attention_for_cpu):
-        for name in op.overloads():
-            table.pop(getattr(op, name), None)
-    return table
 
 
 @dataclass
@@ -143,7 +107,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         debug.fx_graph_transformed(readable.text)
     try:
         ir = lower_graph(gm)
-    except DynamicShapeGraph as e:
+    except EagerGraph as e:
         log.warning("kernel-lens: %s runs eagerly: %s", graph_id, e)
         if debug:
             debug.notes([f"{graph_id} runs eagerly (no generated code): {e}"])
@@ -168,6 +132,8 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
             debug.kernel_map(kmap.to_json())
             debug.compile_error(report.to_json(graph_id))
         raise LensCompileError(report, debug.path if debug else None) from None
+    if debug:
+        _write_vectorization(debug, code, getattr(module, "cpp_source", None))
     call = module.call
     call._boxed_call = True
     if debug and config.save_tensors:
@@ -178,6 +144,13 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         compiled.call = _recording_inputs(compiled, compiled.call)
     COMPILED.append(compiled)
     return compiled
+
+
+def _write_vectorization(debug: DebugDir, code: OutputCode, cpp_source: str | None) -> None:
+    from compiler.build import opt_info_report, vectorization_report
+    report = opt_info_report(cpp_source) if cpp_source else None
+    if report is not None:
+        debug.vectorization(vectorization_report(cpp_source, report, code.cpp_first_line - 1))
 
 
 def _recording_inputs(graph: CompiledGraph, call: Callable) -> Callable:

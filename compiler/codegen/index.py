@@ -8,7 +8,9 @@ from typing import Sequence
 import dataclasses
 
 import sympy
-from torch.utils._sympy.functions import FloorDiv, ModularIndexing
+from torch.utils._sympy import functions as torch_sym
+
+from compiler.sym import FloorDiv, ModularIndexing
 
 from compiler.ir import Expr, rewrite_leaves
 
@@ -42,9 +44,9 @@ def cpp_index(e: sympy.Expr) -> str:
         if coeff == -1:
             return "-" + "*".join(factors)
         return f"{cpp_index(coeff)}*" + "*".join(factors)
-    if isinstance(e, FloorDiv):
+    if isinstance(e, torch_sym.FloorDiv):
         return f"({_atom(e.args[0])} / {_atom(e.args[1])})"
-    if isinstance(e, ModularIndexing):
+    if isinstance(e, torch_sym.ModularIndexing):
         x, div, mod = e.args
         inner = _atom(x) if div == 1 else f"({_atom(x)} / {_atom(div)})"
         return f"({inner} % {_atom(mod)})"
@@ -136,10 +138,10 @@ def index_bounds(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> Bounds:
             products = [lo * b[0], lo * b[1], hi * b[0], hi * b[1]]
             lo, hi = min(products), max(products)
         return lo, hi
-    if isinstance(e, FloorDiv) and e.args[1].is_Integer and int(e.args[1]) > 0:
+    if isinstance(e, torch_sym.FloorDiv) and e.args[1].is_Integer and int(e.args[1]) > 0:
         b, d = index_bounds(e.args[0], ranges), int(e.args[1])
         return None if b is None else (b[0] // d, b[1] // d)
-    if isinstance(e, ModularIndexing) and e.args[2].is_Integer:
+    if isinstance(e, torch_sym.ModularIndexing) and e.args[2].is_Integer:
         return 0, int(e.args[2]) - 1
     return None
 
@@ -194,12 +196,12 @@ def simplify_index(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr
     """Remove floor divisions and modulos that the loop ranges make trivial: with 0 <= x1 < 512,
     `(512*x0 + x1) / 512` is `x0` and `x1 % 512` is `x1`; a contiguous inner index then vectorizes."""
     e = sympy.sympify(e)
-    if not e.has(FloorDiv, ModularIndexing):
+    if not e.has(torch_sym.FloorDiv, torch_sym.ModularIndexing):
         return e
-    if isinstance(e, FloorDiv):
+    if isinstance(e, torch_sym.FloorDiv):
         a, d = simplify_index(e.args[0], ranges), e.args[1]
         return _floordiv(a, int(d), ranges) if d.is_Integer and int(d) > 0 else FloorDiv(a, d)
-    if isinstance(e, ModularIndexing):
+    if isinstance(e, torch_sym.ModularIndexing):
         x, div, mod = (simplify_index(a, ranges) for a in e.args)
         if not (div.is_Integer and mod.is_Integer and int(div) > 0 and int(mod) > 0):
             return ModularIndexing(x, div, mod)
@@ -221,7 +223,7 @@ def simplify_indices(e: Expr, ranges: dict[sympy.Symbol, int]) -> Expr:
     def simplify(i: sympy.Expr) -> sympy.Expr:
         got = simplified.get(i)
         if got is None:
-            got = simplified[i] = simplify_index(i, ranges) if i.has(FloorDiv, ModularIndexing) else i
+            got = simplified[i] = simplify_index(i, ranges) if i.has(torch_sym.FloorDiv, torch_sym.ModularIndexing) else i
         return got
 
     return rewrite_leaves(e, lambda ld: dataclasses.replace(ld, index=tuple(simplify(i) for i in ld.index)),

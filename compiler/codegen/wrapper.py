@@ -51,6 +51,8 @@ def py_repr(v) -> str:
         return f"torch.device({str(v)!r})"
     if isinstance(v, (torch.layout, torch.memory_format)):
         return str(v)
+    if isinstance(v, torch._ops.OpOverload):  # an argument of a higher-order op (with_effects)
+        return f"torch.ops.{v.namespace}.{v._opname}.{v._overloadname}"
     if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):
         return f"float({str(v)!r})"
     if isinstance(v, (list, tuple)):
@@ -86,8 +88,8 @@ def _out_variant(step: ExternCall) -> str | None:
 
 
 def _op_code(target: str) -> str:
-    ns, op, overload = target.split(".")
-    return f"torch.ops.{ns}.{op}.{overload}"
+    """`aten.mm.default` -> torch.ops.aten.mm.default; `higher_order.with_effects` -> torch.ops.higher_order..."""
+    return "torch.ops." + target
 
 
 def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], graph_id: str,
@@ -138,8 +140,8 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     return OutputCode("\n".join(out.lines) + "\n", cpp_first, kernels, rendered)
 
 
-def _last_uses(sg: ScheduledGraph) -> dict[int, list[str]]:
-    """For each step, the buffers read for the last time there (candidates for `del`)."""
+def _last_reads(sg: ScheduledGraph) -> dict[str, int]:
+    """Buffer -> the last step that reads it."""
     last: dict[str, int] = {}
     for i, step in enumerate(sg.steps):
         if isinstance(step, FusedKernel):
@@ -150,10 +152,19 @@ def _last_uses(sg: ScheduledGraph) -> dict[int, list[str]]:
             for a in list(step.args) + list(step.kwargs.values()):
                 for b in _arg_buffers(a):
                     last[b] = i
+    return last
+
+
+def _graph_output_buffers(sg: ScheduledGraph) -> set[str]:
     keep = {name for kind, name in sg.ir.outputs if kind == "buffer"}
-    keep |= {v.buffer for kind, v in sg.ir.outputs if kind == "view"}
+    return keep | {v.buffer for kind, v in sg.ir.outputs if kind == "view"}
+
+
+def _last_uses(sg: ScheduledGraph) -> dict[int, list[str]]:
+    """For each step, the buffers read for the last time there (candidates for `del`)."""
+    keep = _graph_output_buffers(sg)
     by_step: dict[int, list[str]] = {}
-    for b, i in last.items():
+    for b, i in _last_reads(sg).items():
         if b not in keep:
             by_step.setdefault(i, []).append(b)
     return by_step
@@ -179,6 +190,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
     params = {a.buffer for rk in rendered for a in rk.args}
     in_kernel_only = {n.name for k in sg.kernels for n in k.nodes if n.name not in params}
     dels = {i: [b for b in names if b not in in_kernel_only] for i, names in _last_uses(sg).items()}
+    used = set(_last_reads(sg)) | _graph_output_buffers(sg)
     for i, step in enumerate(sg.steps):
         if isinstance(step, FusedKernel):
             rk, kl = by_name[step.name]
@@ -207,8 +219,8 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
             # kernels read extern outputs with the fake tensor's strides: a real result laid out
             # differently is copied into that layout, never read wrongly
             if step.is_tuple:
-                for k, o in enumerate(step.outputs):
-                    if o is not None:
+                for k, o in enumerate(step.outputs):  # unused ones are left alone: their sizes may differ
+                    if o is not None and o[0] in used:  # from the meta function's (embedding_bag's do)
                         out.add(f"    {o[0]} = with_layout({step.name}[{k}], {py_repr(o[2].size)}, "
                                 f"{py_repr(o[2].stride)})")
             elif out_op is None and step.outputs[0] is not None:

@@ -20,14 +20,24 @@ INLINE_REUSE_LIMIT = 3
 EXPENSIVE_OPS = {"exp", "log", "tanh", "erf", "sigmoid", "pow", "sin", "cos", "atan2", "expm1", "log1p"}
 
 
-class DynamicShapeGraph(Exception):
-    """The graph has symbolic sizes; the frontend runs it eagerly instead."""
+class EagerGraph(Exception):
+    """Generated code cannot run this graph; the frontend runs it eagerly instead (with a note why)."""
+
+
+class DynamicShapeGraph(EagerGraph):
+    """The graph has symbolic sizes."""
 
 
 def _target_name(target) -> str:
     if isinstance(target, torch._ops.OpOverload):
         return f"{target.namespace}.{target._opname}.{target._overloadname}"
+    if isinstance(target, torch._ops.HigherOrderOperator):  # e.g. with_effects around _linalg_check_errors
+        return f"higher_order.{target.name()}"
     return getattr(target, "__name__", str(target))
+
+
+def _callable_from_output_code(target) -> bool:
+    return isinstance(target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator))
 
 
 def _is_static(val) -> bool:
@@ -199,6 +209,9 @@ class GraphLowering:
         return ExternArg(value=v)
 
     def _extern(self, node: torch.fx.Node, reason: str):
+        if not _callable_from_output_code(node.target):
+            raise EagerGraph(f"node {node.name} calls {_target_name(node.target)}, which output_code.py cannot "
+                             f"call by name")
         args, kwargs = self._args(node)
         eargs = [self._extern_arg(a) for a in args]
         ekwargs = {k: self._extern_arg(v) for k, v in kwargs.items()}

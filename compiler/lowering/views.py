@@ -7,7 +7,7 @@ from typing import Sequence
 
 import sympy
 import torch
-from torch.utils._sympy.functions import ModularIndexing
+from compiler.sym import FloorDiv, ModularIndexing
 
 from compiler.ir import Op, contiguous_strides
 from compiler.lowering.pointwise import check_dtype
@@ -36,18 +36,49 @@ def reshape_value(x: TensorValue, new: tuple[int, ...]) -> TensorValue:
     old = x.size
     if new == old:
         return x
-    old_strides = contiguous_strides(old)
     new_strides = contiguous_strides(new)
+    groups = _reshape_groups(old, new)
 
     def loader(index):
-        flat = sum((i * s for i, s in zip(index, new_strides)), sympy.Integer(0))
-        return x.load([ModularIndexing(flat, st, sz) if sz != 1 else sympy.Integer(0)
-                       for st, sz in zip(old_strides, old)])
+        base: list[sympy.Expr] = [sympy.Integer(0)] * len(old)
+        for old_dims, new_dims in groups:  # only dims that merge or split need division
+            inner = contiguous_strides(tuple(new[d] for d in new_dims))
+            flat = sum((index[d] * s for d, s in zip(new_dims, inner)), sympy.Integer(0))
+            old_inner = contiguous_strides(tuple(old[d] for d in old_dims))
+            for k, (d, st) in enumerate(zip(old_dims, old_inner)):
+                base[d] = flat if len(old_dims) == 1 else (
+                    FloorDiv(flat, st) if k == 0 else ModularIndexing(flat, st, old[d]))
+        return x.load(base)
 
     strided = None
     if x.strided is not None and _is_contiguous(x.strided):
         strided = StridedView(x.strided.buffer, new, new_strides, x.strided.offset)
     return _view(x, new, loader, strided)
+
+
+def _reshape_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
+    """Runs of old and new dims with equal products (size-1 dims left out: an old one reads index 0, a new
+    one adds nothing). (8, 256, 512) -> (2048, 512) gives [([0, 1], [0]), ([2], [1])]."""
+    o = [d for d, s in enumerate(old) if s != 1]
+    n = [d for d, s in enumerate(new) if s != 1]
+    if 0 in old or 0 in new or not o or not n:
+        return [(o, n)] if o and n else []
+    groups, i, j = [], 0, 0
+    while i < len(o) and j < len(n):
+        gi, gj = [o[i]], [n[j]]
+        po, pn = old[o[i]], new[n[j]]
+        while po != pn:
+            if po < pn:
+                i += 1
+                gi.append(o[i])
+                po *= old[o[i]]
+            else:
+                j += 1
+                gj.append(n[j])
+                pn *= new[n[j]]
+        groups.append((gi, gj))
+        i, j = i + 1, j + 1
+    return groups
 
 
 def _is_contiguous(st: StridedView) -> bool:

@@ -26,8 +26,27 @@ def test_same_source_under_another_name_hits_the_cache(tmp_path, monkeypatch):
 def test_debug_build_explains_loops_left_scalar(tmp_path, monkeypatch):
     monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(config, "debug", True)
-    so = build.build_shared_library(SOURCE + "\n// debug build\n", "graph_0")
-    report = open(os.path.join(os.path.dirname(so), "vectorization.txt")).read()
+    source = SOURCE + "\n// debug build\n"
+    build.build_shared_library(source, "graph_0")
+    report = "\n".join(build.vectorization_report(source, build.opt_info_report(source)))
     assert report.startswith("gather_kernel:") and ("vectorize" in report)
     line = int(report.splitlines()[0].split(":")[1])
     assert "for (long i" in SOURCE.splitlines()[line - 1] or "out[i]" in SOURCE.splitlines()[line - 1]
+
+
+def test_debug_dir_has_the_vectorization_report_in_output_code_lines(tmp_path, monkeypatch):
+    import torch
+    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(config, "debug", True)
+    monkeypatch.setattr(config, "debug_dir_root", str(tmp_path / "debug"))
+    torch._dynamo.reset()
+    x = torch.randn(6, 10)
+    torch.compile(lambda a: a.t().contiguous() * 2 + a.t().sum(1, keepdim=True), backend="lens")(x)
+    graph = next((tmp_path / "debug").glob("run_*/lens/graph_*"))
+    report = (graph / "vectorization.txt").read_text().splitlines()
+    code = (graph / "output_code.py").read_text().splitlines()
+    assert report[0].startswith("# ")
+    assert len(report) > 1, report
+    for line in report[1:]:  # kernel:LINE names the output_code.py line the reason is about
+        kernel, number, _ = line.split(":", 2)
+        assert kernel.startswith("cpp_fused_") and line.split("| ", 1)[1] == code[int(number) - 1].strip()

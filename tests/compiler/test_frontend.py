@@ -2,6 +2,7 @@
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from compiler import config
@@ -79,6 +80,24 @@ def test_graph_needing_tensor_values_to_trace_runs_eagerly_even_with_fullgraph(t
     notes = "".join(p.read_text() for p in tmp_path.glob("run_*/lens/*/notes.txt"))
     assert "runs eagerly" in notes and "data-dependent" in notes
     assert list(tmp_path.glob("run_*/lens/*/fx_graph_readable.py"))
+
+
+def test_effectful_op_with_effects_token_is_called_and_still_raises_like_eager():
+    # linalg.inv checks its info output through with_effects(_linalg_check_errors): a higher-order op
+    f = torch.compile(lambda a: torch.linalg.inv(a) * 2, backend="lens")
+    a = torch.randn(4, 4, dtype=torch.float64) + 4 * torch.eye(4, dtype=torch.float64)
+    torch._dynamo.reset()
+    torch.testing.assert_close(f(a), torch.linalg.inv(a) * 2)
+    with pytest.raises(torch.linalg.LinAlgError):
+        f(torch.zeros(4, 4, dtype=torch.float64))
+
+
+def test_extern_outputs_nobody_reads_keep_the_sizes_aten_gave_them(same):
+    # _embedding_bag's meta function sizes its unused max_indices output differently from the CPU kernel
+    def bag(w, i, o):
+        return torch.nn.functional.embedding_bag(i, w, o, mode="sum", include_last_offset=True) * 2
+
+    same(bag, torch.randn(5, 5), torch.tensor([0, 1, 1, 0, 1, 4]), torch.tensor([0, 3, 6]))
 
 
 def test_constants_in_the_graph_are_inputs():
