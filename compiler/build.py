@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from compiler import config
+from compiler import config, pch
 
 log = logging.getLogger(__name__)
 
@@ -118,12 +118,13 @@ def vectorization_report(source: str, report: str, line_offset: int = 0) -> list
     return out
 
 
-def parse_opt_info(report: str) -> list[tuple[int, str]]:
+def parse_opt_info(report: str, file_name: str = "kernels.cpp") -> list[tuple[int, str]]:
+    """(line, reason) of the `missed:` lines about `file_name` (not the prelude's header)."""
     out = []
     for line in report.splitlines():
-        m = re.match(r"^[^:]+:(\d+):\d+: missed: (.*)$", line)
-        if m:
-            out.append((int(m.group(1)), m.group(2)))
+        m = re.match(r"^([^:]+):(\d+):\d+: missed: (.*)$", line)
+        if m and os.path.basename(m.group(1)) == file_name:
+            out.append((int(m.group(2)), m.group(3)))
     return out
 
 
@@ -158,13 +159,16 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
         report_path = os.path.join(tmp, "vectorization.txt")
         # always asked for (it costs g++ nothing measurable), so a debug run served from the cache has it too
         opt_info = [f"-fopt-info-vec-missed={report_path}"]
-        cmd = [config.cpp.cxx, *build_flags(), *opt_info, "-o", tmp_so, src_path, *link_flags()]
+        cmd = [config.cpp.cxx, *build_flags(), *opt_info, "-o", tmp_so, *_sources(source, src_path, tmp),
+               *link_flags()]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True)
         except OSError as e:
             raise CompilerNotFoundError(f"could not run {config.cpp.cxx!r}: {e}") from e
         if proc.returncode != 0:
             raise CppCompileError(cmd, proc.stderr, src_path, parse_diagnostics(proc.stderr))
+        if "invalid-pch" in proc.stderr or ".gch" in proc.stderr:
+            log.warning("kernel-lens: the precompiled prelude was not used: %s", proc.stderr.strip()[:300])
         if os.path.exists(report_path):
             os.replace(report_path, os.path.join(folder, OPT_INFO))
             if config.debug:
@@ -172,6 +176,19 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
                     log.debug("kernel-lens vectorization missed: %s", line)
         os.replace(tmp_so, so_path)
     return so_path
+
+
+def _sources(source: str, src_path: str, tmp: str) -> list[str]:
+    """What g++ compiles: the full source, or its kernels against the precompiled prelude when that is ready
+    (a `#line` keeps diagnostics on the full source's lines)."""
+    parts = pch.split(source) if pch.enabled() else None
+    header = parts and pch.ready_header(parts[0], config.cpp.cxx, build_flags(), compiler_version(config.cpp.cxx))
+    if not header:
+        return [src_path]
+    body_path = os.path.join(tmp, "kernels_body.cpp")
+    with open(body_path, "w") as f:
+        f.write(f'#line {parts[2]} "{src_path}"\n{parts[1]}')
+    return ["-Winvalid-pch", "-include", header, body_path]
 
 
 OPT_INFO = "opt-info-vec-missed.txt"  # g++'s raw report, beside the cached .so

@@ -57,6 +57,8 @@ class cpp:
     min_pool_bytes: int = 256 * 1024
     # Most blocks kept per (bytes, dtype); beyond that, allocations bypass the pool.
     max_blocks_per_size: int = 4
+    # Build the prelude once as a precompiled header (compiler/pch.py); LENS_PCH=0 turns it off.
+    precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
     # Threads used by kernels; None means torch.get_num_threads().
     threads: int | None = None
 

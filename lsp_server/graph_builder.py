@@ -77,6 +77,7 @@ def build_graph(graph: Graph) -> bool:
         graph.kernels = kernels_from_output_code(output, provenance, graph)
     attach_compile_error(graph, files.parse("compile_error.json"))
     graph.accuracy = files.parse("accuracy.json")
+    graph.not_vectorized = files.parse("vectorization.txt") or {}
     graph.profile = files.parse("profile.json") or profile_from_benchmark(files)
     apply_profile(graph)
     return files.incomplete

@@ -67,6 +67,7 @@ class Graph:
     accuracy: AccuracyReport | None = None
     profile: GraphProfile | None = None
     problems: list[str] = field(default_factory=list)
+    not_vectorized: dict[int, list[str]] = field(default_factory=dict)  # output_code line -> g++'s reasons
 
     @property
     def output_code(self) -> Path:

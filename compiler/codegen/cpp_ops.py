@@ -48,8 +48,8 @@ CPP_OPS: dict[str, str | dict[str, str]] = {
     "relu": {"bool": "{x}", "default": "lens_relu({x})"},
     "maximum": {"bool": "decltype({x})({x} || {y})", "default": "max_propagate_nan({x}, {y})"},
     "minimum": {"bool": "decltype({x})({x} && {y})", "default": "min_propagate_nan({x}, {y})"},
-    "fmax": {"float": "std::fmax({x}, {y})", "default": "std::max({x}, {y})"},
-    "fmin": {"float": "std::fmin({x}, {y})", "default": "std::min({x}, {y})"},
+    "fmax": {"float": "std::fmax({x}, {y})", "default": "lens_max({x}, {y})"},
+    "fmin": {"float": "std::fmin({x}, {y})", "default": "lens_min({x}, {y})"},
     "atan2": "std::atan2({x}, {y})", "hypot": "std::hypot({x}, {y})",
     "copysign": "std::copysign({x}, {y})", "nextafter": "std::nextafter({x}, {y})",
     "pow": {"float": "std::pow({x}, {y})", "default": "lens_ipow({x}, {y})"},
@@ -127,11 +127,16 @@ def render_constant(value, dtype: torch.dtype) -> str:
     return f"static_cast<{CTYPES[dtype]}>({v})"
 
 
+# Ends the part of every C++ source that is the same for all graphs (compiler/pch.py precompiles it).
+PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
+
 PRELUDE = r"""#include <cmath>
 #include <cstdint>
 #include <limits>
-#include <algorithm>
+#include <type_traits>
 #include <omp.h>
+template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
+template <typename T> inline T lens_max(T a, T b) { return a < b ? b : a; }  // (which costs g++ ~40 ms a build)
 template <typename T> inline T max_propagate_nan(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
   return a > b ? a : b;

@@ -51,9 +51,9 @@ def cpp_index(e: sympy.Expr) -> str:
         inner = _atom(x) if div == 1 else f"({_atom(x)} / {_atom(div)})"
         return f"({inner} % {_atom(mod)})"
     if isinstance(e, sympy.Max):
-        return _fold("std::max<int64_t>", e.args)
+        return _fold("lens_max<int64_t>", e.args)
     if isinstance(e, sympy.Min):
-        return _fold("std::min<int64_t>", e.args)
+        return _fold("lens_min<int64_t>", e.args)
     if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
         return "*".join([_atom(e.base)] * int(e.exp))
     raise IndexPrintError(f"cannot print index expression {e} ({type(e).__name__})")

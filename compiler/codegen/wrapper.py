@@ -10,7 +10,7 @@ import torch
 
 from compiler.codegen.cpp import RenderedKernel, render_kernel
 from compiler.codegen import vector_math
-from compiler.codegen.cpp_ops import PRELUDE
+from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
 from compiler.scheduler import FusedKernel, ScheduledGraph
 
@@ -109,6 +109,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     cpp_first = src_line  # the string starts with a newline: C++ line 1 is this line's remainder
     for line in (PRELUDE + vector_math.declarations()).splitlines():
         out.add(line)
+    out.add(PRELUDE_END)
     kernels: list[KernelLines] = []
     for rk in rendered:
         out.add("")

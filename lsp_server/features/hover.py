@@ -50,7 +50,20 @@ def generated_line_text(index: Index, path: str, line: int) -> str | None:
         node = graph.nodes.get(name)
         if node is not None:
             parts.append(node_block(graph, node))
+    scalar = not_vectorized_block(graph, kernel, [line])
+    if scalar:
+        parts.append(scalar)
     return "\n\n".join(parts)
+
+
+def not_vectorized_block(graph, kernel, lines: list[int]) -> str | None:
+    """g++'s reasons for leaving loops scalar on these generated lines (from vectorization.txt)."""
+    found = [(n, r) for n in lines for r in graph.not_vectorized.get(n, [])]
+    if not found:
+        return None
+    shown = "\n".join(f"- line {n}: {reason}" for n, reason in found[:6])
+    more = f"\n- … {len(found) - 6} more in vectorization.txt" if len(found) > 6 else ""
+    return f"**Not vectorized** (`{kernel.name}`, g++ -fopt-info-vec-missed):\n{shown}{more}"
 
 
 def source_line_text(index: Index, path: str, line: int) -> str | None:
@@ -68,11 +81,28 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
         timing = f", {kernel_time(kernel)}" if kernel_time(kernel) else ""
         parts.append(f"`{kernel.name}` ({kernel.kind}{timing}, nodes {', '.join(hit.nodes)}): {links}\n"
                      f"```{'cpp' if kernel.language == 'cpp' else 'python'}\n{code}\n```")
+        scalar = not_vectorized_block(graph, kernel, _loop_lines(graph, kernel, hit.generated_lines))
+        if scalar:
+            parts.append(scalar)
     first = hits[0].ref
     node = first.graph.nodes.get(hits[0].nodes[0]) if hits[0].nodes else None
     if node is not None and node.source is not None:
         parts.append(source_block(node.source))
     return "\n\n".join(parts)
+
+
+def _loop_lines(graph, kernel, lines: list[int]) -> list[int]:
+    """The generated lines and the `for` lines enclosing them within the kernel (g++ reports loops there)."""
+    out = set(lines)
+    for n in lines:
+        depth = 0
+        for k in range(n - 1, kernel.start_line - 1, -1):
+            text = graph.code_line(k).strip()
+            depth += text.count("}") - text.count("{")
+            if text.startswith("for ") and depth < 0:
+                out.add(k)
+                depth = 0
+    return sorted(out)
 
 
 def register(server: Any) -> None:

@@ -17,6 +17,7 @@ from .kernel_map import parse_kernel_map
 from .output_code import parse_output_code
 from .profile import parse_profile
 from .provenance import parse_provenance
+from .vectorization import parse_vectorization
 
 PARSERS: dict[str, Callable[[Path], Any]] = {
     "fx_graph_readable.py": parse_fx_graph_readable,
@@ -27,6 +28,7 @@ PARSERS: dict[str, Callable[[Path], Any]] = {
     "compile_error.json": parse_compile_error,
     "accuracy.json": parse_accuracy,
     "profile.json": parse_profile,
+    "vectorization.txt": parse_vectorization,  # loops g++ left scalar (ours)
     BENCHMARK_OUTPUT_FILE: read_benchmark_output,  # `python output_code.py -p` stdout (real Inductor)
     BENCHMARK_TRACE_FILE: read_chrome_trace,  # the Chrome trace it writes
 }

@@ -1,0 +1,91 @@
+"""A precompiled header for the prelude every generated translation unit starts with (<cmath>, <omp.h>, our
+helper templates, libmvec declarations). Parsing it took about half of each g++ build of a small graph
+(0.17 s -> 0.08 s with the header precompiled, measured on the softmax kernel).
+
+The header is built once per (prelude text, compiler, flags) into `<cache>/pch/<key>/`, in a detached
+background process after the first build that needed it, so no compile waits for it; until it is ready,
+builds parse the prelude as before. A kernel file compiled against it starts with `#line N "kernels.cpp"`, so
+g++'s diagnostics and vectorization report keep naming lines of the full source.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shlex
+import subprocess
+import time
+
+from compiler import config
+from compiler.codegen.cpp_ops import PRELUDE_END
+
+HEADER = "lens_prelude.h"
+_PENDING: list[subprocess.Popen] = []
+STALE_LOCK_S = 120.0  # a lock older than this belongs to a build that died
+
+
+def split(source: str) -> tuple[str, str, int] | None:
+    """(prelude, rest, line number of the rest's first line in `source`); None without the end marker."""
+    i = source.find(PRELUDE_END)
+    if i < 0:
+        return None
+    j = source.find("\n", i)
+    j = len(source) if j < 0 else j + 1
+    return source[:j], source[j:], source[:j].count("\n") + 1
+
+
+def folder_for(prelude: str, cxx: str, flags: list[str], version: str) -> str:
+    h = hashlib.sha256()
+    for part in (prelude, cxx, " ".join(flags), version):
+        h.update(part.encode())
+        h.update(b"\0")
+    return os.path.join(config.cache_dir(), "pch", h.hexdigest()[:24])
+
+
+def ready_header(prelude: str, cxx: str, flags: list[str], version: str) -> str | None:
+    """The header to `-include` when its precompiled form is ready; else None (and a build is started)."""
+    folder = folder_for(prelude, cxx, flags, version)
+    header = os.path.join(folder, HEADER)
+    if os.path.exists(header + ".gch"):
+        return header
+    if not os.path.exists(os.path.join(folder, "failed")):
+        _start_build(folder, header, prelude, cxx, flags)
+    return None
+
+
+def _start_build(folder: str, header: str, prelude: str, cxx: str, flags: list[str]) -> None:
+    os.makedirs(folder, exist_ok=True)
+    lock = os.path.join(folder, ".building")
+    try:
+        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        try:
+            if time.time() - os.path.getmtime(lock) < STALE_LOCK_S:
+                return  # another process is building it
+            os.utime(lock)
+        except OSError:
+            return
+    tmp_header = f"{header}.{os.getpid()}.tmp"
+    with open(tmp_header, "w") as f:
+        f.write(prelude)
+    os.replace(tmp_header, header)
+    tmp_gch = f"{header}.{os.getpid()}.tmp-gch"
+    build = shlex.join([cxx, *flags, "-x", "c++-header", header, "-o", tmp_gch])
+    q = shlex.quote
+    script = (f"if nice -n 10 {build} 2>{q(os.path.join(folder, 'build.log'))}; then mv -f {q(tmp_gch)} "
+              f"{q(header + '.gch')}; else rm -f {q(tmp_gch)}; touch {q(os.path.join(folder, 'failed'))}; fi; "
+              f"rm -f {q(lock)}")
+    try:
+        _PENDING.append(subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, start_new_session=True))
+    except OSError:
+        os.remove(lock)
+
+
+def wait_for_builds() -> None:
+    """Wait for the header builds this process started (benchmarks and tests, so timings stay clean)."""
+    while _PENDING:
+        _PENDING.pop().wait()
+
+
+def enabled() -> bool:
+    return config.cpp.precompiled_header

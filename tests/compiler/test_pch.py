@@ -1,0 +1,90 @@
+"""The precompiled prelude: built once in the background, then used by later builds, with diagnostics and
+the vectorization report still on the full source's lines."""
+import ctypes
+import os
+
+import pytest
+
+from compiler import build, config, pch
+from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
+
+KERNEL = r'''
+extern "C" void add_one(const float* __restrict__ in, float* __restrict__ out)
+{
+    #pragma omp simd
+    for (int64_t i = 0; i < 64; i++) out[i] = lens_max(in[i], 0.0f) + 1.0f;
+}
+'''
+
+
+def source(kernel: str) -> str:
+    return PRELUDE + PRELUDE_END + "\n" + kernel
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config.cpp, "precompiled_header", True)
+    return tmp_path
+
+
+def compiled_files(monkeypatch) -> list[list[str]]:
+    seen = []
+    real = build._sources
+    monkeypatch.setattr(build, "_sources", lambda *a: seen.append(real(*a)) or seen[-1])
+    return seen
+
+
+def test_first_build_parses_the_prelude_then_later_builds_use_the_precompiled_one(cache, monkeypatch):
+    seen = compiled_files(monkeypatch)
+    build.build_shared_library(source(KERNEL))
+    pch.wait_for_builds()
+    (folder,) = (cache / "pch").iterdir()
+    assert (folder / "lens_prelude.h.gch").exists() and not (folder / ".building").exists()
+    so = build.build_shared_library(source(KERNEL + "// another graph\n"))
+    assert "-include" not in seen[0] and seen[1][:3] == ["-Winvalid-pch", "-include", str(folder / "lens_prelude.h")]
+    data = (ctypes.c_float * 64)(*[float(i - 32) for i in range(64)])
+    out = (ctypes.c_float * 64)()
+    ctypes.CDLL(so).add_one(data, out)
+    assert list(out) == [max(i - 32, 0) + 1.0 for i in range(64)]
+
+
+def test_errors_against_the_precompiled_prelude_name_lines_of_the_full_source(cache):
+    build.build_shared_library(source(KERNEL))
+    pch.wait_for_builds()
+    broken = source(KERNEL.replace("+ 1.0f;", "+ 1.0f + undefined_thing;"))
+    with pytest.raises(build.CppCompileError) as err:
+        build.build_shared_library(broken)
+    first = next(d for d in err.value.diagnostics if d.severity == "error")
+    assert os.path.basename(first.file) == "kernels.cpp"
+    assert "undefined_thing" in broken.splitlines()[first.line - 1]
+    assert "-include" in err.value.command
+
+
+def test_vectorization_report_skips_prelude_lines_and_keeps_kernel_lines(cache):
+    gather = KERNEL.replace("out[i] = lens_max(in[i], 0.0f) + 1.0f;", "out[i] = in[(i * 7) % 64] + out[i / 3];")
+    build.build_shared_library(source(KERNEL))
+    pch.wait_for_builds()
+    src = source(gather.replace("#pragma omp simd\n", ""))
+    build.build_shared_library(src)
+    lines = build.vectorization_report(src, build.opt_info_report(src))
+    assert lines and all(line.startswith("add_one:") for line in lines)
+    assert all("out[i] = in[" in src.splitlines()[int(line.split(":")[1]) - 1] for line in lines)
+
+
+def test_a_prelude_that_does_not_build_is_tried_once_and_builds_go_on_without_it(cache):
+    flags, version = build.build_flags(), build.compiler_version(config.cpp.cxx)
+    bad = PRELUDE + "#error this prelude does not build\n" + PRELUDE_END + "\n"
+    assert pch.ready_header(bad, config.cpp.cxx, flags, version) is None
+    pch.wait_for_builds()
+    folder = pch.folder_for(bad, config.cpp.cxx, flags, version)
+    assert os.path.exists(os.path.join(folder, "failed")) and "this prelude" in open(os.path.join(folder, "build.log")).read()
+    assert pch.ready_header(bad, config.cpp.cxx, flags, version) is None
+    assert not pch._PENDING  # no second attempt
+
+
+def test_turned_off_it_compiles_the_full_source(cache, monkeypatch):
+    monkeypatch.setattr(config.cpp, "precompiled_header", False)
+    seen = compiled_files(monkeypatch)
+    build.build_shared_library(source(KERNEL))
+    assert not (cache / "pch").exists() and "-include" not in seen[0]
