@@ -1,6 +1,21 @@
-"""Shared test setup: a fresh kernel cache per test session, so tests exercise real g++ builds."""
+"""Shared test setup: a fresh kernel cache per test session, so tests exercise real g++ builds; removed when
+the session ends (after any background precompiled-header build has finished)."""
 import os
+import shutil
 import tempfile
 
 _CACHE = tempfile.mkdtemp(prefix="lens-test-cache-")
-os.environ.setdefault("LENS_CACHE_DIR", _CACHE)
+_OWNED = os.environ.setdefault("LENS_CACHE_DIR", _CACHE) == _CACHE
+if not _OWNED:
+    os.rmdir(_CACHE)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not _OWNED:
+        return
+    try:
+        from compiler import pch
+        pch.wait_for_builds()
+    except ImportError:
+        pass
+    shutil.rmtree(_CACHE, ignore_errors=True)
