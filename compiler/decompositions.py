@@ -30,7 +30,8 @@ def decomposition_table() -> dict:
         aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.var, aten.var_mean, aten.std,
         aten.std_mean, aten.gelu, aten.silu, aten.mean, aten.addcmul, aten.addcdiv, aten.hardswish,
         aten.hardsigmoid, aten.softplus, aten.logsumexp, aten.sigmoid, aten.elu, aten.leaky_relu,
-        aten.hardtanh, aten.mish, aten.lerp, aten.threshold, aten.masked_fill,
+        aten.hardtanh, aten.mish, aten.lerp, aten.threshold, aten.masked_fill, aten.linalg_vector_norm,
+        aten.ldexp,
     ])
     table = {**core_aten_decompositions(), **extra}
     # The refs compute integer linspace/logspace in floating point and round differently from eager.

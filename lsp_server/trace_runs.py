@@ -7,6 +7,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from datetime import datetime
 from pathlib import Path
 
@@ -30,6 +31,28 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("KERNEL_LENS_TRACE_CACHE") or Path(tempfile.gettempdir()) / "kernel-lens-traces")
 
 
+CACHE_MAX_AGE_DAYS = 7.0  # a log's folder untouched this long (its log gone or idle) is removed at start-up
+
+
+def prune_cache(cache_dir: Path, max_age_days: float) -> list[Path]:
+    """Remove the cache's run folders that no server wrote to for `max_age_days`; returns them."""
+    cutoff = time.time() - max_age_days * 86400
+    removed = []
+    try:
+        entries = list(cache_dir.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            newest = max([entry.stat().st_mtime] + [p.stat().st_mtime for p in entry.rglob("*")])
+        except OSError:
+            continue  # being written or removed by another server right now
+        if entry.is_dir() and newest < cutoff:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
 def graph_folder_name(fc: FrameCompile, index: int) -> str:
     """`frame_0.1_graph_0`: frame 0, its compile 1, the first Inductor graph (forward/inference)."""
     autograd = "" if fc.compiled_autograd_id is None else f"ca{fc.compiled_autograd_id}_"
@@ -39,9 +62,10 @@ def graph_folder_name(fc: FrameCompile, index: int) -> str:
 class TraceRunWriter:
     """Writes logs' Inductor graphs under `cache_dir/<log hash>/` and loads them as trace runs."""
 
-    def __init__(self, cache_dir: Path) -> None:
+    def __init__(self, cache_dir: Path, max_age_days: float = CACHE_MAX_AGE_DAYS) -> None:
         self.cache_dir = cache_dir
         self.written: dict[Path, set[str]] = {}  # graph folder → record kinds written into it
+        prune_cache(cache_dir, max_age_days)
 
     def run_dir(self, log_path: str) -> Path:
         digest = hashlib.sha1(log_path.encode("utf-8", "replace")).hexdigest()[:12]

@@ -10,6 +10,7 @@ import math
 import torch
 
 from compiler import config
+from compiler.codegen import special_math
 
 CTYPES = {
     torch.float32: "float", torch.float64: "double", torch.int8: "int8_t", torch.int16: "int16_t",
@@ -36,7 +37,7 @@ CPP_OPS: dict[str, str | dict[str, str]] = {
     "sin": "std::sin({x})", "cos": "std::cos({x})", "tan": "std::tan({x})", "asin": "std::asin({x})",
     "acos": "std::acos({x})", "atan": "std::atan({x})", "sinh": "std::sinh({x})", "cosh": "std::cosh({x})",
     "tanh": "std::tanh({x})", "asinh": "std::asinh({x})", "acosh": "std::acosh({x})",
-    "atanh": "std::atanh({x})", "erf": "std::erf({x})", "erfc": "std::erfc({x})",
+    "atanh": "std::atanh({x})", "erf": "std::erf({x})", "erfc": "std::erfc({x})", "lgamma": "lens_lgamma({x})",
     "floor": {"float": "std::floor({x})", "default": "{x}"},
     "ceil": {"float": "std::ceil({x})", "default": "{x}"},
     "trunc": {"float": "std::trunc({x})", "default": "{x}"},
@@ -67,6 +68,7 @@ CPP_OPS: dict[str, str | dict[str, str]] = {
     "signbit": {"float": "std::signbit({x})", "bool": "false", "default": "({x} < 0)"},
     "where": "{x} ? {y} : {z}",
 }
+CPP_OPS.update(special_math.POLYNOMIAL_OPS)
 
 # Reductions: (initial accumulator, combine "acc = f(acc, v)").
 REDUCTION_INIT = {
@@ -190,6 +192,10 @@ template <typename T> inline T lens_ipow(T base, T exp) {
   while (exp) { if (exp & 1) result = T(result * base); exp >>= 1; base = T(base * base); }
   return result;
 }
+template <typename T> inline T lens_lgamma(T x) {  // the reentrant lgamma: std::lgamma writes signgam
+  int sign;
+  if constexpr (std::is_same_v<T, float>) return lgammaf_r(x, &sign); else return lgamma_r(x, &sign);
+}
 template <typename T> inline T lens_lshift(T a, T b) {
   if (b < 0 || b >= T(sizeof(T) * 8)) return T(0);
   return T(static_cast<std::make_unsigned_t<T>>(a) << b);
@@ -198,4 +204,4 @@ template <typename T> inline T lens_rshift(T a, T b) {
   if (b < 0 || b >= T(sizeof(T) * 8)) return a < 0 ? T(-1) : T(0);
   return T(a >> b);
 }
-"""
+""" + special_math.PRELUDE

@@ -12,6 +12,7 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from compiler.ir import IndexValue, Op
+from compiler.codegen.special_math import POLYNOMIAL_OPS
 from compiler.lowering.registry import register
 from compiler.lowering.values import (TensorValue, UnsupportedLowering, broadcast_shapes, broadcast_to, cast,
                                       constant, origin, origin_scope)
@@ -94,7 +95,7 @@ SAME_DTYPE_OPS = {
     aten.log: "log", aten.log2: "log2", aten.log10: "log10", aten.log1p: "log1p", aten.sqrt: "sqrt",
     aten.rsqrt: "rsqrt", aten.sin: "sin", aten.cos: "cos", aten.tan: "tan", aten.asin: "asin",
     aten.acos: "acos", aten.atan: "atan", aten.sinh: "sinh", aten.cosh: "cosh", aten.tanh: "tanh",
-    aten.asinh: "asinh", aten.acosh: "acosh", aten.atanh: "atanh", aten.erf: "erf", aten.erfc: "erfc",
+    aten.asinh: "asinh", aten.acosh: "acosh", aten.atanh: "atanh", aten.erf: "erf", aten.erfc: "erfc", aten.lgamma: "lgamma",
     aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc", aten.frac: "frac",
     aten.reciprocal: "reciprocal", aten.sigmoid: "sigmoid", aten.sign: "sign", aten.sgn: "sign",
     aten.relu: "relu", aten.bitwise_not: "bitwise_not", aten.mul: "mul", aten.maximum: "maximum",
@@ -108,6 +109,7 @@ SAME_DTYPE_OPS = {
     prims.sin: "sin", prims.cos: "cos", prims.tanh: "tanh", prims.erf: "erf", prims.sub: "sub",
     prims.add: "add", prims.fmod: "fmod", prims.remainder: "remainder", prims.pow: "pow",
 }
+SAME_DTYPE_OPS.update({getattr(aten, f"special_{name}"): name for name in POLYNOMIAL_OPS})
 PROMOTED_OPS = {  # computed in the promoted dtype of the inputs, output bool
     aten.eq: "eq", aten.ne: "ne", aten.lt: "lt", aten.le: "le", aten.gt: "gt", aten.ge: "ge",
     prims.eq: "eq", prims.ne: "ne", prims.lt: "lt", prims.le: "le", prims.gt: "gt", prims.ge: "ge",

@@ -24,6 +24,20 @@ def test_integer_reductions(dtype):
     assert_same(fns, x)
 
 
+@pytest.mark.parametrize("ord", [2, 1, 3.5, 0, float("inf"), -float("inf")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_vector_norm_is_generated_natively(ord, dtype, tmp_path):
+    from tests.compiler.conftest import compile_with_debug
+    x = torch.randn(33, 70, dtype=dtype)
+    x[0, :5] = 0
+    fn = lambda t: (torch.linalg.vector_norm(t, ord, dim=-1), torch.linalg.vector_norm(t, ord))  # noqa: E731
+    out, graph = compile_with_debug(tmp_path, fn, x)
+    for got, expected in zip(out, fn(x)):
+        torch.testing.assert_close(got, expected)
+    code = (graph / "output_code.py").read_text()
+    assert "cpp_fused_" in code and "torch.ops.aten" not in code.split("def call", 1)[1]  # no ATen call
+
+
 def test_max_min_dim_returns_values_and_indices():
     x = torch.randn(8, 11)
     assert_same(lambda x: (x.max(1), x.min(0, keepdim=True), x.max()), x)

@@ -67,3 +67,22 @@ def test_inductor_graphs_of_a_log_become_a_trace_run(tmp_path: Path):
                                                       "inductor_provenance_tracking_node_mappings.json"}
     assert traces.refresh_paths({next(logs.glob("*.log"))}).runs == []  # nothing new: no reparse
     assert [r.id for r in traces.refresh_all(every_run=True).runs] == [run.id]
+
+
+def test_cache_folders_nobody_wrote_to_for_a_week_are_removed_at_start(tmp_path: Path):
+    import os
+    import time
+
+    from lsp_server.trace_runs import TraceRunWriter
+    cache = tmp_path / "cache"
+    old, fresh, mixed = cache / "old-log-0123", cache / "fresh-log-4567", cache / "mixed-log-89ab"
+    for folder in (old, fresh, mixed):
+        (folder / "torchinductor" / "frame_0.0_graph_0").mkdir(parents=True)
+        (folder / "torchinductor" / "frame_0.0_graph_0" / "output_code.py").write_text("# code\n")
+    week_ago = time.time() - 8 * 86400
+    for folder in (old, mixed):
+        for path in [folder, *folder.rglob("*")]:
+            os.utime(path, (week_ago, week_ago))
+    os.utime(mixed / "torchinductor" / "frame_0.0_graph_0" / "output_code.py")  # one file written just now
+    TraceRunWriter(cache)
+    assert not old.exists() and fresh.exists() and mixed.exists()
