@@ -182,10 +182,6 @@ def compile_graph_module(gm: torch.fx.GraphModule, example_inputs) -> Callable:
     return compile_graph(gm, example_inputs)
 
 
-def _eager_backward(gm: torch.fx.GraphModule, example_inputs) -> Callable:
-    return _eager(gm)
-
-
 def _data_dependent_errors() -> tuple[type[BaseException], ...]:
     from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
@@ -211,15 +207,15 @@ def _eager_dynamo_graph(gm: torch.fx.GraphModule, error: BaseException) -> Calla
 
 
 def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable:
-    """`torch.compile(fn, backend="lens")`: forward and inference graphs get generated kernels; the
-    backward graph of training runs eagerly for now."""
+    """`torch.compile(fn, backend="lens")`: forward, backward and inference graphs get generated kernels
+    (AOTAutograd compiles the backward at the first backward pass)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     first_new = len(COMPILED)
     try:
         compiled = aot_module_simplified(
             gm, example_inputs,
             fw_compiler=functools.partial(compile_graph, kind="forward"),
-            bw_compiler=_eager_backward,
+            bw_compiler=functools.partial(compile_graph, kind="backward"),
             inference_compiler=functools.partial(compile_graph, kind="inference"),
             decompositions=decomposition_table(),
         )
