@@ -55,6 +55,30 @@ def test_training_compiles_forward_and_backward_and_gradients_match(make, shape,
         torch.testing.assert_close(g, p.grad, atol=1e-4, rtol=1e-4)
 
 
+def test_backward_kernels_map_to_the_lines_they_differentiate(tmp_path):
+    import inspect
+    import json
+
+    def f(x, w):
+        y = torch.nn.functional.gelu(x @ w)
+        return torch.nn.functional.layer_norm(y, (y.shape[-1],))
+
+    first = inspect.getsourcelines(f)[1]
+    w = torch.randn(8, 8, requires_grad=True)
+    old = config.debug, config.debug_dir_root
+    config.debug, config.debug_dir_root = True, str(tmp_path)
+    try:
+        torch._dynamo.reset()
+        torch.compile(f, backend="lens")(torch.randn(4, 8), w).sum().backward()
+    finally:
+        config.debug, config.debug_dir_root = old
+    (backward,) = [p.parent for p in tmp_path.glob("run_*/lens/*/output_code.py")
+                   if "(backward)" in p.read_text().splitlines()[0]]
+    nodes = json.loads((backward / "kernel_map.json").read_text())["nodes"]
+    lines = {n["source"]["line"] for n in nodes if n.get("source") and n["source"]["file"] == __file__}
+    assert lines == {first + 1, first + 2}
+
+
 def test_input_mutation_and_aliasing_outputs_follow_eager():
     def f(x, y):
         x.add_(1)
