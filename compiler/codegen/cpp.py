@@ -8,6 +8,7 @@ import sympy
 import torch
 
 from compiler import config
+from compiler.codegen import column_reduction
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op)
 from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
@@ -158,6 +159,22 @@ class KernelRenderer:
             total *= s
         parallel = total >= config.cpp.min_chunk_size and ovars
         simdlen = f" simdlen({config.cpp.simdlen})" if config.cpp.simdlen else ""
+        for b in bodies:
+            b["body"] = substitute(b["body"], osubst)
+            b["store"] = sympy.expand(b["store"].xreplace(osubst))
+        if column_reduction.applies(self, list(ovars), bodies):
+            column_reduction.render(self, osizes[0], ovars[0], bodies, bool(parallel))
+        elif column_reduction.applies_to_total(self, list(ovars), bodies):
+            column_reduction.render_total(self, bodies)
+        else:
+            self._render_nest(ovars, osizes, bodies, parallel, simdlen)
+        self.indent -= 1
+        self.emit("}")
+        return RenderedKernel(k.name, k.kind, list(k.origins), list(self.params.values()), self.lines)
+
+    def _render_nest(self, ovars, osizes, bodies: list[dict], parallel, simdlen: str) -> None:
+        """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops."""
+        k = self.k
         for v, s, pragma in zip(ovars, osizes, self._outer_pragmas(osizes, bool(parallel), simdlen,
                                                                        not any(b["inner"][0] for b in bodies))):
             self.open_loop(v, s, pragma, k.origins)
@@ -167,14 +184,9 @@ class KernelRenderer:
             if local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
         for node, b in zip(k.nodes, bodies):
-            b["body"] = substitute(b["body"], osubst)
-            b["store"] = sympy.expand(b["store"].xreplace(osubst))
             self._render_node_block(node, b, parallel_inner=not parallel)
         for _ in ovars:
             self.close()
-        self.indent -= 1
-        self.emit("}")
-        return RenderedKernel(k.name, k.kind, list(k.origins), list(self.params.values()), self.lines)
 
     def _outer_pragmas(self, sizes: list[int], parallel: bool, simdlen: str, flat: bool) -> list[str | None]:
         """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),

@@ -202,6 +202,15 @@ def _copy(ctx, x, *args, **kwargs):
     return to_dtype(x, ctx.out_dtype) if isinstance(x, TensorValue) else x
 
 
+@register(aten.copy)
+def _copy_into(ctx, dst, src, non_blocking=False):
+    """aten.copy(self, src): src's values, broadcast to self's shape, in self's dtype (functionalized copy_)."""
+    if ctx.out_device_is_cpu is False or not isinstance(dst, TensorValue):
+        raise UnsupportedLowering("device transfer or non-tensor destination")
+    value = src if isinstance(src, TensorValue) else _as_value(src, dst.dtype)
+    return to_dtype(broadcast_to(value, tuple(ctx.out_size)), ctx.out_dtype)
+
+
 @register(aten.full, aten.scalar_tensor, aten.zeros, aten.ones, aten.full_like, aten.zeros_like,
           aten.ones_like, aten.empty_like, aten.empty, aten.empty_strided, aten.new_zeros, aten.new_ones,
           aten.new_full, aten.new_empty, aten.new_empty_strided, prims.full, aten.fill, aten.empty_permuted)

@@ -67,3 +67,57 @@ def test_layer_norm_with_affine_and_training_module():
 def test_column_reduction_then_pointwise():
     x = torch.randn(50, 20)
     assert_same(lambda x: x - x.mean(0), x, atol=1e-5)
+
+
+COLUMN_CASES = {
+    "sum0": lambda x: x.sum(0), "mean0": lambda x: x.mean(0), "amax0_nan": lambda x: x.amax(0),
+    "amin0_relu": lambda x: x.amin(0).relu() * 2, "sum0_keepdim_add": lambda x: x.sum(0, keepdim=True) + 1,
+    "sum_over_two_dims": lambda x: x.reshape(x.shape[0], 1, x.shape[1]).expand(-1, 3, -1).sum((0, 1)),
+}
+
+
+@pytest.mark.parametrize("shape", [(300, 70), (513, 260), (1, 7)], ids=str)
+@pytest.mark.parametrize("name", sorted(COLUMN_CASES))
+def test_reductions_over_the_strided_dim_walk_contiguous_blocks(name, shape, tmp_path):
+    from tests.compiler.conftest import compile_with_debug
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    x[shape[0] // 2, 3 % shape[1]] = float("nan")
+    fn = COLUMN_CASES[name]
+    out, graph = compile_with_debug(tmp_path, fn, x)
+    torch.testing.assert_close(out, fn(x), equal_nan=True, rtol=1e-5, atol=1e-4)
+    if shape[0] > 1:
+        assert "x0_base" in (graph / "output_code.py").read_text()  # the blocked nest, not a column walk
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
+def test_column_sum_of_integers_and_doubles(dtype):
+    x = torch.randint(-50, 50, (257, 130)).to(dtype)
+    torch._dynamo.reset()
+    got = torch.compile(lambda t: t.sum(0), backend="lens")(x)
+    assert torch.equal(got, x.sum(0)) if dtype == torch.int64 else torch.allclose(got, x.sum(0))
+
+
+TOTAL_CASES = {
+    "sum": lambda x: x.sum(), "mean": lambda x: x.mean(), "mse": lambda x: ((x - 1) ** 2).mean(),
+    "prod_near_one": lambda x: (x * 1e-3 + 1).prod(), "sum_1d_view": lambda x: x.reshape(-1).sum() * 2,
+}
+
+
+@pytest.mark.parametrize("name", sorted(TOTAL_CASES))
+def test_reductions_to_one_value_split_across_threads(name, tmp_path):
+    from tests.compiler.conftest import compile_with_debug
+    torch.manual_seed(0)
+    x = torch.randn(210, 333, dtype=torch.float64)
+    fn = TOTAL_CASES[name]
+    out, graph = compile_with_debug(tmp_path, fn, x)
+    torch.testing.assert_close(out, fn(x))
+    assert "lens_partials" in (graph / "output_code.py").read_text()
+    again = torch.compile(fn, backend="lens")(x)
+    assert torch.equal(again, out)  # partials are added in thread order: the same bits every run
+
+
+def test_integer_total_sum_is_exact():
+    x = torch.randint(-1000, 1000, (400, 300))
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(lambda t: t.sum(), backend="lens")(x), x.sum())
