@@ -18,76 +18,94 @@ KINDS = ("sum", "prod", "max", "min")
 BLOCK_BYTES = 1024  # accumulators per block: 256 floats, 128 doubles (L1-resident)
 
 
+def _reductions(k) -> int:
+    """How many leading nodes are reductions (the rest must be pointwise)."""
+    m = 0
+    while m < len(k.nodes) and k.nodes[m].reduction_type:
+        m += 1
+    return m
+
+
 def applies(renderer, ovars: list[sympy.Symbol], bodies: list[dict]) -> bool:
-    """One reduction node first, pointwise epilogue nodes after it (e.g. mean's division), one (merged)
-    outer var that the reduction reads contiguously, and reduction vars it reads with a larger stride."""
+    """Reduction nodes first (e.g. var's sum and sum of squares, or layer-norm backward's weight and bias
+    gradients), pointwise epilogue nodes after them (mean's division), one (merged) outer var that every
+    reduction reads contiguously, and reduction vars that no load walks contiguously."""
     k = renderer.k
-    if not k.nodes or len(ovars) != 1:
+    m = _reductions(k)
+    if m == 0 or len(ovars) != 1 or any(b["inner"][0] for b in bodies):
         return False
-    n, b = k.nodes[0], bodies[0]
-    if n.reduction_type not in KINDS or n.dtype == torch.bool or b["inner"][0]:
+    if any(n.reduction_type not in KINDS or n.dtype == torch.bool for n in k.nodes[:m]):
         return False
-    if any(m.reduction_type or mb["inner"][0] for m, mb in zip(k.nodes[1:], bodies[1:])):
+    if any(n.reduction_type for n in k.nodes[m:]):
         return False
-    local = renderer.locals.get(n.name)
-    if (local is not None and not local.scalar) or any(
-            renderer.locals.get(m.name) is not None and not renderer.locals[m.name].scalar for m in k.nodes[1:]):
-        return False
-    rvars = b["red"][0]
-    loads = [e for e in walk(b["body"]) if isinstance(e, Load)]
-    if not rvars or not loads:
+    if any(renderer.locals.get(n.name) is not None and not renderer.locals[n.name].scalar for n in k.nodes):
         return False
     x = ovars[0]
-    for ld in loads:
-        flat = sympy.expand(renderer.flat(ld))
-        if flat.coeff(x) != 1 or any(abs(flat.coeff(r)) == 1 for r in rvars):
+    for n, b in zip(k.nodes[:m], bodies[:m]):
+        rvars = b["red"][0]
+        loads = [e for e in walk(b["body"]) if isinstance(e, Load)]
+        if not rvars or not loads:
             return False
-    return all(sympy.expand(mb["store"]).coeff(x) == 1 for mb in bodies)
+        for ld in loads:
+            flat = sympy.expand(renderer.flat(ld))
+            if flat.coeff(x) != 1 or any(abs(flat.coeff(r)) == 1 for r in rvars):
+                return False
+    return all(sympy.expand(b["store"]).coeff(x) == 1 for b in bodies)
 
 
 def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: bool) -> None:
-    n, b = renderer.k.nodes[0], bodies[0]
-    t = CTYPES[n.dtype]
-    block = max(1, min(size, BLOCK_BYTES // n.dtype.itemsize))
-    acc = "acc_lanes"
-    nodes = list(renderer.k.origins)
+    k = renderer.k
+    m = _reductions(k)
+    block = max(1, min(size, BLOCK_BYTES // max(n.dtype.itemsize for n in k.nodes[:m])))
     if parallel and size > block:
-        renderer.emit("#pragma omp parallel for", nodes)
-    renderer.emit(f"for (int64_t {x.name}_base = 0; {x.name}_base < {size}; {x.name}_base += {block})", nodes)
+        renderer.emit("#pragma omp parallel for", list(k.origins))
+    renderer.emit(f"for (int64_t {x.name}_base = 0; {x.name}_base < {size}; {x.name}_base += {block})",
+                  list(k.origins))
     renderer.emit("{")
     renderer.indent += 1
     width = f"lens_min<int64_t>({block}, {size} - {x.name}_base)"
-    renderer.statement(f"alignas(64) {t} {acc}[{block}];", n.origin)
-    renderer.emit(f"for (int64_t lane = 0; lane < {block}; lane++) {acc}[lane] = "
-                  f"{REDUCTION_INIT[n.reduction_type].format(t=t)};", [n.origin])
-    rvars, rsizes = b["red"]
-    for v, s in zip(rvars, rsizes):
-        renderer.open_loop(v, s, None, n.origins)
-    renderer.emit("#pragma omp simd", [n.origin])
-    renderer.emit(f"for (int64_t {x.name}_lane = 0; {x.name}_lane < {width}; {x.name}_lane++)", n.origins)
-    renderer.emit("{")
-    renderer.indent += 1
-    renderer.emit(f"int64_t {x.name} = {x.name}_base + {x.name}_lane;", [n.origin])
-    renderer._combine(n, b, acc, f"{acc}[{x.name}_lane]")
-    renderer.close()
-    for _ in rvars:
+    accs = []
+    for i, (n, b) in enumerate(zip(k.nodes[:m], bodies[:m])):
+        acc, t = f"acc{i}_lanes", CTYPES[n.dtype]
+        accs.append(acc)
+        renderer.statement(f"alignas(64) {t} {acc}[{block}];", n.origin)
+        renderer.emit(f"for (int64_t lane = 0; lane < {block}; lane++) {acc}[lane] = "
+                      f"{REDUCTION_INIT[n.reduction_type].format(t=t)};", [n.origin])
+        rvars, rsizes = b["red"]
+        for v, sz in zip(rvars, rsizes):
+            renderer.open_loop(v, sz, None, n.origins)
+        renderer.emit("#pragma omp simd", [n.origin])
+        renderer.emit(f"for (int64_t {x.name}_lane = 0; {x.name}_lane < {width}; {x.name}_lane++)", n.origins)
+        renderer.emit("{")
+        renderer.indent += 1
+        renderer.emit(f"int64_t {x.name} = {x.name}_base + {x.name}_lane;", [n.origin])
+        renderer._combine(n, b, acc, f"{acc}[{x.name}_lane]")
         renderer.close()
-    renderer.emit(f"for (int64_t {x.name}_lane = 0; {x.name}_lane < {width}; {x.name}_lane++)", n.origins)
-    renderer.emit("{")
-    renderer.indent += 1
-    renderer.emit(f"int64_t {x.name} = {x.name}_base + {x.name}_lane;", [n.origin])
-    store = sympy.expand(b["store"])
-    if n.name in renderer.locals:  # read by the epilogue: its value is this lane's accumulator
-        renderer.statement(f"{t} {acc}_value = {acc}[{x.name}_lane];", n.origin)
-        renderer.locals[n.name] = LocalBuffer(f"{acc}_value", True, 1)
-        renderer.local_stores[n.name] = store
-    else:
-        renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(store)}] = {acc}[{x.name}_lane];",
-                           n.origin)
-    for node, nb in zip(renderer.k.nodes[1:], bodies[1:]):
+        for _ in rvars:
+            renderer.close()
+        if n.name in renderer.locals:  # later reductions and the epilogue read this lane's value
+            renderer.locals[n.name] = LocalBuffer(f"static_cast<{t}>({acc}[{x.name}_lane])", True, 1)
+            renderer.local_stores[n.name] = sympy.expand(b["store"])
+        else:  # stored before the next reduction, which may read it
+            _lane_loop(renderer, x, width, n.origins)
+            renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(sympy.expand(b['store']))}] = "
+                               f"{acc}[{x.name}_lane];", n.origin)
+            renderer.close()
+    if m == len(k.nodes):
+        renderer.close()
+        return
+    _lane_loop(renderer, x, width, list(k.origins))
+    for node, nb in zip(k.nodes[m:], bodies[m:]):
         renderer._render_node_block(node, nb, parallel_inner=False)
     renderer.close()
     renderer.close()
+
+
+def _lane_loop(renderer, x: sympy.Symbol, width: str, origins: list[str]) -> None:
+    renderer.emit(f"for (int64_t {x.name}_lane = 0; {x.name}_lane < {width}; {x.name}_lane++)", origins)
+    renderer.emit("{")
+    renderer.indent += 1
+    renderer.emit(f"int64_t {x.name} = {x.name}_base + {x.name}_lane;", origins)
 
 
 # -- reductions to one value (x.sum(), mse_loss's mean) ----------------------------------------------------

@@ -73,6 +73,8 @@ COLUMN_CASES = {
     "sum0": lambda x: x.sum(0), "mean0": lambda x: x.mean(0), "amax0_nan": lambda x: x.amax(0),
     "amin0_relu": lambda x: x.amin(0).relu() * 2, "sum0_keepdim_add": lambda x: x.sum(0, keepdim=True) + 1,
     "sum_over_two_dims": lambda x: x.reshape(x.shape[0], 1, x.shape[1]).expand(-1, 3, -1).sum((0, 1)),
+    "var0": lambda x: x.var(0), "std0_biased": lambda x: x.std(0, unbiased=False) + 1,
+    "two_column_reductions": lambda x: (x.sum(0), (x * 2).amax(0)),
 }
 
 
