@@ -69,6 +69,12 @@ def _rowsum_bound(args):
     return lambda: torch.sum(x, dim=1, out=out)
 
 
+def _colsum_bound(args):
+    x = args[0]
+    out = torch.empty(x.shape[1], dtype=x.dtype)
+    return lambda: torch.sum(x, dim=0, out=out)
+
+
 def _mlp_bound(mlp: torch.nn.Sequential):
     def make(args):
         x = args[0]
@@ -115,6 +121,8 @@ def workloads() -> list[Workload]:
                  "copy_", atol=1e-4, rtol=1e-4),
         Workload("mean dim=-1 (8192,1024)", _mean, lambda: [torch.randn(8192, 1024)], _rowsum_bound,
                  "sum(dim=1,out=)"),
+        Workload("sum dim=0 (8192,1024)", lambda x: x.sum(dim=0), lambda: [torch.randn(8192, 1024)],
+                 _colsum_bound, "sum(dim=0,out=)", atol=1e-3, rtol=1e-4),
         Workload("mlp 512-2048-512 (4096)", lambda x: mlp(x), lambda: [torch.randn(4096, 512)], _mlp_bound(mlp),
                  "2x addmm(out=)", atol=1e-4, rtol=1e-4),
         Workload("encoder layer (8,256,512)", _encoder(enc), lambda: [torch.randn(8, 256, 512)], None, "-",
