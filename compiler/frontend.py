@@ -117,7 +117,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     sg = schedule(ir, readable.op_names)
     header = f"Kernel Lens output code for {graph_id} ({kind}); FX graph: fx_graph_readable.py"
     code = generate_output_code(sg, readable.lines, graph_id, header)
-    kmap = build_kernel_map(graph_id, readable, code)
+    kmap = build_kernel_map(graph_id, readable, code, graph_kind=kind)
     if debug:
         debug.ir_post_fusion(format_schedule(sg))
         debug.output_code(code.text)

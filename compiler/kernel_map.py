@@ -14,12 +14,13 @@ KERNEL_MAP_VERSION = 1
 class KernelMap:
     graph_id: str
     status: str  # ok | compile_error | accuracy_error
+    graph_kind: str = "inference"  # inference | forward | backward
     nodes: list[dict] = field(default_factory=list)
     kernels: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"version": KERNEL_MAP_VERSION, "graph_id": self.graph_id, "status": self.status,
-                "nodes": self.nodes, "kernels": self.kernels}
+                "graph_kind": self.graph_kind, "nodes": self.nodes, "kernels": self.kernels}
 
     def kernel_at(self, output_code_line: int) -> dict | None:
         for k in self.kernels:
@@ -42,7 +43,8 @@ class KernelMap:
         return next((n for n in self.nodes if n["name"] == name), None)
 
 
-def build_kernel_map(graph_id: str, readable: ReadableGraph, code: OutputCode, status: str = "ok") -> KernelMap:
+def build_kernel_map(graph_id: str, readable: ReadableGraph, code: OutputCode, status: str = "ok",
+                     graph_kind: str = "inference") -> KernelMap:
     nodes = []
     for name, line in readable.lines.items():
         src = readable.sources.get(name)
@@ -53,4 +55,4 @@ def build_kernel_map(graph_id: str, readable: ReadableGraph, code: OutputCode, s
         kernels.append({"name": k.name, "kind": k.kind, "output_code_lines": [k.start, k.end],
                         "nodes": list(k.nodes),
                         "lines": [{"output_code_line": n, "nodes": list(ns)} for n, ns in k.lines]})
-    return KernelMap(graph_id, status, nodes, kernels)
+    return KernelMap(graph_id, status, graph_kind, nodes, kernels)

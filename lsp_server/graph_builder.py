@@ -70,11 +70,15 @@ def build_graph(graph: Graph) -> bool:
         graph.output_code_lines = output.lines
     if kernel_map is not None:
         graph.status = kernel_map.status
+        graph.direction = kernel_map.graph_kind
         merge_kernel_map_nodes(graph, kernel_map)
         graph.kernels = kernels_from_kernel_map(kernel_map, output, readable_lines(graph))
     elif output is not None:
         provenance: ProvenanceMap | None = files.parse("inductor_provenance_tracking_node_mappings.json")
         graph.kernels = kernels_from_output_code(output, provenance, graph)
+    if graph.direction is None:  # real Inductor: model__0_backward_3.1
+        found = re.search(r"_(forward|backward|inference)_", graph.path.name)
+        graph.direction = found.group(1) if found else None
     attach_compile_error(graph, files.parse("compile_error.json"))
     graph.accuracy = files.parse("accuracy.json")
     graph.not_vectorized = files.parse("vectorization.txt") or {}

@@ -68,6 +68,7 @@ class Graph:
     profile: GraphProfile | None = None
     problems: list[str] = field(default_factory=list)
     not_vectorized: dict[int, list[str]] = field(default_factory=dict)  # output_code line -> g++'s reasons
+    direction: str | None = None  # forward | backward | inference (AOTAutograd's graph), when known
 
     @property
     def output_code(self) -> Path:

@@ -35,7 +35,8 @@ def kernel_heading(ref: KernelRef) -> str:
 def kernel_block(ref: KernelRef, with_source: bool = True) -> str:
     kernel, graph = ref.kernel, ref.graph
     text = [f"#### {kernel_heading(ref)}",
-            f"{link(graph.output_code, kernel.start_line)} — run `{ref.run.id}`, graph `{graph.id}`"]
+            f"{link(graph.output_code, kernel.start_line)} — run `{ref.run.id}`, graph `{graph.id}`"
+            + (f" ({graph.direction})" if graph.direction in ("forward", "backward") else "")]
     if kernel.nodes:
         text.append("nodes: " + ", ".join(f"`{n}`" for n in kernel.nodes))
     if with_source:

@@ -79,7 +79,8 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
         code = "\n".join(f"{graph.code_line(n).strip()}" for n in hit.generated_lines[:8])
         links = ", ".join(link(graph.output_code, n) for n in hit.generated_lines[:8])
         timing = f", {kernel_time(kernel)}" if kernel_time(kernel) else ""
-        parts.append(f"`{kernel.name}` ({kernel.kind}{timing}, nodes {', '.join(hit.nodes)}): {links}\n"
+        direction = f", {graph.direction}" if graph.direction in ("forward", "backward") else ""
+        parts.append(f"`{kernel.name}` ({kernel.kind}{direction}{timing}, nodes {', '.join(hit.nodes)}): {links}\n"
                      f"```{'cpp' if kernel.language == 'cpp' else 'python'}\n{code}\n```")
         scalar = not_vectorized_block(graph, kernel, _loop_lines(graph, kernel, hit.generated_lines))
         if scalar:

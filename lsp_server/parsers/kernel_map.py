@@ -39,6 +39,7 @@ class KernelMap:
     status: str
     nodes: list[MappedNode]
     kernels: list[MappedKernel]
+    graph_kind: str = "inference"
 
 
 def parse_kernel_map(path: Path) -> KernelMap:
@@ -64,4 +65,5 @@ def parse_kernel_map(path: Path) -> KernelMap:
                  if (line := as_int(item.get("output_code_line"))) is not None]
         kernels.append(MappedKernel(name, as_str(entry.get("kind"), "pointwise"), start, end,
                                     as_str_list(entry.get("nodes")), lines))
-    return KernelMap(path, as_str(data.get("graph_id")), as_str(data.get("status"), "ok"), nodes, kernels)
+    return KernelMap(path, as_str(data.get("graph_id")), as_str(data.get("status"), "ok"), nodes, kernels,
+                     as_str(data.get("graph_kind"), "inference"))

@@ -74,7 +74,9 @@ def test_backward_kernels_map_to_the_lines_they_differentiate(tmp_path):
         config.debug, config.debug_dir_root = old
     (backward,) = [p.parent for p in tmp_path.glob("run_*/lens/*/output_code.py")
                    if "(backward)" in p.read_text().splitlines()[0]]
-    nodes = json.loads((backward / "kernel_map.json").read_text())["nodes"]
+    kmap = json.loads((backward / "kernel_map.json").read_text())
+    assert kmap["graph_kind"] == "backward"
+    nodes = kmap["nodes"]
     lines = {n["source"]["line"] for n in nodes if n.get("source") and n["source"]["file"] == __file__}
     assert lines == {first + 1, first + 2}
 
