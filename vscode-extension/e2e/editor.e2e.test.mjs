@@ -7,7 +7,9 @@ import fs from "node:fs";
 import { after, before, test } from "node:test";
 import path from "node:path";
 import { EditorSession, SCRIPT } from "./session.mjs";
-import { activeTabTitle, clickToken, cursorLine, hoverUntil, openFile, runCommand, waitForActiveTab, webviewFrame } from "./workbench.mjs";
+import {
+  activeTabTitle, clickToken, hoverUntil, openFile, runCommand, settledCursorLine, waitForActiveTab, webviewFrame,
+} from "./workbench.mjs";
 
 const JOB_TIMEOUT_MS = 5 * 60_000;
 let session;
@@ -97,12 +99,13 @@ test("Profile Current File opens the profile view with one row per kernel", { ti
     const sourceLines = maps.flatMap((m) => m.nodes.filter((n) => kernels.some((k) => k.nodes.includes(n.name))).map((n) => n.source?.line));
     await row.locator("a.source-link").click();
     await waitForActiveTab(session.page, SCRIPT);
-    const sourceLine = await cursorLine(session.page);
+    const sourceLine = await settledCursorLine(session.page, (line) => sourceLines.includes(line));
     t.diagnostic(`${name}: source link opened ${SCRIPT}:${sourceLine}; its nodes come from lines ${[...new Set(sourceLines)]}`);
     assert.ok(sourceLines.includes(sourceLine), `the source link opened line ${sourceLine}`);
     await row.locator("a.kernel-link").click();
     await waitForActiveTab(session.page, "output_code.py");
-    const kernelLine = await cursorLine(session.page);
+    const kernelLine = await settledCursorLine(
+      session.page, (line) => kernels.some((k) => k.output_code_lines[0] <= line && line <= k.output_code_lines[1]));
     assert.ok(
       kernels.some((k) => k.output_code_lines[0] <= kernelLine && kernelLine <= k.output_code_lines[1]),
       `the kernel link opened line ${kernelLine}, outside ${name}`,
@@ -144,8 +147,8 @@ test("Show Kernels for Function opens the generated kernel beside the source", {
     await waitForActiveTab(page, "output_code.py");
     assert.equal(await activeTabTitle(page), "output_code.py");
     // The cursor must sit inside the chosen kernel's lines of output_code.py (kernel_map.json, 1-based).
-    const cursor = await cursorLine(page);
     const ranges = ofFoo1.filter((k) => k.name === chosen).map((k) => k.output_code_lines);
+    const cursor = await settledCursorLine(page, (line) => ranges.some(([start, end]) => start <= line && line <= end));
     t.diagnostic(`opened ${chosen} at line ${cursor}; kernel_map ranges ${JSON.stringify(ranges)}`);
     assert.ok(
       ranges.some(([start, end]) => start <= cursor && cursor <= end),

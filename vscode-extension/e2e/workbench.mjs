@@ -125,6 +125,18 @@ export async function cursorLine(page) {
   return Number(/Ln (\d+)/.exec(status)[1]);
 }
 
+/** The cursor line once `accept(line)` holds (the editor applies a link's selection a moment after its tab
+ *  becomes active), or the last line seen when `timeout` ms pass without it: the caller asserts on it. */
+export async function settledCursorLine(page, accept, timeout = 10_000) {
+  const deadline = Date.now() + timeout;
+  let line = await cursorLine(page);
+  while (!accept(line) && Date.now() < deadline) {
+    await page.waitForTimeout(200);
+    line = await cursorLine(page);
+  }
+  return line;
+}
+
 export function activeTabTitle(page) {
   return page.locator(".editor-group-container.active .tab.active .label-name").first().innerText();
 }
