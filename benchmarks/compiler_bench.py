@@ -288,7 +288,8 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
           "built once per toolchain, in the background after the first compile).")
     print()
     print("Times in ms (median over rounds, one process). bound: preallocated ATen op moving the same bytes "
-          "(pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), mlp: 2x addmm(out=)).")
+          "(pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), "
+          "column sum: sum(dim=0,out=), mlp: 2x addmm(out=)).")
     print("Allocators: eager, inductor and 'lens nopool' allocate outputs with torch.empty_strided (c10 CPU "
           "allocator over glibc malloc); 'lens' serves buffers from compiler.memory's pool (reuses a block only "
           "once nothing but the pool references its storage).")

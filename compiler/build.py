@@ -146,8 +146,7 @@ def cache_key(source: str) -> str:
 def build_shared_library(source: str, name: str = "kernels") -> str:
     """The path of a .so built from `source` (from the cache when it was built before). The cached files
     are named after the key, not `name`, so the same source compiled under another graph id hits."""
-    key = cache_key(source)
-    folder = os.path.join(config.cache_dir(), key[:2], key)
+    folder = cache_folder(source)
     so_path = os.path.join(folder, "kernels.so")
     if os.path.exists(so_path):
         return so_path
@@ -170,10 +169,11 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
         if "invalid-pch" in proc.stderr or ".gch" in proc.stderr:
             log.warning("kernel-lens: the precompiled prelude was not used: %s", proc.stderr.strip()[:300])
         if os.path.exists(report_path):
-            os.replace(report_path, os.path.join(folder, OPT_INFO))
             if config.debug:
-                for line in vectorization_report(source, opt_info_report(source) or ""):
-                    log.debug("kernel-lens vectorization missed: %s", line)
+                with open(report_path, errors="replace") as f:
+                    for line in vectorization_report(source, f.read()):
+                        log.debug("kernel-lens vectorization missed: %s", line)
+            os.replace(report_path, os.path.join(folder, OPT_INFO))
         os.replace(tmp_so, so_path)
     return so_path
 
@@ -194,9 +194,15 @@ def _sources(source: str, src_path: str, tmp: str) -> list[str]:
 OPT_INFO = "opt-info-vec-missed.txt"  # g++'s raw report, beside the cached .so
 
 
+def cache_folder(source: str) -> str:
+    """Where the build of `source` lives in the cache (the .so, its source, g++'s report)."""
+    key = cache_key(source)
+    return os.path.join(config.cache_dir(), key[:2], key)
+
+
 def opt_info_report(source: str) -> str | None:
     """g++'s `-fopt-info-vec-missed` report from building `source` (None when the cache has none)."""
-    path = os.path.join(config.cache_dir(), cache_key(source)[:2], cache_key(source), OPT_INFO)
+    path = os.path.join(cache_folder(source), OPT_INFO)
     try:
         with open(path, errors="replace") as f:
             return f.read()

@@ -108,9 +108,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     try:
         ir = lower_graph(gm)
     except EagerGraph as e:
-        log.warning("kernel-lens: %s runs eagerly: %s", graph_id, e)
-        if debug:
-            debug.notes([f"{graph_id} runs eagerly (no generated code): {e}"])
+        _note_runs_eagerly(graph_id, debug, str(e))
         return CompiledGraph(graph_id, readable, None, None, debug, _with_constants(_eager(gm), consts))
     if debug:
         debug.ir_pre_fusion("\n\n".join(format_node(n) for n in ir.nodes) + "\n")
@@ -195,15 +193,20 @@ def _eager_dynamo_graph(gm: torch.fx.GraphModule, error: BaseException) -> Calla
     """Tracing the graph to aten needed a tensor's value (e.g. `take` or `tensor_split` with a tensor of
     indices): the whole Dynamo graph runs eagerly, and the debug directory says why."""
     graph_id = f"graph_{next(_GRAPH_IDS)}"
-    reason = " ".join(str(error).split())[:300]
-    log.warning("kernel-lens: %s runs eagerly: tracing to aten needs data-dependent values (%s)", graph_id,
-                type(error).__name__)
-    if config.debug:
-        debug = DebugDir(graph_id)
+    debug = DebugDir(graph_id) if config.debug else None
+    if debug:
         debug.fx_graph_readable(readable_graph(gm).text)
-        debug.notes([f"{graph_id} runs eagerly (no generated code): tracing it to aten needs data-dependent "
-                     f"values: {type(error).__name__}: {reason}"])
+    reason = " ".join(str(error).split())[:300]
+    _note_runs_eagerly(graph_id, debug, f"tracing it to aten needs data-dependent values: "
+                                        f"{type(error).__name__}: {reason}")
     return gm.forward
+
+
+def _note_runs_eagerly(graph_id: str, debug: DebugDir | None, why: str) -> None:
+    """The log line and the debug note of a graph that runs eagerly instead of as generated code."""
+    log.warning("kernel-lens: %s runs eagerly: %s", graph_id, why)
+    if debug:
+        debug.notes([f"{graph_id} runs eagerly (no generated code): {why}"])
 
 
 def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable:

@@ -37,6 +37,16 @@ def _positive_int(e: sympy.Expr) -> int | None:
     return int(e) if e.is_Integer and int(e) > 0 else None
 
 
+def _smaller_division(base: sympy.Expr, d: int) -> tuple[sympy.Expr, sympy.Integer] | None:
+    """(base', d') with floor(base / d) == floor(base' / d') and a simpler right side, or None: a nested
+    floor division merges (floor(floor(a / b) / d) = floor(a / (b d))), a common integer factor cancels
+    (floor(g b / (g d')) = floor(b / d'))."""
+    if isinstance(base, torch_sym.FloorDiv) and _positive_int(base.args[1]):
+        return base.args[0], sympy.Integer(int(base.args[1]) * d)
+    g = _coeff_gcd(base, d)
+    return (_divide_coeffs(base, g), sympy.Integer(d // g)) if g > 1 else None
+
+
 class FloorDiv(torch_sym.FloorDiv):
     """floor(base / divisor) for integer operands."""
 
@@ -51,14 +61,8 @@ class FloorDiv(torch_sym.FloorDiv):
         if base.is_Integer and divisor.is_Integer:
             return sympy.Integer(int(base) // int(divisor))
         d = _positive_int(divisor)
-        if d is None:
-            return None
-        if isinstance(base, torch_sym.FloorDiv) and _positive_int(base.args[1]):
-            return cls(base.args[0], sympy.Integer(int(base.args[1]) * d))
-        g = _coeff_gcd(base, d)
-        if g > 1:  # floor(g*b / (g*d')) = floor(b / d')
-            return cls(_divide_coeffs(base, g), sympy.Integer(d // g))
-        return None
+        smaller = _smaller_division(base, d) if d is not None else None
+        return cls(*smaller) if smaller else None
 
 
 class ModularIndexing(torch_sym.ModularIndexing):
@@ -71,11 +75,5 @@ class ModularIndexing(torch_sym.ModularIndexing):
         if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
         d = _positive_int(divisor)
-        if d is None:
-            return None
-        if isinstance(base, torch_sym.FloorDiv) and _positive_int(base.args[1]):
-            return cls(base.args[0], sympy.Integer(int(base.args[1]) * d), modulus)
-        g = _coeff_gcd(base, d) if d > 1 else 1
-        if g > 1:
-            return cls(_divide_coeffs(base, g), sympy.Integer(d // g), modulus)
-        return None
+        smaller = _smaller_division(base, d) if d is not None else None
+        return cls(*smaller, modulus) if smaller else None

@@ -32,6 +32,7 @@ def default_cache_dir() -> Path:
 
 
 CACHE_MAX_AGE_DAYS = 7.0  # a log's folder untouched this long (its log gone or idle) is removed at start-up
+_PRUNED: set[Path] = set()  # cache folders this process already pruned (the server builds two loaders)
 
 
 def prune_cache(cache_dir: Path, max_age_days: float) -> list[Path]:
@@ -65,7 +66,9 @@ class TraceRunWriter:
     def __init__(self, cache_dir: Path, max_age_days: float = CACHE_MAX_AGE_DAYS) -> None:
         self.cache_dir = cache_dir
         self.written: dict[Path, set[str]] = {}  # graph folder → record kinds written into it
-        prune_cache(cache_dir, max_age_days)
+        if cache_dir not in _PRUNED:
+            _PRUNED.add(cache_dir)
+            prune_cache(cache_dir, max_age_days)
 
     def run_dir(self, log_path: str) -> Path:
         digest = hashlib.sha1(log_path.encode("utf-8", "replace")).hexdigest()[:12]

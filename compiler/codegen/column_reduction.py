@@ -9,7 +9,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.codegen.cpp_ops import CTYPES, REDUCTION_INIT
+from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBuffer
 from compiler.ir import Load, walk
@@ -18,11 +18,16 @@ KINDS = ("sum", "prod", "max", "min")
 BLOCK_BYTES = 1024  # accumulators per block: 256 floats, 128 doubles (L1-resident)
 
 
-def _reductions(k) -> int:
-    """How many leading nodes are reductions (the rest must be pointwise)."""
+def _reductions(k, bodies: list[dict], kinds: tuple[str, ...]) -> int:
+    """How many leading nodes are reductions of `kinds` (not of bools) when the rest are pointwise epilogue
+    nodes and no node has inner loops of its own; 0 when the kernel has another shape."""
     m = 0
     while m < len(k.nodes) and k.nodes[m].reduction_type:
         m += 1
+    if any(b["inner"][0] for b in bodies) or any(n.reduction_type for n in k.nodes[m:]):
+        return 0
+    if any(n.reduction_type not in kinds or n.dtype == torch.bool for n in k.nodes[:m]):
+        return 0
     return m
 
 
@@ -31,12 +36,8 @@ def applies(renderer, ovars: list[sympy.Symbol], bodies: list[dict]) -> bool:
     gradients), pointwise epilogue nodes after them (mean's division), one (merged) outer var that every
     reduction reads contiguously, and reduction vars that no load walks contiguously."""
     k = renderer.k
-    m = _reductions(k)
-    if m == 0 or len(ovars) != 1 or any(b["inner"][0] for b in bodies):
-        return False
-    if any(n.reduction_type not in KINDS or n.dtype == torch.bool for n in k.nodes[:m]):
-        return False
-    if any(n.reduction_type for n in k.nodes[m:]):
+    m = _reductions(k, bodies, KINDS)
+    if m == 0 or len(ovars) != 1:
         return False
     if any(renderer.locals.get(n.name) is not None and not renderer.locals[n.name].scalar for n in k.nodes):
         return False
@@ -55,7 +56,7 @@ def applies(renderer, ovars: list[sympy.Symbol], bodies: list[dict]) -> bool:
 
 def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: bool) -> None:
     k = renderer.k
-    m = _reductions(k)
+    m = _reductions(k, bodies, KINDS)
     block = max(1, min(size, BLOCK_BYTES // max(n.dtype.itemsize for n in k.nodes[:m])))
     if parallel and size > block:
         renderer.emit("#pragma omp parallel for", list(k.origins))
@@ -75,10 +76,7 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
         for v, sz in zip(rvars, rsizes):
             renderer.open_loop(v, sz, None, n.origins)
         renderer.emit("#pragma omp simd", [n.origin])
-        renderer.emit(f"for (int64_t {x.name}_lane = 0; {x.name}_lane < {width}; {x.name}_lane++)", n.origins)
-        renderer.emit("{")
-        renderer.indent += 1
-        renderer.emit(f"int64_t {x.name} = {x.name}_base + {x.name}_lane;", [n.origin])
+        _lane_loop(renderer, x, width, n.origins)
         renderer._combine(n, b, acc, f"{acc}[{x.name}_lane]")
         renderer.close()
         for _ in rvars:
@@ -115,14 +113,9 @@ MAX_PARTIALS = 256
 
 def applies_to_total(renderer, ovars: list, bodies: list[dict]) -> bool:
     """No outer loop, a sum/prod reduction node first (its own loops), pointwise epilogue nodes after."""
-    k = renderer.k
-    if ovars or not k.nodes:
+    if ovars or _reductions(renderer.k, bodies, ("sum", "prod")) != 1:
         return False
-    n, b = k.nodes[0], bodies[0]
-    if n.reduction_type not in ("sum", "prod") or n.dtype == torch.bool or b["inner"][0]:
-        return False
-    if any(m.reduction_type or mb["inner"][0] for m, mb in zip(k.nodes[1:], bodies[1:])):
-        return False
+    b = bodies[0]
     work = 1
     for s in b["red"][1]:
         work *= s
@@ -171,7 +164,7 @@ def render_total(renderer, bodies: list[dict]) -> None:
     renderer.emit("for (int i = 0; i < lens_threads; i++)", [n.origin])
     renderer.emit("{")
     renderer.indent += 1
-    renderer.statement(f"{acc} = {acc} + lens_partials[i];" if op == "+" else f"{acc} = {acc} * lens_partials[i];",
+    renderer.statement(f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v='lens_partials[i]')};",
                        n.origin)
     renderer.close()
     store = sympy.expand(b["store"])

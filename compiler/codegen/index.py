@@ -223,7 +223,7 @@ def simplify_indices(e: Expr, ranges: dict[sympy.Symbol, int]) -> Expr:
     def simplify(i: sympy.Expr) -> sympy.Expr:
         got = simplified.get(i)
         if got is None:
-            got = simplified[i] = simplify_index(i, ranges) if i.has(torch_sym.FloorDiv, torch_sym.ModularIndexing) else i
+            got = simplified[i] = simplify_index(i, ranges)  # returns `i` itself when it has no / or %
         return got
 
     return rewrite_leaves(e, lambda ld: dataclasses.replace(ld, index=tuple(simplify(i) for i in ld.index)),

@@ -37,14 +37,15 @@ def reshape_value(x: TensorValue, new: tuple[int, ...]) -> TensorValue:
     if new == old:
         return x
     new_strides = contiguous_strides(new)
-    groups = _reshape_groups(old, new)
+    # each run of dims with its strides inside the run: only dims that merge or split need division
+    groups = [(old_dims, contiguous_strides(tuple(old[d] for d in old_dims)),
+               new_dims, contiguous_strides(tuple(new[d] for d in new_dims)))
+              for old_dims, new_dims in _reshape_groups(old, new)]
 
     def loader(index):
         base: list[sympy.Expr] = [sympy.Integer(0)] * len(old)
-        for old_dims, new_dims in groups:  # only dims that merge or split need division
-            inner = contiguous_strides(tuple(new[d] for d in new_dims))
+        for old_dims, old_inner, new_dims, inner in groups:
             flat = sum((index[d] * s for d, s in zip(new_dims, inner)), sympy.Integer(0))
-            old_inner = contiguous_strides(tuple(old[d] for d in old_dims))
             for k, (d, st) in enumerate(zip(old_dims, old_inner)):
                 base[d] = flat if len(old_dims) == 1 else (
                     FloorDiv(flat, st) if k == 0 else ModularIndexing(flat, st, old[d]))

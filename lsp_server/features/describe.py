@@ -32,11 +32,16 @@ def kernel_heading(ref: KernelRef) -> str:
     return " · ".join(parts)
 
 
+def direction(graph) -> str | None:
+    """`forward` or `backward` for a training graph, else None (inference graphs need no label)."""
+    return graph.direction if graph.direction in ("forward", "backward") else None
+
+
 def kernel_block(ref: KernelRef, with_source: bool = True) -> str:
     kernel, graph = ref.kernel, ref.graph
     text = [f"#### {kernel_heading(ref)}",
             f"{link(graph.output_code, kernel.start_line)} — run `{ref.run.id}`, graph `{graph.id}`"
-            + (f" ({graph.direction})" if graph.direction in ("forward", "backward") else "")]
+            + (f" ({direction(graph)})" if direction(graph) else "")]
     if kernel.nodes:
         text.append("nodes: " + ", ".join(f"`{n}`" for n in kernel.nodes))
     if with_source:

@@ -6,7 +6,8 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index
-from .describe import count_label, kernel_block, kernel_time, link, node_block, source_block, trace_function_block
+from .describe import (count_label, direction, kernel_block, kernel_time, link, node_block, source_block,
+                       trace_function_block)
 from .failsafe import failsafe
 from .lookup import def_name_at, path_of, trace_functions_at
 
@@ -79,8 +80,8 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
         code = "\n".join(f"{graph.code_line(n).strip()}" for n in hit.generated_lines[:8])
         links = ", ".join(link(graph.output_code, n) for n in hit.generated_lines[:8])
         timing = f", {kernel_time(kernel)}" if kernel_time(kernel) else ""
-        direction = f", {graph.direction}" if graph.direction in ("forward", "backward") else ""
-        parts.append(f"`{kernel.name}` ({kernel.kind}{direction}{timing}, nodes {', '.join(hit.nodes)}): {links}\n"
+        label = f", {direction(graph)}" if direction(graph) else ""
+        parts.append(f"`{kernel.name}` ({kernel.kind}{label}{timing}, nodes {', '.join(hit.nodes)}): {links}\n"
                      f"```{'cpp' if kernel.language == 'cpp' else 'python'}\n{code}\n```")
         scalar = not_vectorized_block(graph, kernel, _loop_lines(graph, kernel, hit.generated_lines))
         if scalar:

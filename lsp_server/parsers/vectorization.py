@@ -12,8 +12,8 @@ def parse_vectorization_text(text: str) -> dict[int, list[str]]:
     """output_code.py line -> g++'s reasons for not vectorizing the loop there (in order, deduplicated)."""
     out: dict[int, list[str]] = {}
     for raw in text.splitlines():
-        m = _LINE.match(raw.strip())
-        if raw.startswith("#") or m is None:
+        m = None if raw.startswith("#") else _LINE.match(raw.strip())
+        if m is None:
             continue
         reasons = out.setdefault(int(m["line"]), [])
         if m["reason"] not in reasons:
