@@ -1,11 +1,13 @@
 """The precompiled prelude: built once in the background, then used by later builds, with diagnostics and
 the vectorization report still on the full source's lines."""
 import ctypes
+import math
 import os
 
 import pytest
 
 from compiler import build, config, pch
+from compiler.codegen import vector_math
 from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 
 KERNEL = r'''
@@ -18,7 +20,7 @@ extern "C" void add_one(const float* __restrict__ in, float* __restrict__ out)
 
 
 def source(kernel: str) -> str:
-    return PRELUDE + PRELUDE_END + "\n" + kernel
+    return PRELUDE + vector_math.declarations() + PRELUDE_END + "\n" + kernel  # as compiler/codegen/wrapper.py
 
 
 @pytest.fixture
@@ -88,3 +90,18 @@ def test_turned_off_it_compiles_the_full_source(cache, monkeypatch):
     seen = compiled_files(monkeypatch)
     build.build_shared_library(source(KERNEL))
     assert not (cache / "pch").exists() and "-include" not in seen[0]
+
+
+def test_vector_exp_works_through_the_precompiled_prelude(cache):
+    # lens_exp's 16-lane variant and its assembler-aliased scalar symbol live in the prelude (vector_math.py)
+    kernel = KERNEL.replace("add_one", "exp_all").replace("lens_max(in[i], 0.0f) + 1.0f", "lens_exp(in[i])")
+    kernel = kernel.replace("i < 64", "i < 67")
+    build.build_shared_library(source(kernel))
+    pch.wait_for_builds()
+    so = build.build_shared_library(source(kernel + "// another graph\n"))
+    assert any((cache / "pch").glob("*/lens_prelude.h.gch"))
+    data = (ctypes.c_float * 67)(*[(i - 33) / 4 for i in range(67)])
+    out = (ctypes.c_float * 67)()
+    ctypes.CDLL(so).exp_all(data, out)
+    for x, y in zip(data, out):
+        assert abs(y - math.exp(x)) <= 2e-7 * math.exp(x)
