@@ -68,11 +68,6 @@ def compiler_version(cxx: str) -> str:
         raise CompilerNotFoundError(f"C++ compiler {cxx!r} does not run: {e}") from e
 
 
-# Added to config.cpp.flags: skip libstdc++'s C++17 special math functions (std::beta, std::riemann_zeta...),
-# which <cmath> parses on every build (~60 ms) and no kernel calls.
-EXTRA_FLAGS: tuple[str, ...] = ("-D_GLIBCXX_BITS_SPECFUN_H",)
-
-
 @functools.lru_cache(maxsize=None)
 def cpu_flags() -> frozenset[str]:
     """The CPU feature flags of this machine (from /proc/cpuinfo; empty where there is none)."""
@@ -94,7 +89,7 @@ def isa_flags() -> list[str]:
 
 
 def build_flags() -> list[str]:
-    return [*config.cpp.flags, *EXTRA_FLAGS, *isa_flags()]
+    return [*config.cpp.flags, *isa_flags()]
 
 
 def vectorization_report(source: str, report: str, line_offset: int = 0) -> list[str]:

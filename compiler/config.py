@@ -59,6 +59,8 @@ class cpp:
     max_blocks_per_size: int = 4
     # Build the prelude once as a precompiled header (compiler/pch.py); LENS_PCH=0 turns it off.
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
+    # Row kernels prefetch their inputs' next row (compiler/codegen/prefetch.py); LENS_PREFETCH=0 turns it off.
+    prefetch_rows: bool = os.environ.get("LENS_PREFETCH", "1") not in ("", "0")
     # Threads used by kernels; None means torch.get_num_threads().
     threads: int | None = None
 

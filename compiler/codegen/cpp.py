@@ -8,7 +8,7 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import column_reduction
+from compiler.codegen import column_reduction, prefetch
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op)
 from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
@@ -183,7 +183,11 @@ class KernelRenderer:
             local = self.locals.get(node.name)
             if local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
-        for node, b in zip(k.nodes, bodies):
+        prefetches = prefetch.row_prefetches(self, list(ovars), list(osizes), bodies)
+        for i, (node, b) in enumerate(zip(k.nodes, bodies)):
+            if i == min(1, len(bodies) - 1):  # after the first pass over the row (prefetch.py says why)
+                for line in prefetches:
+                    self.emit(line)
             self._render_node_block(node, b, parallel_inner=not parallel)
         for _ in ovars:
             self.close()

@@ -10,7 +10,7 @@ import math
 import torch
 
 from compiler import config
-from compiler.codegen import special_math
+from compiler.codegen import math_prelude, special_math
 
 CTYPES = {
     torch.float32: "float", torch.float64: "double", torch.int8: "int8_t", torch.int16: "int16_t",
@@ -132,12 +132,11 @@ def render_constant(value, dtype: torch.dtype) -> str:
 # Ends the part of every C++ source that is the same for all graphs (compiler/pch.py precompiles it).
 PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
 
-PRELUDE = r"""#include <cmath>
-#include <cstdint>
+PRELUDE = r"""#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <omp.h>
-template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
+""" + math_prelude.PRELUDE + r"""template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
 template <typename T> inline T lens_max(T a, T b) { return a < b ? b : a; }  // (which costs g++ ~40 ms a build)
 template <typename T> inline T max_propagate_nan(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }

@@ -65,17 +65,27 @@ def _libmvec_declarations() -> str:
 # `lens_exp(float)`: on AVX-512 with g++, an expf of our own whose 16-lane variant g++ calls from `omp simd`
 # loops by the vector-function ABI name `_ZGVeN16v_lens_expf`, as it calls libmvec's. Cody-Waite reduction
 # by ln 2, Cephes' degree-7 polynomial, `vscalefps` for 2^n (overflow to inf, gradual underflow): at most
-# 1 ulp from the correctly rounded result, as eager's Sleef expf (tests/compiler/test_fast_exp.py checks
-# every 7th float), and ~1.5x libmvec's throughput on the AMD machine (the same on the device's Xeon).
+# 1 ulp from the correctly rounded result, as eager's Sleef expf (tests/compiler/test_fast_exp.py), and
+# ~1.5x libmvec's throughput on the AMD machine (the same on the device's Xeon).
 # GCC builtins, not <immintrin.h>: that header costs ~0.3 s of parsing per cold build. The scalar symbol
 # `lens_expf` (tails, loops g++ does not vectorize) is bound by assembler alias so that g++ sees only a
 # declaration: a definition in the unit would make g++ build its own clones and inline the scalar one.
 # Elsewhere (no AVX-512, clang) `lens_exp` is std::exp; double and other types always are.
-FAST_EXP = r"""#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)
-typedef float lens_v16sf __attribute__((vector_size(64)));
+_FAST_EXP_IF = "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
+FAST_EXP = _FAST_EXP_IF + r"""typedef float lens_v16sf __attribute__((vector_size(64)));
 extern "C" {
 #pragma omp declare simd notinbranch simdlen(16)
 float lens_expf(float) noexcept;
+}
+inline float lens_exp(float x) noexcept { return lens_expf(x); }
+#else
+inline float lens_exp(float x) noexcept { return std::exp(x); }
+#endif
+template <typename T> inline auto lens_exp(T x) { return std::exp(x); }
+"""
+
+# The definitions, compiled only into sources that call lens_exp (they cost ~25 ms of g++ per build).
+FAST_EXP_DEFINITIONS = _FAST_EXP_IF + r"""extern "C" {
 __attribute__((visibility("hidden"))) lens_v16sf _ZGVeN16v_lens_expf(lens_v16sf x) noexcept {
   const lens_v16sf hi = lens_v16sf{} + 88.8f, lo = lens_v16sf{} - 104.0f, ones = lens_v16sf{} + 1.0f;
   x = hi < x ? hi : x;  // clamped so that n*ln2 never meets inf; NaN passes both
@@ -94,12 +104,13 @@ __attribute__((visibility("hidden"), used, noinline)) float lens_expf_scalar(flo
 }
 }
 asm(".globl lens_expf\n\t.hidden lens_expf\n\t.set lens_expf, lens_expf_scalar");
-inline float lens_exp(float x) noexcept { return lens_expf(x); }
-#else
-inline float lens_exp(float x) noexcept { return std::exp(x); }
 #endif
-template <typename T> inline auto lens_exp(T x) { return std::exp(x); }
 """
+
+
+def definitions(kernel_code: str) -> str:
+    """What the kernels in `kernel_code` need defined after the prelude."""
+    return FAST_EXP_DEFINITIONS if "lens_exp(" in kernel_code else ""
 
 
 def link_flags() -> list[str]:

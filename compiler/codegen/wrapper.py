@@ -110,6 +110,8 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     for line in (PRELUDE + vector_math.declarations()).splitlines():
         out.add(line)
     out.add(PRELUDE_END)
+    for line in vector_math.definitions("\n".join(text for rk in rendered for text, _ in rk.lines)).splitlines():
+        out.add(line)
     kernels: list[KernelLines] = []
     for rk in rendered:
         out.add("")

@@ -70,3 +70,9 @@ def test_loops_call_the_16_lane_variant(tmp_path):
     asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True).stdout
     kernel = asm.split("<cpp_fused_exp_0._omp_fn.0>:", 1)[1].split("\n\n", 1)[0]  # the parallel loop
     assert "call" in kernel and "<_ZGVeN16v_lens_expf>" in kernel, kernel
+
+
+def test_graphs_without_exp_do_not_compile_its_definition(tmp_path):
+    _, graph = compile_with_debug(tmp_path, lambda x: x * 2 + 1, torch.randn(64))
+    source = (graph / "output_code.py").read_text()
+    assert "lens_expf_scalar" not in source and "lens_exp(float x)" in source  # declared in the prelude only

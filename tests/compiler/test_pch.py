@@ -20,7 +20,8 @@ extern "C" void add_one(const float* __restrict__ in, float* __restrict__ out)
 
 
 def source(kernel: str) -> str:
-    return PRELUDE + vector_math.declarations() + PRELUDE_END + "\n" + kernel  # as compiler/codegen/wrapper.py
+    # as compiler/codegen/wrapper.py writes it
+    return PRELUDE + vector_math.declarations() + PRELUDE_END + "\n" + vector_math.definitions(kernel) + kernel
 
 
 @pytest.fixture

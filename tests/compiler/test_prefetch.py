@@ -1,0 +1,74 @@
+"""Row kernels prefetch the next row of the inputs they read as dense rows (compiler/codegen/prefetch.py),
+after their first pass over the row; results stay eager's."""
+import re
+
+import pytest
+import sympy
+import torch
+
+from compiler import config
+from compiler.codegen.cpp_ops import PRELUDE_END
+from compiler.codegen.prefetch import _dense_row
+from tests.compiler.conftest import assert_same, compile_with_debug
+
+PREFETCH = re.compile(r"__builtin_prefetch\((\w+) \+ (.*?) \+ pf, 0, 3\)")
+
+
+def kernel_code(tmp_path, fn, *args) -> str:
+    out, graph = compile_with_debug(tmp_path, fn, *args)
+    expected = fn(*args)
+    for o, e in zip(out if isinstance(out, tuple) else (out,), expected if isinstance(expected, tuple) else (expected,)):
+        torch.testing.assert_close(o, e, rtol=1.3e-6, atol=1e-5)
+    text = (graph / "output_code.py").read_text()
+    return text.split(PRELUDE_END, 1)[1]  # the kernels
+
+
+def test_softmax_prefetches_the_next_input_row_after_its_max_pass(tmp_path):
+    code = kernel_code(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
+    assert PREFETCH.findall(code) == [("in_ptr0", "1024*x0 + 1024")]
+    assert "if (x0 + 1 < 64)" in code
+    first_pass, prefetch, exp = code.index("max_propagate_nan"), code.index("__builtin_prefetch"), code.index("lens_exp")
+    assert first_pass < prefetch < exp
+
+
+def test_layer_norm_prefetches_its_input_rows_but_not_the_weight_read_by_every_row(tmp_path):
+    ln = torch.nn.LayerNorm(512)
+    with torch.no_grad():
+        ln.weight.normal_(), ln.bias.normal_()
+    code = kernel_code(tmp_path, lambda x: ln(x).detach(), torch.randn(32, 512))
+    targets = PREFETCH.findall(code)
+    assert targets and all(expr == "512*x0 + 512" for _, expr in targets)
+    assert len({param for param, _ in targets}) == 1
+
+
+@pytest.mark.parametrize("shape", [(64, 100), (1, 4096)])
+def test_short_rows_and_single_rows_are_left_to_the_hardware(tmp_path, shape):
+    code = kernel_code(tmp_path, lambda x: x.sum(-1), torch.randn(shape))
+    assert "__builtin_prefetch" not in code
+
+
+def test_rows_read_with_a_stride_are_not_prefetched(tmp_path):
+    code = kernel_code(tmp_path, lambda x: x[:, ::2].sum(-1), torch.randn(64, 2048))
+    assert "2048*x0" in code and "__builtin_prefetch" not in code
+
+
+def test_dense_row_analysis():
+    x0, x1, r0, r1 = sympy.symbols("x0 x1 r0 r1", integer=True, nonnegative=True)
+    outer, ranges = {x0, x1}, {r0: 4, r1: 256}
+    assert _dense_row(1024 * x1 + 256 * r0 + r1 + 7, x1, outer, ranges) == (1024 * x1 + 1031, 1024)
+    assert _dense_row(4096 * x0 + 1024 * x1 + r1, x1, outer, ranges) == (4096 * x0 + 1024 * x1 + 1024, 256)
+    assert _dense_row(1024 * x1 + 2 * r1, x1, outer, ranges) is None  # gaps
+    assert _dense_row(256 * r0 + r1, x1, outer, ranges) is None  # the same block for every row
+    assert _dense_row(1024 * x1 + r0 * r1, x1, outer, ranges) is None  # not affine
+
+
+def test_turned_off(tmp_path, monkeypatch):
+    monkeypatch.setattr(config.cpp, "prefetch_rows", False)
+    code = kernel_code(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(16, 1024))
+    assert "__builtin_prefetch" not in code
+
+
+@pytest.mark.parametrize("shape", [(3, 5, 700), (9, 2048), (2, 1024)])
+def test_prefetching_kernels_match_eager(shape):
+    x = torch.randn(shape)
+    assert_same(lambda t: (torch.softmax(t, -1), torch.log_softmax(t * 2, -1), t.mean(-1), t.var(-1)), x)
