@@ -183,12 +183,12 @@ class KernelRenderer:
             local = self.locals.get(node.name)
             if local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
-        prefetches = prefetch.row_prefetches(self, list(ovars), list(osizes), bodies)
+        prefetches, after = prefetch.row_prefetches(self, list(ovars), list(osizes), bodies)
         for i, (node, b) in enumerate(zip(k.nodes, bodies)):
-            if i == min(1, len(bodies) - 1):  # after the first pass over the row (prefetch.py says why)
+            self._render_node_block(node, b, parallel_inner=not parallel)
+            if i == after:
                 for line in prefetches:
                     self.emit(line)
-            self._render_node_block(node, b, parallel_inner=not parallel)
         for _ in ovars:
             self.close()
 

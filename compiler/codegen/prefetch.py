@@ -2,13 +2,14 @@
 each row: softmax, layer norm, row reductions).
 
 Why: a row of 1024 floats is one 4 KiB page, and the hardware's L2 streamer stops at page boundaries, so
-every row starts with demand misses that the kernel's arithmetic then waits on. After the first pass over
-a row (cpp.py places it; before the only pass of one-pass kernels) we ask for the lines of the next row of
-every input read as a dense block, so that DRAM streams while the current row computes. Measured on the
-device's Xeon (2 threads, same process, medians of 40): softmax (8192,1024) 4.88 -> 4.23 ms and
-5.94 -> 5.16 ms in two runs; issued at the top of the row instead, before the first pass, it gained
-nothing (5.14, 6.17), nor did prefetching the output rows for writing. g++ drops `__builtin_prefetch`
-from loops it vectorizes, hence a separate scalar loop, one prefetch per 64-byte line.
+every row starts with demand misses that the kernel's arithmetic then waits on. In kernels that pass over
+each row more than once, after the first pass we ask for the lines of the next row of every input read as
+a dense block, so that DRAM streams while the later passes compute. Measured on the device's Xeon (2
+threads, one process, medians of 40): softmax (8192,1024) 4.88 -> 4.23 ms and 5.94 -> 5.16 ms in two runs;
+issued before the first pass it gained nothing (5.14, 6.17), nor did prefetching output rows for writing;
+in a one-pass row reduction (x.mean(-1)) a prefetch before or after the pass cost ~8% (0.68 -> 0.74 ms),
+so those stream on their own. g++ drops `__builtin_prefetch` from loops it vectorizes, hence a separate
+scalar loop, one prefetch per 64-byte line.
 """
 from __future__ import annotations
 
@@ -25,12 +26,12 @@ MIN_ROW_BYTES = 1024
 MAX_ROW_BYTES = 16 * 1024
 
 
-def row_prefetches(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict]) -> list[str]:
-    """C++ statements for the body of the innermost outer loop of renderer `r`'s kernel."""
-    if not config.cpp.prefetch_rows or not ovars or osizes[-1] < 2:
-        return []
-    if not any(b["inner"][0] or b["red"][0] for b in bodies):
-        return []  # a flat kernel: its innermost outer loop is the vectorized one
+def row_prefetches(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict]) -> tuple[list[str], int]:
+    """C++ statements for the body of the innermost outer loop of renderer `r`'s kernel, and the index of
+    the body (node) after whose loops they go; ([], -1) when the kernel gets none."""
+    passes = [i for i, b in enumerate(bodies) if b["inner"][0] or b["red"][0]]
+    if not config.cpp.prefetch_rows or not ovars or osizes[-1] < 2 or len(passes) < 2:
+        return [], -1  # (a kernel without loops inside its outer loops is flat: that loop is the vector one)
     row, rows = ovars[-1], osizes[-1]
     outer = set(ovars)
     targets: dict[tuple[str, str], str] = {}
@@ -50,8 +51,8 @@ def row_prefetches(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list
                 targets[key] = (f"for (int64_t pf = 0; pf < {length}; pf += {LINE_BYTES // itemsize}) "
                                 f"__builtin_prefetch({arg.param} + {cpp_index(start)} + pf, 0, 3);")
     if not targets:
-        return []
-    return [f"if ({row.name} + 1 < {rows})", "{", *("    " + t for t in targets.values()), "}"]
+        return [], -1
+    return [f"if ({row.name} + 1 < {rows})", "{", *("    " + t for t in targets.values()), "}"], passes[0]
 
 
 def _dense_row(index: sympy.Expr, row: sympy.Symbol, outer: set, ranges: dict) -> tuple[sympy.Expr, int] | None:

@@ -27,7 +27,7 @@ def test_softmax_prefetches_the_next_input_row_after_its_max_pass(tmp_path):
     code = kernel_code(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
     assert PREFETCH.findall(code) == [("in_ptr0", "1024*x0 + 1024")]
     assert "if (x0 + 1 < 64)" in code
-    first_pass, prefetch, exp = code.index("max_propagate_nan"), code.index("__builtin_prefetch"), code.index("lens_exp")
+    first_pass, prefetch, exp = code.index("max_propagate_nan"), code.index("__builtin_prefetch"), code.index("= lens_exp(")
     assert first_pass < prefetch < exp
 
 
@@ -43,12 +43,18 @@ def test_layer_norm_prefetches_its_input_rows_but_not_the_weight_read_by_every_r
 
 @pytest.mark.parametrize("shape", [(64, 100), (1, 4096)])
 def test_short_rows_and_single_rows_are_left_to_the_hardware(tmp_path, shape):
-    code = kernel_code(tmp_path, lambda x: x.sum(-1), torch.randn(shape))
+    code = kernel_code(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(shape))
+    assert "__builtin_prefetch" not in code
+
+
+def test_one_pass_reductions_stream_without_prefetch(tmp_path):
+    # measured on the device: a prefetch slowed x.mean(-1) on (8192,1024) by ~8%, before or after the pass
+    code = kernel_code(tmp_path, lambda x: x.mean(-1), torch.randn(64, 1024))
     assert "__builtin_prefetch" not in code
 
 
 def test_rows_read_with_a_stride_are_not_prefetched(tmp_path):
-    code = kernel_code(tmp_path, lambda x: x[:, ::2].sum(-1), torch.randn(64, 2048))
+    code = kernel_code(tmp_path, lambda x: torch.softmax(x[:, ::2], -1), torch.randn(64, 2048))
     assert "2048*x0" in code and "__builtin_prefetch" not in code
 
 
