@@ -150,21 +150,22 @@ export class EditorSession {
 
   /** Our output channel's log as the extension host wrote it (empty before activation). */
   kernelLensLog() {
-    return this.logs(/^Kernel Lens\.log$/);
+    return this.logs(/^Kernel Lens\.log$/, Infinity); // whole: tests count lines in it
   }
 
   /** Logs for a failure report: ours, the extension host's, code-server's. */
   failureReport() {
-    return `${this.logs(/Kernel Lens\.log|exthost\.log/)}\n--- code-server\n${this.server.logTail()}`;
+    return `${this.logs(/Kernel Lens\.log|exthost\.log/, 4000)}\n--- code-server\n${this.server.logTail()}`;
   }
 
-  logs(namePattern) {
+  /** Each log whose file name matches, its last `tailChars` characters. */
+  logs(namePattern, tailChars) {
     const found = [];
     const walk = (dir) => {
       for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
         const full = path.join(dir, entry.name);
         if (entry.isDirectory()) walk(full);
-        else if (namePattern.test(entry.name)) found.push(`--- ${full}\n${fs.readFileSync(full, "utf8").slice(-4000)}`);
+        else if (namePattern.test(entry.name)) found.push(`--- ${full}\n${fs.readFileSync(full, "utf8").slice(-tailChars)}`);
       }
     };
     try {
