@@ -28,12 +28,14 @@ def test_integer_reductions(dtype):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_vector_norm_is_generated_natively(ord, dtype, tmp_path):
     from tests.compiler.conftest import compile_with_debug
-    x = torch.randn(33, 70, dtype=dtype)
+    x = torch.randn(33, 70, dtype=dtype, generator=torch.Generator().manual_seed(0))
     x[0, :5] = 0
     fn = lambda t: (torch.linalg.vector_norm(t, ord, dim=-1), torch.linalg.vector_norm(t, ord))  # noqa: E731
     out, graph = compile_with_debug(tmp_path, fn, x)
     for got, expected in zip(out, fn(x)):
-        torch.testing.assert_close(got, expected)
+        # float32 sums of 2,310 terms in another order than ATen's: both are ~1e-6 from the exact sum
+        torch.testing.assert_close(got, expected, rtol=5e-6 if dtype == torch.float32 else None,
+                                   atol=1e-5 if dtype == torch.float32 else None)
     code = (graph / "output_code.py").read_text()
     assert "cpp_fused_" in code and "torch.ops.aten" not in code.split("def call", 1)[1]  # no ATen call
 
