@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,3 +113,15 @@ def gpu_workspace(destination: Path, program: str, fixtures: Path = GPU_FIXTURES
         else:
             path.write_text(text.replace(old_root, str(destination)))
     return destination
+
+
+def program_workspace(tmp_path_factory, name: str, program: str, *runs: tuple[list[str], dict[str, str]]) -> Path:
+    """A fresh workspace whose prog.py is `program`, after each (argv, extra env) in `runs` ran in it
+    (PROG in argv stands for prog.py's path); a run that fails fails the test with its output."""
+    ws = tmp_path_factory.mktemp(name)
+    (ws / "prog.py").write_text(program)
+    for argv, env in runs:
+        argv = [str(ws / "prog.py") if a == "PROG" else a for a in argv]
+        done = subprocess.run(argv, cwd=ws, env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return ws

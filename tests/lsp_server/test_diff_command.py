@@ -2,14 +2,12 @@
 server runs `kernel-lens diff --json` and answers with the split kernels and where each one lives."""
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_workspaces import SERVER, start_session
+from lsp_workspaces import SERVER, program_workspace, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -26,13 +24,9 @@ torch.compile(f, backend="lens")(torch.randn(64, 32), torch.randn(64, 32))
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("diff_ws")
-    (ws / "prog.py").write_text(PROGRAM)
-    for size in ("64", "2"):
-        env = dict(os.environ, LENS_MAX_FUSION_SIZE=size)
-        done = subprocess.run([sys.executable, "-m", "compiler", "compile", str(ws / "prog.py")], env=env,
-                              capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stderr[-2000:]
+    compile_prog = [sys.executable, "-m", "compiler", "compile", "PROG"]
+    runs = [(compile_prog, {"LENS_MAX_FUSION_SIZE": size}) for size in ("64", "2")]
+    ws = program_workspace(tmp_path_factory, "diff_ws", PROGRAM, *runs)
     assert len(list((ws / "torch_compile_debug").glob("run_*/lens/graph_0"))) == 2
     return ws
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_workspaces import SERVER, start_session
+from lsp_workspaces import SERVER, program_workspace, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -29,12 +28,8 @@ DEF_LINE = 3
 
 @pytest.fixture(scope="module")
 def profiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("profile_ws")
-    (ws / "prog.py").write_text(PROGRAM)
-    done = subprocess.run([sys.executable, "-m", "compiler", "profile", "--iters", "5", "--warmup", "1",
-                           str(ws / "prog.py")], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
-    return ws
+    argv = [sys.executable, "-m", "compiler", "profile", "--iters", "5", "--warmup", "1", "PROG"]
+    return program_workspace(tmp_path_factory, "profile_ws", PROGRAM, (argv, {}))
 
 
 @pytest_lsp.fixture(config=SERVER)

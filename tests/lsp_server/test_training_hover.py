@@ -2,14 +2,12 @@
 the user's line lists kernels of both graphs, each saying which direction it is."""
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_workspaces import SERVER, start_session
+from lsp_workspaces import SERVER, program_workspace, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -29,12 +27,7 @@ GELU_LINE = 4  # 0-based
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("training_ws")
-    (ws / "prog.py").write_text(PROGRAM)
-    env = {**os.environ, "LENS_DEBUG": "1"}
-    done = subprocess.run([sys.executable, "prog.py"], cwd=ws, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return ws
+    return program_workspace(tmp_path_factory, "training_ws", PROGRAM, ([sys.executable, "PROG"], {"LENS_DEBUG": "1"}))
 
 
 @pytest_lsp.fixture(config=SERVER)

@@ -2,14 +2,12 @@
 g++'s reason in the hover of the generated loop and of the user's line that became it."""
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_workspaces import SERVER, start_session
+from lsp_workspaces import SERVER, program_workspace, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
@@ -27,12 +25,10 @@ BODY_LINE = 4  # 0-based line of the return statement
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    ws = tmp_path_factory.mktemp("vectorization_ws")
-    (ws / "prog.py").write_text(PROGRAM)
-    env = {**os.environ, "LENS_DEBUG": "1", "LENS_CACHE_DIR": str(ws / "cache")}
-    done = subprocess.run([sys.executable, "prog.py"], cwd=ws, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return ws
+    # a cache of its own: the vectorization report is written when the library is built
+    cache = str(tmp_path_factory.mktemp("vectorization_cache"))
+    return program_workspace(tmp_path_factory, "vectorization_ws", PROGRAM,
+                             ([sys.executable, "PROG"], {"LENS_DEBUG": "1", "LENS_CACHE_DIR": cache}))
 
 
 @pytest_lsp.fixture(config=SERVER)
