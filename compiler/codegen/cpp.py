@@ -8,7 +8,7 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import column_reduction, prefetch
+from compiler.codegen import column_reduction, lane_reduction, prefetch
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op)
 from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
@@ -83,6 +83,10 @@ class KernelRenderer:
     def flat(self, ld: Load) -> sympy.Expr:
         layout = self.layouts[ld.buffer][1]
         return layout.flat_index(ld.index)
+
+    def body_value(self, b: dict) -> str:
+        """Emit the temps of a node body `b` in a block of their own; the operand naming its value."""
+        return self.value(b["body"], _Block())
 
     def value(self, e: Expr, block: _Block) -> str:
         """Emit temps for `e` (children first) and return the C++ operand naming its value."""
@@ -311,7 +315,7 @@ class KernelRenderer:
         acc = self._accumulator(n)
         lanes = 64 // n.dtype.itemsize
         if rtype in ("max", "min") and n.dtype != torch.bool and rvars and rsizes[-1] >= 2 * lanes:
-            self._render_lane_reduction(n, b, acc, lanes)
+            lane_reduction.render(self, n, b, acc, lanes)
         else:
             op = SIMD_REDUCTION_OPS.get(rtype) if (n.dtype == torch.bool) == (rtype in ("any", "all")) else None
             for depth, (v, s) in enumerate(zip(rvars, rsizes)):
@@ -330,7 +334,7 @@ class KernelRenderer:
 
     def _combine(self, n: ComputedBuffer, b: dict, acc: str, into: str) -> None:
         """One reduction step: the body's value at the current indices folded into `into`."""
-        val = self.value(b["body"], _Block())
+        val = self.body_value(b)
         rtype = n.reduction_type
         if rtype in ("argmax", "argmin"):
             rvars, rsizes = b["red"]
@@ -345,44 +349,6 @@ class KernelRenderer:
             self.statement(f"if ({guard}) {{ {best} = {val}; {acc} = {cpp_index(flat)}; }}", n.origin)
         else:
             self.statement(f"{into} = {REDUCTION_COMBINE[rtype].format(acc=into, v=val)};", n.origin)
-
-    def _render_lane_reduction(self, n: ComputedBuffer, b: dict, acc: str, lanes: int) -> None:
-        """max/min over the innermost reduction loop in `lanes` per-lane partials (one vector register),
-        a scalar tail, then the horizontal step: g++ vectorizes this where a scalar `acc = max(acc, v)`
-        chain does not (NaN propagation has no OpenMP reduction operator)."""
-        rvars, rsizes = b["red"]
-        t = CTYPES[n.dtype]
-        init = REDUCTION_INIT[n.reduction_type].format(t=t)
-        part = f"{acc}_lanes"
-        self.statement(f"alignas(64) {t} {part}[{lanes}];", n.origin)
-        self.emit("#pragma omp simd")
-        self.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) {part}[lane] = {init};", [n.origin])
-        for v, s in zip(rvars[:-1], rsizes[:-1]):
-            self.open_loop(v, s, None, n.origins)
-        v, size = rvars[-1], rsizes[-1]
-        main = size - size % lanes
-        self.emit(f"for (int64_t {v.name}_base = 0; {v.name}_base < {main}; {v.name}_base += {lanes})", n.origins)
-        self.emit("{")
-        self.indent += 1
-        self.open_loop(sympy.Symbol(f"{v.name}_lane"), lanes, "#pragma omp simd", n.origins)
-        self.emit(f"int64_t {v.name} = {v.name}_base + {v.name}_lane;", [n.origin])
-        self._combine(n, b, acc, f"{part}[{v.name}_lane]")
-        self.close()
-        self.close()
-        if main < size:
-            self.emit(f"for (int64_t {v.name} = {main}; {v.name} < {size}; {v.name}++)", n.origins)
-            self.emit("{")
-            self.indent += 1
-            self._combine(n, b, acc, acc)
-            self.close()
-        for _ in rvars[:-1]:
-            self.close()
-        self.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++)", n.origins)
-        self.emit("{")
-        self.indent += 1
-        self.statement(f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v=f'{part}[lane]')};",
-                       n.origin)
-        self.close()
 
 
 # OpenMP reduction operators for reductions whose combine step is that operator.
