@@ -13,7 +13,7 @@ import sympy
 
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
 
-# The per-element step on floating lanes: (select, NaN test) for each reduction.
+# The per-element step on floating lanes (the NaN test is separate: `v != v` into the flag lanes).
 _FAST_SELECT = {"max": "{v} > {acc} ? {v} : {acc}", "min": "{v} < {acc} ? {v} : {acc}"}
 
 
