@@ -78,4 +78,3 @@ def _dense_row(index: sympy.Expr, row: sympy.Symbol, outer: set, ranges: dict) -
         length *= size
     start = index.xreplace({sym: 0 for sym in index.free_symbols if sym not in outer})
     return sympy.expand(start.xreplace({row: row + 1})), length
-
