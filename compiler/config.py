@@ -61,6 +61,10 @@ class cpp:
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
     # Row kernels prefetch their inputs' next row (compiler/codegen/prefetch.py); LENS_PREFETCH=0 turns it off.
     prefetch_rows: bool = os.environ.get("LENS_PREFETCH", "1") not in ("", "0")
+    # Graph outputs no step reads, of at least this many bytes, are written in whole 64-byte lines with
+    # streaming (non-temporal) stores (compiler/codegen/streaming.py); LENS_STREAMING_STORES=0 turns it off.
+    streaming_stores: bool = os.environ.get("LENS_STREAMING_STORES", "1") not in ("", "0")
+    streaming_store_min_bytes: int = int(os.environ.get("LENS_STREAMING_STORE_MIN_BYTES", 16 * 1024 * 1024))
     # Threads used by kernels; None means torch.get_num_threads().
     threads: int | None = None
 

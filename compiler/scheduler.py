@@ -31,6 +31,9 @@ class FusedKernel:
     # Buffers no other step and no graph output reads: the renderer keeps them in registers or in a
     # per-iteration array instead of a full-size buffer.
     local: set[str] = field(default_factory=set)
+    # Graph outputs that no step reads (not even a later node of this kernel): written once and handed to
+    # the caller, so large ones may bypass the cache (codegen/streaming.py).
+    unread_outputs: set[str] = field(default_factory=set)
 
     @property
     def kind(self) -> str:
@@ -149,7 +152,8 @@ def graph_output_buffers(ir: GraphIR) -> set[str]:
 
 
 def mark_local_buffers(sg: ScheduledGraph) -> None:
-    """A kernel's buffer is local when only that kernel reads it and it is not a graph output."""
+    """A kernel's buffer is local when only that kernel reads it and it is not a graph output; outputs no
+    step reads are the kernel's `unread_outputs`."""
     readers: dict[str, set[int]] = {}
     for i, step in enumerate(sg.steps):
         if isinstance(step, FusedKernel):
@@ -162,6 +166,7 @@ def mark_local_buffers(sg: ScheduledGraph) -> None:
     for i, step in enumerate(sg.steps):
         if isinstance(step, FusedKernel):
             step.local = {n.name for n in step.nodes if n.name not in outputs and readers.get(n.name, set()) <= {i}}
+            step.unread_outputs = {n.name for n in step.nodes if n.name in outputs and not readers.get(n.name)}
 
 
 def _expr_key(e: Expr, memo: dict[int, tuple]) -> tuple:

@@ -8,7 +8,7 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import column_reduction, lane_reduction, prefetch
+from compiler.codegen import column_reduction, lane_reduction, prefetch, streaming
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op)
 from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
@@ -53,6 +53,8 @@ class KernelRenderer:
         self.locals = plan_locals(kernel, layouts)
         self.outer_vars: list[sympy.Symbol] = []
         self.local_stores: dict[str, sympy.Expr] = {}  # scalar locals: the flat index they hold
+        self.streamed: set[str] = set()  # nodes whose stores stream (codegen/streaming.py)
+        self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
         written = kernel.buffers()
         for n in kernel.nodes:
             for ld in n.reads():
@@ -179,22 +181,38 @@ class KernelRenderer:
     def _render_nest(self, ovars, osizes, bodies: list[dict], parallel, simdlen: str) -> None:
         """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops."""
         k = self.k
-        for v, s, pragma in zip(ovars, osizes, self._outer_pragmas(osizes, bool(parallel), simdlen,
-                                                                       not any(b["inner"][0] for b in bodies))):
+        flat = not any(b["inner"][0] for b in bodies)
+        pragmas = self._outer_pragmas(osizes, bool(parallel), simdlen, flat)
+        self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
+        if self.streamed:
+            pragmas = streaming.open_region(self, pragmas)
+        blocked = flat and bool(self.streamed)  # the last outer loop goes by whole lines
+        nest = len(ovars) - blocked
+        for v, s, pragma in zip(ovars[:nest], osizes[:nest], pragmas):
             self.open_loop(v, s, pragma, k.origins)
         self.outer_vars = list(ovars)
-        for node in k.nodes:
+        if blocked:
+            streaming.render_flat(self, ovars[-1], osizes[-1], pragmas[-1], bodies,
+                                  lambda: self._render_bodies(ovars, osizes, bodies, parallel))
+        else:
+            self._render_bodies(ovars, osizes, bodies, parallel)
+        for _ in range(nest):
+            self.close()
+        if self.streamed:
+            streaming.close_region(self)
+
+    def _render_bodies(self, ovars, osizes, bodies: list[dict], parallel) -> None:
+        """One outer iteration: the kernel's local arrays, then each node's block (and row prefetches)."""
+        for node in self.k.nodes:
             local = self.locals.get(node.name)
             if local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
         prefetches, after = prefetch.row_prefetches(self, list(ovars), list(osizes), bodies)
-        for i, (node, b) in enumerate(zip(k.nodes, bodies)):
+        for i, (node, b) in enumerate(zip(self.k.nodes, bodies)):
             self._render_node_block(node, b, parallel_inner=not parallel)
             if i == after:
                 for line in prefetches:
                     self.emit(line)
-        for _ in ovars:
-            self.close()
 
     def _outer_pragmas(self, sizes: list[int], parallel: bool, simdlen: str, flat: bool) -> list[str | None]:
         """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),
@@ -265,18 +283,22 @@ class KernelRenderer:
             work = 1
             for s in isizes:
                 work *= s
+            rows = n.name in self.streamed and bool(ivars)  # (streaming kernels' outer loops run on threads)
+            opened = 0
             for depth, (v, s) in enumerate(zip(ivars, isizes)):
                 last = depth == len(ivars) - 1
+                if last and rows and streaming.render_row(self, n, b, v, s, store):
+                    break
                 pragma = None
                 if depth == 0 and parallel_inner and work >= config.cpp.min_chunk_size:
                     pragma = "#pragma omp parallel for" + (" simd" if last else "")
                 elif last:
                     pragma = "#pragma omp simd"
                 self.open_loop(v, s, pragma, n.origins)
-            block = _Block()
-            val = self.value(b["body"], block)
-            self.statement(f"{self.store_target(n, store)} = {val};", n.origin)
-            for _ in ivars:
+                opened += 1
+            else:
+                self.statement(f"{self.store_target(n, store)} = {self.body_value(b)};", n.origin)
+            for _ in range(opened):
                 self.close()
         self.indent -= 1
         self.emit("}")
@@ -286,6 +308,8 @@ class KernelRenderer:
         return sympy.expand(flat.xreplace({v: 0 for v in self.outer_vars}))
 
     def store_target(self, n: ComputedBuffer, store: sympy.Expr) -> str:
+        if n.name in self.stream_stage:
+            return self.stream_stage[n.name]
         local = self.locals.get(n.name)
         if local is None:
             return f"{self.params[n.name].param}[{cpp_index(store)}]"

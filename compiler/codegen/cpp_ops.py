@@ -10,7 +10,7 @@ import math
 import torch
 
 from compiler import config
-from compiler.codegen import math_prelude, special_math
+from compiler.codegen import math_prelude, special_math, streaming
 
 CTYPES = {
     torch.float32: "float", torch.float64: "double", torch.int8: "int8_t", torch.int16: "int16_t",
@@ -203,4 +203,4 @@ template <typename T> inline T lens_rshift(T a, T b) {
   if (b < 0 || b >= T(sizeof(T) * 8)) return a < 0 ? T(-1) : T(0);
   return T(a >> b);
 }
-""" + special_math.PRELUDE
+""" + special_math.PRELUDE + streaming.PRELUDE
