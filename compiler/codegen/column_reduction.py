@@ -9,7 +9,7 @@ from __future__ import annotations
 import sympy
 import torch
 
-from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
+from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, SIMD_REDUCTION_OPS
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBuffer
 from compiler.ir import Load, walk
@@ -77,7 +77,7 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
             renderer.open_loop(v, sz, None, n.origins)
         renderer.emit("#pragma omp simd", [n.origin])
         _lane_loop(renderer, x, width, n.origins)
-        renderer._combine(n, b, acc, f"{acc}[{x.name}_lane]")
+        renderer.combine(n, b, acc, f"{acc}[{x.name}_lane]")
         renderer.close()
         for _ in rvars:
             renderer.close()
@@ -125,14 +125,13 @@ def applies_to_total(renderer, ovars: list, bodies: list[dict]) -> bool:
 def render_total(renderer, bodies: list[dict]) -> None:
     """Each thread sums a contiguous share of the first reduction dim into its own partial; the partials
     are added in thread order (the same bits on every run with the same thread count)."""
-    from compiler.codegen.cpp import SIMD_REDUCTION_OPS
     n, b = renderer.k.nodes[0], bodies[0]
     t = CTYPES[n.dtype]
     init = REDUCTION_INIT[n.reduction_type].format(t=t)
     op = SIMD_REDUCTION_OPS[n.reduction_type]
-    acc = renderer._accumulator(n)
+    acc = renderer.accumulator(n)
     part = f"{acc}_part"
-    renderer._declare_accumulator(n, b)
+    renderer.declare_accumulator(n, b)
     renderer.emit("{")
     renderer.indent += 1
     renderer.emit(f"const int lens_threads = lens_min<int>(omp_get_max_threads(), {MAX_PARTIALS});", [n.origin])
@@ -155,7 +154,7 @@ def render_total(renderer, bodies: list[dict]) -> None:
     for depth, (w, size) in enumerate(zip(rvars[1:], rsizes[1:])):
         pragma = f"#pragma omp simd reduction({op}:{part})" if depth == len(rvars) - 2 else None
         renderer.open_loop(w, size, pragma, n.origins)
-    renderer._combine(n, b, part, part)
+    renderer.combine(n, b, part, part)
     for _ in rvars[1:]:
         renderer.close()
     renderer.close()

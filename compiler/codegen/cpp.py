@@ -8,9 +8,9 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import column_reduction, lane_reduction, prefetch, streaming
+from compiler.codegen import column_reduction, lane_reduction, prefetch, sibling_loops, streaming
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
-                                      render_op)
+                                      render_op, simd_reduction_op)
 from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
 from compiler.codegen.kernel_locals import LocalBufferError, plan_locals
 from compiler.ir import Cast, ComputedBuffer, Constant, Expr, IndexValue, Layout, Load, Op, substitute, walk
@@ -208,9 +208,14 @@ class KernelRenderer:
             if local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
         prefetches, after = prefetch.row_prefetches(self, list(ovars), list(osizes), bodies)
-        for i, (node, b) in enumerate(zip(self.k.nodes, bodies)):
-            self._render_node_block(node, b, parallel_inner=not parallel)
-            if i == after:
+        nodes, i = self.k.nodes, 0
+        while i < len(nodes):
+            pair = (bool(parallel) and i + 1 < len(nodes)  # (fused loops run on the outer loop's thread)
+                    and sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1]))
+            if not pair:
+                self._render_node_block(nodes[i], bodies[i], parallel_inner=not parallel)
+            i += 1 + pair
+            if i - 1 - pair <= after < i:
                 for line in prefetches:
                     self.emit(line)
 
@@ -267,7 +272,7 @@ class KernelRenderer:
         if local is not None and local.scalar and not n.reduction_type:
             self.statement(f"{CTYPES[n.dtype]} {local.name};", n.origin)
         if n.reduction_type:
-            self._declare_accumulator(n, b)
+            self.declare_accumulator(n, b)
         self.emit("{")
         self.indent += 1
         store = sympy.expand(b["store"])
@@ -318,13 +323,13 @@ class KernelRenderer:
             return local.name
         return f"{local.name}[{cpp_index(self.local_index(store))}]"
 
-    def _accumulator(self, n: ComputedBuffer) -> str:
+    def accumulator(self, n: ComputedBuffer) -> str:
         local = self.locals.get(n.name)
         return local.name if local is not None else f"acc_{self.params[n.name].param}"
 
-    def _declare_accumulator(self, n: ComputedBuffer, b: dict) -> None:
+    def declare_accumulator(self, n: ComputedBuffer, b: dict) -> None:
         """Declared before the node's block: a local reduction's accumulator is what later nodes read."""
-        acc, rtype = self._accumulator(n), n.reduction_type
+        acc, rtype = self.accumulator(n), n.reduction_type
         if rtype in ("argmax", "argmin"):
             vt = CTYPES[b["body"].dtype]
             init = "lens_lowest" if rtype == "argmax" else "lens_highest"
@@ -336,27 +341,31 @@ class KernelRenderer:
     def _render_reduction(self, n: ComputedBuffer, b: dict, store: sympy.Expr) -> None:
         rvars, rsizes = b["red"]
         rtype = n.reduction_type
-        acc = self._accumulator(n)
+        acc = self.accumulator(n)
         lanes = 64 // n.dtype.itemsize
         if rtype in ("max", "min") and n.dtype != torch.bool and rvars and rsizes[-1] >= 2 * lanes:
             lane_reduction.render(self, n, b, acc, lanes)
         else:
-            op = SIMD_REDUCTION_OPS.get(rtype) if (n.dtype == torch.bool) == (rtype in ("any", "all")) else None
+            op = simd_reduction_op(n.dtype, rtype)
             for depth, (v, s) in enumerate(zip(rvars, rsizes)):
                 last = depth == len(rvars) - 1
                 pragma = None
                 if last and op:
                     pragma = f"#pragma omp simd reduction({op}:{acc})"
                 self.open_loop(v, s, pragma, n.origins)
-            self._combine(n, b, acc, acc)
+            self.combine(n, b, acc, acc)
             for _ in rvars:
                 self.close()
+        self.store_reduction(n, store, acc)
+
+    def store_reduction(self, n: ComputedBuffer, store: sympy.Expr, acc: str) -> None:
+        """After the reduction loops: the result goes to its buffer, or stays in its local accumulator."""
         if n.name not in self.locals:
             self.statement(f"{self.params[n.name].param}[{cpp_index(store)}] = {acc};", n.origin)
         else:
             self.local_stores[n.name] = store
 
-    def _combine(self, n: ComputedBuffer, b: dict, acc: str, into: str) -> None:
+    def combine(self, n: ComputedBuffer, b: dict, acc: str, into: str) -> None:
         """One reduction step: the body's value at the current indices folded into `into`."""
         val = self.body_value(b)
         rtype = n.reduction_type
@@ -374,9 +383,6 @@ class KernelRenderer:
         else:
             self.statement(f"{into} = {REDUCTION_COMBINE[rtype].format(acc=into, v=val)};", n.origin)
 
-
-# OpenMP reduction operators for reductions whose combine step is that operator.
-SIMD_REDUCTION_OPS = {"sum": "+", "prod": "*", "any": "||", "all": "&&"}
 
 
 def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],

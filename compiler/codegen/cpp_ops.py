@@ -129,6 +129,18 @@ def render_constant(value, dtype: torch.dtype) -> str:
     return f"static_cast<{CTYPES[dtype]}>({v})"
 
 
+# OpenMP reduction operators for reductions whose combine step is that operator.
+SIMD_REDUCTION_OPS = {"sum": "+", "prod": "*", "any": "||", "all": "&&"}
+
+
+def simd_reduction_op(dtype: torch.dtype, reduction_type: str) -> str | None:
+    """The `omp simd reduction` operator of a reduction to `dtype`, if it has one (bool results only for
+    any/all, which are the bool ones)."""
+    if (dtype == torch.bool) != (reduction_type in ("any", "all")):
+        return None
+    return SIMD_REDUCTION_OPS.get(reduction_type)
+
+
 # Ends the part of every C++ source that is the same for all graphs (compiler/pch.py precompiles it).
 PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
 

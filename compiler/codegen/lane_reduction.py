@@ -44,14 +44,14 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
         r.statement(f"{into} = {_FAST_SELECT[n.reduction_type].format(v=val, acc=into)};", n.origin)
         r.statement(f"{flags}[{v.name}_lane] |= ({val} != {val});", n.origin)
     else:
-        r._combine(n, b, acc, into)
+        r.combine(n, b, acc, into)
     r.close()
     r.close()
     if main < size:
         r.emit(f"for (int64_t {v.name} = {main}; {v.name} < {size}; {v.name}++)", n.origins)
         r.emit("{")
         r.indent += 1
-        r._combine(n, b, acc, acc)
+        r.combine(n, b, acc, acc)
         r.close()
     for _ in rvars[:-1]:
         r.close()

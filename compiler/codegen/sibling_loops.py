@@ -1,0 +1,54 @@
+"""One loop for a row's producer and the reduction that reads it back: in softmax, `exp(x - max)` is
+written to the row's local array and then summed; both loops run over the same row, so the sum is folded
+into the loop that computes the exponentials (`#pragma omp simd reduction(+:acc)` around both bodies),
+saving a pass over the row. Measured on the device's Xeon (2 threads, medians of 15, kernel alone):
+softmax (8192,1024) 3.83 -> 3.75 and 3.87 -> 3.61 ms in two runs of the same binary.
+
+The pair fuses when the producer is a pointwise node with one inner loop, the next node is a reduction
+with an OpenMP reduction operator over one loop of the same length, and every read of the producer's
+buffer in the reduction is at the element the producer writes in that iteration. Anything else keeps
+its own loops.
+"""
+from __future__ import annotations
+
+import sympy
+
+from compiler.codegen.cpp_ops import simd_reduction_op
+from compiler.ir import ComputedBuffer, Load, substitute, walk
+
+
+def _fused_body(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> dict | None:
+    """Node `b`'s body dict with its reduction variable renamed to `a`'s loop variable, or None when the
+    pair cannot share one loop."""
+    if a.reduction_type or not b.reduction_type or simd_reduction_op(b.dtype, b.reduction_type) is None or a.name in r.streamed:
+        return None
+    (ivars, isizes), (rvars, rsizes) = ba["inner"], bb["red"]
+    if len(ivars) != 1 or len(rvars) != 1 or isizes != rsizes or bb["inner"][0]:
+        return None
+    x = ivars[0]
+    body = substitute(bb["body"], {rvars[0]: x})
+    written = sympy.expand(ba["store"])
+    for ld in walk(body):
+        if isinstance(ld, Load) and ld.buffer == a.name and sympy.expand(r.flat(ld) - written) != 0:
+            return None  # reads another element than the one this iteration writes
+    return dict(bb, body=body)
+
+
+def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> bool:
+    """Emit producer `a` and reduction `b` in one loop; False (nothing emitted) when they do not fuse."""
+    fused = _fused_body(r, a, ba, b, bb)
+    if fused is None:
+        return False
+    acc = r.accumulator(b)
+    r.declare_accumulator(b, bb)
+    r.emit("{")
+    r.indent += 1
+    (x,), (size,) = ba["inner"]
+    r.open_loop(x, size, f"#pragma omp simd reduction({simd_reduction_op(b.dtype, b.reduction_type)}:{acc})", a.origins + b.origins)
+    store = sympy.expand(ba["store"])
+    r.statement(f"{r.store_target(a, store)} = {r.body_value(ba)};", a.origin)
+    r.combine(b, fused, acc, acc)
+    r.close()
+    r.close()
+    r.store_reduction(b, sympy.expand(bb["store"]), acc)
+    return True

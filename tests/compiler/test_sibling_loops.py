@@ -1,0 +1,47 @@
+"""A row's producer and the reduction that reads it back share one loop (compiler/codegen/sibling_loops.py);
+results stay eager's."""
+import re
+
+import pytest
+import torch
+
+from compiler.codegen.cpp_ops import PRELUDE_END
+from tests.compiler.conftest import assert_same, compile_with_debug
+
+
+def kernels(tmp_path, fn, *args) -> str:
+    _, graph = compile_with_debug(tmp_path, fn, *args)
+    return (graph / "output_code.py").read_text().split(PRELUDE_END, 1)[1]
+
+
+def loop_bodies(code: str) -> list[str]:
+    """The text of each `#pragma omp simd reduction` loop up to the next pragma."""
+    return re.findall(r"#pragma omp simd reduction\(\+:\w+\)\n(.*?)(?=#pragma|\Z)", code, re.S)
+
+
+def test_softmax_sums_its_exponentials_in_the_loop_that_computes_them(tmp_path):
+    code = kernels(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
+    (body,) = loop_bodies(code)
+    assert "lens_exp(" in body and "buf1_local[x1_1] = " in body and re.search(r"buf2_local = buf2_local \+ ", body)
+    assert "for (int64_t r2_0" not in code  # no loop of its own for the sum
+
+
+def test_a_reduction_reading_other_elements_keeps_its_own_loop(tmp_path):
+    def fn(x):
+        e = torch.exp(x - x.amax(-1, keepdim=True))
+        return e / e.flip(-1).sum(-1, keepdim=True)  # the sum reads element 63 - j where e writes j
+    x = torch.randn(64, 64)
+    code = kernels(tmp_path, fn, x)
+    assert not any("lens_exp(" in body for body in loop_bodies(code))
+    assert_same(fn, x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(8, 1024), (33, 100), (4, 5, 77)])
+def test_fused_rows_equal_eager(dtype, shape):
+    x = torch.randn(shape, dtype=dtype)
+    x.view(-1)[3] = float("-inf")
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else {}
+    assert_same(lambda x: torch.softmax(x, -1), x, **tol)
+    assert_same(lambda x: torch.log_softmax(x, -1), x, **tol)
+    assert_same(lambda x: (x * 2).exp() / (x * 2).exp().sum(-1, keepdim=True), x, **tol)
