@@ -145,8 +145,6 @@ def simd_reduction_op(dtype: torch.dtype, reduction_type: str) -> str | None:
 PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
 
 PRELUDE = r"""#include <cstdint>
-#include <limits>
-#include <type_traits>
 #include <omp.h>
 """ + math_prelude.PRELUDE + r"""template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
 template <typename T> inline T lens_max(T a, T b) { return a < b ? b : a; }  // (which costs g++ ~40 ms a build)
