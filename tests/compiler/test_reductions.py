@@ -130,15 +130,20 @@ def test_integer_total_sum_is_exact():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_row_max_min_keep_nan_in_any_lane_and_in_the_tail(dtype, tmp_path):
     # 70 = 4 full vectors of 16 floats (or 8 of 8 doubles) plus a scalar tail; NaN at a lane position, in the
-    # tail, in the first and last element; a row of -inf; a row of +inf with a NaN
-    x = torch.randn(8, 70, dtype=dtype)
+    # tail, in the first and last element; a row of -inf; a row of +inf with a NaN; +inf and -inf (their sum
+    # is NaN: the exact pass runs and finds none); -inf masks; values whose sum overflows
+    x = torch.randn(12, 70, dtype=dtype)
     x[1, 5] = x[2, 69] = x[3, 0] = x[4, 33] = float("nan")
     x[5] = float("-inf")
     x[6] = float("inf")
     x[6, 40] = float("nan")
+    x[7, 3], x[7, 19] = float("inf"), float("-inf")
+    x[8, ::3] = float("-inf")
+    x[9] = torch.finfo(dtype).max
+    x[10, :35], x[10, 35:] = torch.finfo(dtype).max, -torch.finfo(dtype).max
     fn = lambda t: (t.amax(-1), t.amin(-1), torch.softmax(t, -1), t.max(-1).values)  # noqa: E731
     from tests.compiler.conftest import compile_with_debug
     out, graph = compile_with_debug(tmp_path, fn, x)
     for got, expected in zip(out, fn(x)):
         torch.testing.assert_close(got, expected, equal_nan=True)
-    assert "_nan[" in (graph / "output_code.py").read_text()  # the lanes that remember a NaN
+    assert "_sum_all != " in (graph / "output_code.py").read_text()  # the lanes that notice a NaN
