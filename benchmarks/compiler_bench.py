@@ -47,6 +47,11 @@ def _softmax(x):
     return torch.softmax(x, dim=-1)
 
 
+def _half_masked(x):
+    x[:, x.shape[1] // 2:] = float("-inf")  # an attention mask's -inf: exp must give 0 without slow paths
+    return x
+
+
 def _mean(x):
     return x.mean(dim=-1)
 
@@ -117,6 +122,8 @@ def workloads() -> list[Workload]:
                           torch.randn(big)],
                  _pointwise_bound, "addcmul(out=) 3 in 1 out"),
         Workload("softmax (8192,1024)", _softmax, lambda: [torch.randn(8192, 1024)], _copy_bound, "copy_"),
+        Workload("masked softmax, half -inf", _softmax, lambda: [_half_masked(torch.randn(8192, 1024))], _copy_bound,
+                 "copy_"),
         Workload("layernorm (8192,1024)", lambda x: ln(x), lambda: [torch.randn(8192, 1024)], _copy_bound,
                  "copy_", atol=1e-4, rtol=1e-4),
         Workload("mean dim=-1 (8192,1024)", _mean, lambda: [torch.randn(8192, 1024)], _rowsum_bound,

@@ -89,7 +89,8 @@ FAST_EXP_DEFINITIONS = _FAST_EXP_IF + r"""extern "C" {
 __attribute__((visibility("hidden"))) lens_v16sf _ZGVeN16v_lens_expf(lens_v16sf x) noexcept {
   const lens_v16sf hi = lens_v16sf{} + 88.8f, lo = lens_v16sf{} - 104.0f, ones = lens_v16sf{} + 1.0f;
   x = hi < x ? hi : x;  // clamped so that n*ln2 never meets inf; NaN passes both
-  x = x < lo ? lo : x;
+  const auto zero = x < lo;  // exp rounds to +0 there: computed on 0 and replaced, as an underflowing
+  x = zero ? lens_v16sf{} : x;  // scalef costs a microcode assist per vector (masked softmax: 5x slower)
   lens_v16sf n = __builtin_ia32_rndscaleps_mask(x * 1.44269504088896341f, 8, x, (unsigned short)-1, 4);
   lens_v16sf r = __builtin_ia32_vfnmaddps512_mask(n, lens_v16sf{} + 0.693359375f, x, (unsigned short)-1, 4);
   r = __builtin_ia32_vfnmaddps512_mask(n, lens_v16sf{} - 2.12194440e-4f, r, (unsigned short)-1, 4);
@@ -97,7 +98,8 @@ __attribute__((visibility("hidden"))) lens_v16sf _ZGVeN16v_lens_expf(lens_v16sf 
   const float c[5] = {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
   for (float ci : c) p = __builtin_ia32_vfmaddps512_mask(p, r, lens_v16sf{} + ci, (unsigned short)-1, 4);
   p = __builtin_ia32_vfmaddps512_mask(p, r * r, r + ones, (unsigned short)-1, 4);
-  return __builtin_ia32_scalefps512_mask(p, n, p, (unsigned short)-1, 4);
+  p = __builtin_ia32_scalefps512_mask(p, n, p, (unsigned short)-1, 4);
+  return zero ? lens_v16sf{} : p;
 }
 __attribute__((visibility("hidden"), used, noinline)) float lens_expf_scalar(float x) noexcept {
   return _ZGVeN16v_lens_expf(lens_v16sf{} + x)[0];
