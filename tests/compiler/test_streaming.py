@@ -132,3 +132,22 @@ def test_tails_and_unaligned_outputs(stream_everything, with_row_pass, offset):
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4)
     gaps = storage[offset:].view(64, 1024)[:, 1000:]
     assert gaps.isnan().all()  # nothing written between the rows
+
+
+@pytest.mark.parametrize("isa", [[], ["-mno-avx512f"], ["-mno-avx"]])  # the AVX-512, AVX and SSE2 stores
+def test_stream_line_on_each_instruction_set(tmp_path, isa):
+    import subprocess
+    src = tmp_path / "copy.cpp"
+    src.write_text(PRELUDE + 'extern "C" void copy_lines(const float* in, float* out, int64_t lines) {\n'
+                   "  for (int64_t i = 0; i < lines; i++) lens_stream_line(out + 16 * i, in + 16 * i);\n"
+                   "  lens_sfence();\n}\n")
+    so = tmp_path / "copy.so"
+    flags = [f for f in config.cpp.flags if f not in ("-shared", "-fPIC")]
+    subprocess.run([config.cpp.cxx, *flags, *isa, "-shared", "-fPIC", str(src), "-o", str(so)], check=True)
+    lib = ctypes.CDLL(str(so))
+    x = torch.randn(64 * 16)
+    for offset in (0, 1, 4, 8):  # 64-byte aligned, then 4, 16 and 32 bytes off
+        storage = torch.zeros(64 * 16 + 16)
+        out = storage[offset:offset + 64 * 16]
+        lib.copy_lines(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(out.data_ptr()), ctypes.c_int64(64))
+        assert torch.equal(out, x)
