@@ -136,12 +136,19 @@ class KernelRenderer:
         return name
 
     # -- loops -------------------------------------------------------------------
-    def open_loop(self, var: sympy.Symbol, size: int, pragma: str | None, nodes: list[str]) -> None:
+    def open_loop(self, var: sympy.Symbol, size: int, pragma: str | None, nodes: list[str], start: int = 0,
+                  step: int = 1) -> None:
         if pragma:
             self.emit(pragma)
-        self.emit(f"for (int64_t {var.name} = 0; {var.name} < {size}; {var.name}++)", nodes)
+        inc = f"{var.name}++" if step == 1 else f"{var.name} += {step}"
+        self.emit(f"for (int64_t {var.name} = {start}; {var.name} < {size}; {inc})", nodes)
         self.emit("{")
         self.indent += 1
+
+    def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str]) -> None:
+        """Inside `for (var_base ...; var_base += lanes)`: the `simd` loop over the block, defining `var`."""
+        self.open_loop(sympy.Symbol(f"{var.name}_lane"), lanes, "#pragma omp simd", nodes)
+        self.emit(f"int64_t {var.name} = {var.name}_base + {var.name}_lane;", nodes[:1])
 
     def close(self) -> None:
         self.indent -= 1

@@ -36,11 +36,8 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
         r.open_loop(v, s, None, n.origins)
     v, size = rvars[-1], rsizes[-1]
     main = size - size % lanes
-    r.emit(f"for (int64_t {v.name}_base = 0; {v.name}_base < {main}; {v.name}_base += {lanes})", n.origins)
-    r.emit("{")
-    r.indent += 1
-    r.open_loop(sympy.Symbol(f"{v.name}_lane"), lanes, "#pragma omp simd", n.origins)
-    r.emit(f"int64_t {v.name} = {v.name}_base + {v.name}_lane;", [n.origin])
+    r.open_loop(sympy.Symbol(f"{v.name}_base"), main, None, n.origins, step=lanes)
+    r.open_lanes(v, lanes, [n.origin])
     into = f"{part}[{v.name}_lane]"
     if sums:
         val = r.body_value(b)
@@ -78,8 +75,6 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
 
 def _exact_loop(r, n, b: dict, acc: str, v: sympy.Symbol, start: int, stop: int) -> None:
     """`acc` combined with the body at v = start..stop-1, one element at a time."""
-    r.emit(f"for (int64_t {v.name} = {start}; {v.name} < {stop}; {v.name}++)", n.origins)
-    r.emit("{")
-    r.indent += 1
+    r.open_loop(v, stop, None, n.origins, start=start)
     r.combine(n, b, acc, acc)
     r.close()

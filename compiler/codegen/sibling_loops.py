@@ -20,7 +20,9 @@ from compiler.ir import ComputedBuffer, Load, substitute, walk
 def _fused_body(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> dict | None:
     """Node `b`'s body dict with its reduction variable renamed to `a`'s loop variable, or None when the
     pair cannot share one loop."""
-    if a.reduction_type or not b.reduction_type or simd_reduction_op(b.dtype, b.reduction_type) is None or a.name in r.streamed:
+    if a.reduction_type or a.name in r.streamed or not b.reduction_type:
+        return None
+    if simd_reduction_op(b.dtype, b.reduction_type) is None:
         return None
     (ivars, isizes), (rvars, rsizes) = ba["inner"], bb["red"]
     if len(ivars) != 1 or len(rvars) != 1 or isizes != rsizes or bb["inner"][0]:
@@ -44,7 +46,8 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     r.emit("{")
     r.indent += 1
     (x,), (size,) = ba["inner"]
-    r.open_loop(x, size, f"#pragma omp simd reduction({simd_reduction_op(b.dtype, b.reduction_type)}:{acc})", a.origins + b.origins)
+    op = simd_reduction_op(b.dtype, b.reduction_type)
+    r.open_loop(x, size, f"#pragma omp simd reduction({op}:{acc})", a.origins + b.origins)
     store = sympy.expand(ba["store"])
     r.statement(f"{r.store_target(a, store)} = {r.body_value(ba)};", a.origin)
     r.combine(b, fused, acc, acc)

@@ -64,13 +64,6 @@ def _lanes(n: ComputedBuffer) -> int:
     return LINE_BYTES // n.dtype.itemsize
 
 
-def _nbytes(n: ComputedBuffer) -> int:
-    numel = 1
-    for s in n.layout.size:
-        numel *= s
-    return numel * n.dtype.itemsize
-
-
 def line_aligned(store: sympy.Expr, var: sympy.Symbol, lanes: int) -> bool:
     """Whether `store` steps by one element along `var` and every other term (loop variables times
     integers, a constant) is a multiple of `lanes` elements: blocks of `lanes` along `var` are lines."""
@@ -96,8 +89,9 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
         return set()
     out: set[str] = set()
     for n, b in zip(k.nodes, bodies):
+        small = n.layout.numel * n.dtype.itemsize < config.cpp.streaming_store_min_bytes
         if (n.name not in k.unread_outputs or n.reduction_type or n.name in r.locals
-                or LINE_BYTES % n.dtype.itemsize or _nbytes(n) < config.cpp.streaming_store_min_bytes):
+                or LINE_BYTES % n.dtype.itemsize or small):
             continue
         ivars, isizes = b["inner"]
         var, size = (ivars[-1], isizes[-1]) if ivars else (ovars[-1], osizes[-1])
@@ -131,24 +125,6 @@ def _base(var: sympy.Symbol) -> sympy.Symbol:
     return sympy.Symbol(f"{var.name}_base", integer=True, nonnegative=True)
 
 
-def _open_blocks(r, var: sympy.Symbol, main: int, lanes: int, pragma: str | None, nodes: list[str]) -> None:
-    """`for var_base` over whole lines, then the `simd` loop over one line's lanes defining `var`."""
-    if pragma:
-        r.emit(pragma)
-    base = _base(var)
-    r.emit(f"for (int64_t {base} = 0; {base} < {main}; {base} += {lanes})", nodes)
-    r.emit("{")
-    r.indent += 1
-
-
-def _open_lanes(r, var: sympy.Symbol, lanes: int, nodes: list[str]) -> None:
-    r.emit("#pragma omp simd")
-    r.emit(f"for (int64_t {var.name}_lane = 0; {var.name}_lane < {lanes}; {var.name}_lane++)", nodes)
-    r.emit("{")
-    r.indent += 1
-    r.emit(f"int64_t {var.name} = {_base(var)} + {var.name}_lane;")
-
-
 def _stream_lines(r, n: ComputedBuffer, store: sympy.Expr, var: sympy.Symbol, block: int) -> None:
     """Write node `n`'s staged block (`block` elements, whole lines) to its output."""
     lanes = _lanes(n)
@@ -165,18 +141,15 @@ def render_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, stor
     if size < lanes or not line_aligned(store, var, lanes):
         return False
     main = size - size % lanes
-    _open_blocks(r, var, main, lanes, None, n.origins)
+    r.open_loop(_base(var), main, None, n.origins, step=lanes)
     r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
-    _open_lanes(r, var, lanes, n.origins)
+    r.open_lanes(var, lanes, n.origins)
     r.statement(f"{n.name}_line[{var.name}_lane] = {r.body_value(b)};", n.origin)
     r.close()
     _stream_lines(r, n, store, var, lanes)
     r.close()
     if main < size:
-        r.emit("#pragma omp simd")
-        r.emit(f"for (int64_t {var.name} = {main}; {var.name} < {size}; {var.name}++)", n.origins)
-        r.emit("{")
-        r.indent += 1
+        r.open_loop(var, size, "#pragma omp simd", n.origins, start=main)
         r.statement(f"{r.store_target(n, store)} = {r.body_value(b)};", n.origin)
         r.close()
     return True
@@ -190,10 +163,10 @@ def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: lis
     main = size - size % lanes
     if pragma is not None:  # the lane loop is the vector loop now
         pragma = None if pragma.startswith("#pragma omp simd") else re.sub(r" simd( simdlen\(\d+\))?", "", pragma)
-    _open_blocks(r, var, main, lanes, pragma, r.k.origins)
+    r.open_loop(_base(var), main, pragma, r.k.origins, step=lanes)
     for n, _ in streamed:
         r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
-    _open_lanes(r, var, lanes, r.k.origins)
+    r.open_lanes(var, lanes, r.k.origins)
     r.stream_stage = {n.name: f"{n.name}_line[{var.name}_lane]" for n, _ in streamed}
     render_bodies()
     r.stream_stage = {}
@@ -202,9 +175,6 @@ def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: lis
         _stream_lines(r, n, b["store"], var, lanes)
     r.close()
     if main < size:  # (only inside an outer loop: `plan` keeps a lone loop whole)
-        r.emit("#pragma omp simd")
-        r.emit(f"for (int64_t {var.name} = {main}; {var.name} < {size}; {var.name}++)", r.k.origins)
-        r.emit("{")
-        r.indent += 1
+        r.open_loop(var, size, "#pragma omp simd", r.k.origins, start=main)
         render_bodies()
         r.close()
