@@ -80,9 +80,9 @@ COLUMN_CASES = {
 }
 
 
-@pytest.mark.parametrize("shape", [(300, 70), (513, 260), (1, 7)], ids=str)
+@pytest.mark.parametrize("shape", [(300, 70), (513, 260), (130, 7000), (1, 7)], ids=str)
 @pytest.mark.parametrize("name", sorted(COLUMN_CASES))
-def test_reductions_over_the_strided_dim_walk_contiguous_blocks(name, shape, tmp_path):
+def test_reductions_over_the_strided_dim_walk_contiguous_memory(name, shape, tmp_path):
     from tests.compiler.conftest import compile_with_debug
     torch.manual_seed(0)
     x = torch.randn(shape)
@@ -90,8 +90,51 @@ def test_reductions_over_the_strided_dim_walk_contiguous_blocks(name, shape, tmp
     fn = COLUMN_CASES[name]
     out, graph = compile_with_debug(tmp_path, fn, x)
     torch.testing.assert_close(out, fn(x), equal_nan=True, rtol=1e-5, atol=1e-4)
-    if shape[0] > 1:
-        assert "x0_base" in (graph / "output_code.py").read_text()  # the blocked nest, not a column walk
+    code = (graph / "output_code.py").read_text()
+    if shape[1] > 2000:  # a thread's accumulators for every output would not fit in L1: blocks of outputs
+        assert "x0_base" in code and "lens_parts" not in code
+    elif shape[0] > 1:  # few outputs: threads split the rows, each walking its rows' contiguous memory
+        assert "lens_parts" in code and "lens_row" in code and "x0_base" not in code
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32])
+def test_column_reductions_split_by_rows_are_deterministic_and_accurate(threads, dtype):
+    """Partials of a thread's rows are combined in thread order: the same bits on every call; float sums go
+    through 64-row chunks into double partials, so they are at least as close to the exact sum as eager's."""
+    torch.manual_seed(0)
+    x = (torch.randn(6000, 96) * 10 + 30).to(dtype)
+    fn = lambda t: (t.sum(0), t.amax(0), t.sum(0, keepdim=True) * 2)  # noqa: E731
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="lens", dynamic=False)
+        got, again = compiled(x), compiled(x)
+    finally:
+        torch.set_num_threads(old)
+    expected = fn(x)
+    for g, a, e in zip(got, again, expected):
+        assert torch.equal(g, a)
+        if dtype == torch.int32:
+            assert torch.equal(g, e)
+        else:
+            torch.testing.assert_close(g, e)
+    if dtype == torch.float32:
+        exact = x.double().sum(0)
+        assert (got[0].double() - exact).abs().max() <= (expected[0].double() - exact).abs().max()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int8, torch.float64])
+def test_column_reductions_split_by_rows_of_a_view_off_its_lines(dtype):
+    """The chunk partials are placed against the input's address: an input 1 element past a line works too."""
+    base = (torch.randn(3001, 129) * 10).to(dtype)
+    x = base.reshape(-1)[1:1 + 3000 * 129].view(3000, 129)
+    fn = lambda t: (t.sum(0), t.amin(0), t.to(torch.float64).mean(0))  # noqa: E731
+    torch._dynamo.reset()
+    tol = {"atol": 1e-3, "rtol": 1e-5} if dtype == torch.float32 else {}  # sums of 3,000 values ~10 in size
+    for got, expected in zip(torch.compile(fn, backend="lens", dynamic=False)(x), fn(x)):
+        torch.testing.assert_close(got, expected, **tol)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64])
