@@ -55,6 +55,7 @@ class KernelRenderer:
         self.local_stores: dict[str, sympy.Expr] = {}  # scalar locals: the flat index they hold
         self.streamed: set[str] = set()  # nodes whose stores stream (codegen/streaming.py)
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
+        self.row_prefetch = prefetch.RowPrefetch()  # where row kernels ask for the next row (codegen/prefetch.py)
         written = kernel.buffers()
         for n in kernel.nodes:
             for ld in n.reads():
@@ -214,17 +215,16 @@ class KernelRenderer:
             local = self.locals.get(node.name)
             if local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
-        prefetches, after = prefetch.row_prefetches(self, list(ovars), list(osizes), bodies)
         nodes, i = self.k.nodes, 0
+        pf = self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
         while i < len(nodes):
             pair = (bool(parallel) and i + 1 < len(nodes)  # (fused loops run on the outer loop's thread)
                     and sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1]))
             if not pair:
                 self._render_node_block(nodes[i], bodies[i], parallel_inner=not parallel)
             i += 1 + pair
-            if i - 1 - pair <= after < i:
-                for line in prefetches:
-                    self.emit(line)
+            if i - 1 - pair <= pf.after < i:
+                self.lines += [("    " * self.indent + line, []) for line in pf.burst()]
 
     def _outer_pragmas(self, sizes: list[int], parallel: bool, simdlen: str, flat: bool) -> list[str | None]:
         """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),
@@ -352,6 +352,8 @@ class KernelRenderer:
         lanes = 64 // n.dtype.itemsize
         if rtype in ("max", "min") and n.dtype != torch.bool and rvars and rsizes[-1] >= 2 * lanes:
             lane_reduction.render(self, n, b, acc, lanes)
+        elif self.row_prefetch.into == n.name:
+            prefetch.render_blocked_reduction(self, n, b, acc)
         else:
             op = simd_reduction_op(n.dtype, rtype)
             for depth, (v, s) in enumerate(zip(rvars, rsizes)):

@@ -3,19 +3,26 @@ each row: softmax, layer norm, row reductions).
 
 Why: a row of 1024 floats is one 4 KiB page, and the hardware's L2 streamer stops at page boundaries, so
 every row starts with demand misses that the kernel's arithmetic then waits on. In kernels that pass over
-each row more than once, after the first pass we ask for the lines of the next row of every input read as
-a dense block, so that DRAM streams while the later passes compute. Measured on the device's Xeon (2
-threads, one process, medians of 40): softmax (8192,1024) 4.88 -> 4.23 ms and 5.94 -> 5.16 ms in two runs;
-issued before the first pass it gained nothing (5.14, 6.17), nor did prefetching output rows for writing;
-in a one-pass row reduction (x.mean(-1)) a prefetch before or after the pass cost ~8% (0.68 -> 0.74 ms),
-so those stream on their own. g++ drops `__builtin_prefetch` from loops it vectorizes, hence a separate
-scalar loop, one prefetch per 64-byte line.
+each row more than once, the first pass reads the row from memory and the later ones from L1; we ask for
+the next row's lines during the second pass, one line per block of 16 floats, so memory streams while that
+pass computes (its loop then runs by blocks of a line with per-lane partials, as g++ drops
+`__builtin_prefetch` from the loops it vectorizes). Measured (2 threads, one process, medians of 25, kernel
+alone, softmax and layer norm on (8192, 1024)): on the device's Xeon, against asking for the whole next row
+at once after the first pass, softmax 4.66 -> 3.69 and 4.72 -> 3.73 ms, layer norm 2.45 -> 2.12 and 2.19 ->
+1.79 ms; on the AMD machine softmax 3.15 -> 2.75 ms, layer norm unchanged. Per-line prefetches in the last
+(output) pass, or in the first, were slower than that. Where the second pass cannot go by lines (rows not a
+whole number of lines, other reductions), the whole next row is asked for after the first pass (softmax
+4.88 -> 4.23 ms against none). One-pass row reductions (x.mean(-1)) stream on their own: prefetches before,
+after or inside the pass cost 0-8% on the Xeon and up to 40% on the AMD machine.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import sympy
 
 from compiler import config
+from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
 from compiler.codegen.index import cpp_index
 from compiler.ir import Load, walk
 
@@ -26,15 +33,42 @@ MIN_ROW_BYTES = 1024
 MAX_ROW_BYTES = 16 * 1024
 
 
-def row_prefetches(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict]) -> tuple[list[str], int]:
-    """C++ statements for the body of the innermost outer loop of renderer `r`'s kernel, and the index of
-    the body (node) after whose loops they go; ([], -1) when the kernel gets none."""
+@dataclass
+class RowPrefetch:
+    """Where a row kernel asks for the next row of its inputs: one line of each target at the top of every
+    block of a line of a later pass (`into`: the name of the node whose loop that is), or all lines at once
+    after the first pass (`after`: the index of its node); neither when there is no target."""
+
+    row: str = ""  # the outer loop variable over rows, and its trip count
+    rows: int = 0
+    targets: list[tuple[str, str, int, int]] = field(default_factory=list)  # param, next row's start, length, lanes
+    into: str = ""
+    after: int = -1
+
+    @property
+    def lanes(self) -> int:
+        return self.targets[0][3]
+
+    def burst(self) -> list[str]:
+        loops = [f"for (int64_t pf = 0; pf < {length}; pf += {lanes}) __builtin_prefetch({param} + {start} + pf, 0, 3);"
+                 for param, start, length, lanes in self.targets]
+        return [f"if ({self.row} + 1 < {self.rows})", "{", *("    " + t for t in loops), "}"]
+
+    def lines(self, base: str) -> str:
+        """At the top of the block of a line starting at element `base` of the row (targets share one shape)."""
+        fetches = " ".join(f"__builtin_prefetch({param} + {start} + {base}, 0, 3);" for param, start, _, _ in self.targets)
+        return f"if ({self.row} + 1 < {self.rows}) {{ {fetches} }}"
+
+
+def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pairs: bool) -> RowPrefetch:
+    """Which inputs of renderer `r`'s kernel to prefetch a row ahead, and where (`pairs`: the kernel fuses
+    sibling loops)."""
     passes = [i for i, b in enumerate(bodies) if b["inner"][0] or b["red"][0]]
     if not config.cpp.prefetch_rows or not ovars or osizes[-1] < 2 or len(passes) < 2:
-        return [], -1  # (a kernel without loops inside its outer loops is flat: that loop is the vector one)
+        return RowPrefetch()  # (a kernel without loops inside its outer loops is flat: that loop is the vector one)
     row, rows = ovars[-1], osizes[-1]
     outer = set(ovars)
-    targets: dict[tuple[str, str], str] = {}
+    targets: dict[tuple[str, str], tuple[int, int]] = {}
     for b in bodies:
         ranges = dict(zip(*b["inner"])) | dict(zip(*b["red"]))
         for ld in walk(b["body"]):
@@ -45,14 +79,17 @@ def row_prefetches(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list
             itemsize = r.layouts[ld.buffer][0].itemsize
             if span is None or not MIN_ROW_BYTES <= span[1] * itemsize <= MAX_ROW_BYTES:
                 continue
-            start, length = span
-            key = (arg.param, cpp_index(start))
-            if key not in targets:
-                targets[key] = (f"for (int64_t pf = 0; pf < {length}; pf += {LINE_BYTES // itemsize}) "
-                                f"__builtin_prefetch({arg.param} + {cpp_index(start)} + pf, 0, 3);")
+            targets.setdefault((arg.param, cpp_index(span[0])), (span[1], LINE_BYTES // itemsize))
     if not targets:
-        return [], -1
-    return [f"if ({row.name} + 1 < {rows})", "{", *("    " + t for t in targets.values()), "}"], passes[0]
+        return RowPrefetch()
+    out = RowPrefetch(row.name, rows, [(*key, *shape) for key, shape in targets.items()])
+    shapes = set(targets.values())
+    length, lanes = next(iter(shapes))
+    if len(shapes) == 1 and length % lanes == 0 and blocked_length(r, r.k.nodes, bodies, passes[1], pairs) == length:
+        out.into = r.k.nodes[passes[1]].name
+    else:
+        out.after = passes[0]
+    return out
 
 
 def _dense_row(index: sympy.Expr, row: sympy.Symbol, outer: set, ranges: dict) -> tuple[sympy.Expr, int] | None:
@@ -78,3 +115,53 @@ def _dense_row(index: sympy.Expr, row: sympy.Symbol, outer: set, ranges: dict) -
         length *= size
     start = index.xreplace({sym: 0 for sym in index.free_symbols if sym not in outer})
     return sympy.expand(start.xreplace({row: row + 1})), length
+
+
+# -- a pass by blocks of a line, with the next row's lines asked for one per block --------------------------
+def blocked_length(r, nodes: list, bodies: list[dict], i: int, pairs: bool) -> int | None:
+    """The row length of node i's pass when it can run by blocks of a line: a plain sum/prod over one loop,
+    or (`pairs`: the kernel fuses sibling loops) a producer fused with the sum that reads it back."""
+    from compiler.codegen import sibling_loops
+    n, b = nodes[i], bodies[i]
+    if pairs and i + 1 < len(nodes) and sibling_loops.fused_body(r, n, b, nodes[i + 1], bodies[i + 1]) is not None:
+        return b["inner"][1][0]
+    if n.reduction_type in ("sum", "prod") and n.dtype.is_floating_point and not b["inner"][0] and len(b["red"][0]) == 1:
+        return b["red"][1][0]
+    return None
+
+
+def open_blocks(r, var: sympy.Symbol, size: int, nodes: list[str]) -> int:
+    """Open `for (var_base ...)` over the row by lines, ask for the next row's lines there, and open the
+    lanes loop defining `var` (two loops to close); returns the lanes."""
+    pf = r.row_prefetch
+    r.open_loop(sympy.Symbol(f"{var.name}_base"), size, None, nodes, step=pf.lanes)
+    r.emit(pf.lines(f"{var.name}_base"), nodes[:1])
+    r.open_lanes(var, pf.lanes, nodes)
+    return pf.lanes
+
+
+def lane_accumulator(r, n, acc: str, lanes: int) -> str:
+    """Declare per-lane partials of reduction node `n` (folded into `acc` by `fold_lanes`)."""
+    t = CTYPES[n.dtype]
+    r.statement(f"alignas(64) {t} {acc}_lanes[{lanes}];", n.origin)
+    r.emit("#pragma omp simd", [n.origin])
+    r.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) {acc}_lanes[lane] = "
+           f"{REDUCTION_INIT[n.reduction_type].format(t=t)};", [n.origin])
+    return f"{acc}_lanes"
+
+
+def fold_lanes(r, n, acc: str, lanes: int) -> None:
+    r.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) "
+           f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v=f'{acc}_lanes[lane]')};", [n.origin])
+
+
+def render_blocked_reduction(r, n, b: dict, acc: str) -> None:
+    """A sum/prod over one loop by blocks of a line (the prefetching pass of a row kernel)."""
+    (v,), (size,) = b["red"]
+    lanes = r.row_prefetch.lanes
+    part = lane_accumulator(r, n, acc, lanes)
+    open_blocks(r, v, size, n.origins)
+    r.combine(n, b, acc, f"{part}[{v.name}_lane]")
+    r.close()
+    r.close()
+    fold_lanes(r, n, acc, lanes)

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import sympy
 
+from compiler.codegen import prefetch
 from compiler.codegen.cpp_ops import simd_reduction_op
 from compiler.ir import ComputedBuffer, Load, substitute, walk
 
 
-def _fused_body(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> dict | None:
+def fused_body(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> dict | None:
     """Node `b`'s body dict with its reduction variable renamed to `a`'s loop variable, or None when the
     pair cannot share one loop."""
     if a.reduction_type or a.name in r.streamed or not b.reduction_type:
@@ -38,7 +39,7 @@ def _fused_body(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
 
 def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> bool:
     """Emit producer `a` and reduction `b` in one loop; False (nothing emitted) when they do not fuse."""
-    fused = _fused_body(r, a, ba, b, bb)
+    fused = fused_body(r, a, ba, b, bb)
     if fused is None:
         return False
     acc = r.accumulator(b)
@@ -46,12 +47,21 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     r.emit("{")
     r.indent += 1
     (x,), (size,) = ba["inner"]
-    op = simd_reduction_op(b.dtype, b.reduction_type)
-    r.open_loop(x, size, f"#pragma omp simd reduction({op}:{acc})", a.origins + b.origins)
+    blocked = r.row_prefetch.into == a.name  # by lines, asking for the next row's (prefetch.py)
+    if blocked:
+        into = prefetch.lane_accumulator(r, b, acc, r.row_prefetch.lanes) + f"[{x.name}_lane]"
+        prefetch.open_blocks(r, x, size, a.origins + b.origins)
+    else:
+        into = acc
+        op = simd_reduction_op(b.dtype, b.reduction_type)
+        r.open_loop(x, size, f"#pragma omp simd reduction({op}:{acc})", a.origins + b.origins)
     store = sympy.expand(ba["store"])
     r.statement(f"{r.store_target(a, store)} = {r.body_value(ba)};", a.origin)
-    r.combine(b, fused, acc, acc)
+    r.combine(b, fused, acc, into)
     r.close()
+    if blocked:
+        r.close()
+        prefetch.fold_lanes(r, b, acc, r.row_prefetch.lanes)
     r.close()
     r.store_reduction(b, sympy.expand(bb["store"]), acc)
     return True

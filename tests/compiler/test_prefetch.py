@@ -11,7 +11,8 @@ from compiler.codegen.cpp_ops import PRELUDE_END
 from compiler.codegen.prefetch import _dense_row
 from tests.compiler.conftest import assert_same, compile_with_debug
 
-PREFETCH = re.compile(r"__builtin_prefetch\((\w+) \+ (.*?) \+ pf, 0, 3\)")
+PREFETCH = re.compile(r"__builtin_prefetch\((\w+) \+ (.*?) \+ pf, 0, 3\)")  # the whole row at once
+LINE_PREFETCH = re.compile(r"__builtin_prefetch\((\w+) \+ (.*?) \+ (\w+_base), 0, 3\)")  # a line per block
 
 
 def kernel_code(tmp_path, fn, *args) -> str:
@@ -23,22 +24,29 @@ def kernel_code(tmp_path, fn, *args) -> str:
     return text.split(PRELUDE_END, 1)[1]  # the kernels
 
 
-def test_softmax_prefetches_the_next_input_row_after_its_max_pass(tmp_path):
+def test_softmax_asks_for_the_next_row_one_line_per_block_of_its_exp_pass(tmp_path):
     code = kernel_code(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
-    assert PREFETCH.findall(code) == [("in_ptr0", "1024*x0 + 1024")]
-    assert "if (x0 + 1 < 64)" in code
+    assert LINE_PREFETCH.findall(code) == [("in_ptr0", "1024*x0 + 1024", "x1_1_base")]
+    assert "if (x0 + 1 < 64) { __builtin_prefetch(" in code and not PREFETCH.findall(code)  # no burst
     first_pass, prefetch, exp = code.index("max_propagate_nan"), code.index("__builtin_prefetch"), code.index("= lens_exp(")
     assert first_pass < prefetch < exp
+    block = code[prefetch:code.index("buf2_local = buf2_local + buf2_local_lanes[lane]")]
+    assert "buf2_local_lanes[x1_1_lane] = buf2_local_lanes[x1_1_lane] + " in block  # the sum, by lanes
 
 
-def test_layer_norm_prefetches_its_input_rows_but_not_the_weight_read_by_every_row(tmp_path):
+def test_layer_norm_prefetches_its_input_rows_in_its_second_pass_but_not_the_weight(tmp_path):
     ln = torch.nn.LayerNorm(512)
     with torch.no_grad():
         ln.weight.normal_(), ln.bias.normal_()
     code = kernel_code(tmp_path, lambda x: ln(x).detach(), torch.randn(32, 512))
-    targets = PREFETCH.findall(code)
-    assert targets and all(expr == "512*x0 + 512" for _, expr in targets)
-    assert len({param for param, _ in targets}) == 1
+    assert LINE_PREFETCH.findall(code) == [("in_ptr0", "512*x0 + 512", "r1_0_base")]
+    assert code.index("__builtin_prefetch") > code.index("buf0_local = buf0_local + ")  # after the first pass
+
+
+def test_rows_that_do_not_split_into_lines_get_the_whole_next_row_after_the_first_pass(tmp_path):
+    code = kernel_code(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(16, 1000))
+    assert PREFETCH.findall(code) == [("in_ptr0", "1000*x0 + 1000")] and not LINE_PREFETCH.findall(code)
+    assert code.index("max_propagate_nan") < code.index("__builtin_prefetch") < code.index("= lens_exp(")
 
 
 @pytest.mark.parametrize("shape", [(64, 100), (1, 4096)])
@@ -74,7 +82,11 @@ def test_turned_off(tmp_path, monkeypatch):
     assert "__builtin_prefetch" not in code
 
 
-@pytest.mark.parametrize("shape", [(3, 5, 700), (9, 2048), (2, 1024)])
+@pytest.mark.parametrize("shape", [(3, 5, 700), (9, 2048), (2, 1024), (5, 3, 1024), (7, 1000)])
 def test_prefetching_kernels_match_eager(shape):
     x = torch.randn(shape)
-    assert_same(lambda t: (torch.softmax(t, -1), torch.log_softmax(t * 2, -1), t.mean(-1), t.var(-1)), x)
+    x.view(-1)[5] = float("-inf")
+    n = shape[-1]
+    assert_same(lambda t: (torch.softmax(t, -1), torch.log_softmax(t * 2, -1), t.mean(-1), t.var(-1),
+                           torch.nn.functional.layer_norm(t, (n,)), (t.exp() / t.exp().sum(-1, keepdim=True))), x,
+                atol=1e-5, rtol=1e-5)

@@ -5,6 +5,7 @@ import re
 import pytest
 import torch
 
+from compiler import config
 from compiler.codegen.cpp_ops import PRELUDE_END
 from tests.compiler.conftest import assert_same, compile_with_debug
 
@@ -19,11 +20,20 @@ def loop_bodies(code: str) -> list[str]:
     return re.findall(r"#pragma omp simd reduction\(\+:\w+\)\n(.*?)(?=#pragma|\Z)", code, re.S)
 
 
-def test_softmax_sums_its_exponentials_in_the_loop_that_computes_them(tmp_path):
+def test_softmax_sums_its_exponentials_in_the_loop_that_computes_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(config.cpp, "prefetch_rows", False)
     code = kernels(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
     (body,) = loop_bodies(code)
     assert "lens_exp(" in body and "buf1_local[x1_1] = " in body and re.search(r"buf2_local = buf2_local \+ ", body)
     assert "for (int64_t r2_0" not in code  # no loop of its own for the sum
+
+
+def test_the_fused_loop_by_lines_when_it_prefetches_the_next_row(tmp_path):
+    code = kernels(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
+    body = code[code.index("for (int64_t x1_1_base"):code.index("buf2_local = buf2_local + buf2_local_lanes[lane]")]
+    assert "lens_exp(" in body and "buf1_local[x1_1] = " in body and "__builtin_prefetch(" in body
+    assert "buf2_local_lanes[x1_1_lane] = buf2_local_lanes[x1_1_lane] + " in body
+    assert "for (int64_t r2_0" not in code
 
 
 def test_a_reduction_reading_other_elements_keeps_its_own_loop(tmp_path):
