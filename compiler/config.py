@@ -33,6 +33,9 @@ max_fusion_size: int = int(os.environ.get("LENS_MAX_FUSION_SIZE") or 64)
 # per process (also LENS_SAVE_TENSORS=1, LENS_SAVE_TENSORS_MAX_BYTES).
 save_tensors: bool = _env_flag("LENS_SAVE_TENSORS")
 save_tensors_max_bytes: int = int(os.environ.get("LENS_SAVE_TENSORS_MAX_BYTES") or 256 * 2**20)
+# Under no_grad, call an inference graph's generated code without AOTAutograd's runtime wrappers when they
+# have nothing to do (compiler/direct_call.py; also LENS_DIRECT_CALLS=0 to turn off).
+direct_inference_calls: bool = os.environ.get("LENS_DIRECT_CALLS", "1") not in ("", "0")
 
 
 class cpp:

@@ -17,6 +17,7 @@ from compiler.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.debug import DebugDir
+from compiler.direct_call import direct_inference_call
 from compiler.decompositions import decomposition_table
 from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
@@ -44,6 +45,7 @@ class CompiledGraph:
     call: Callable
     gm: torch.fx.GraphModule | None = None
     recorded_inputs: list | None = None  # the first real inputs, kept only while checking accuracy
+    num_inputs: int = 0  # inputs the caller passes (gm's placeholders after them are lifted constants)
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable:
@@ -96,6 +98,7 @@ def _with_constants(call: Callable, consts: list[torch.Tensor]) -> Callable:
 
 def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference") -> CompiledGraph:
     graph_id = f"graph_{next(_GRAPH_IDS)}"
+    num_inputs = len(example_inputs)
     consts = lift_constants(gm)
     example_inputs = list(example_inputs) + consts
     readable = readable_graph(gm)
@@ -137,7 +140,8 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     if debug and config.save_tensors:
         from compiler.saved_tensors import saving_tensors_on_first_call
         call = saving_tensors_on_first_call(graph_id, gm, kmap.kernels, debug, call)
-    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts), gm)
+    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts), gm,
+                             num_inputs=num_inputs)
     if accuracy_settings() is not None:
         compiled.call = _recording_inputs(compiled, compiled.call)
     COMPILED.append(compiled)
@@ -230,4 +234,4 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     tol = accuracy_settings()
     if tol is not None:
         return check_on_first_call(gm.forward, compiled, COMPILED[first_new:], tol, compile_quietly)
-    return compiled
+    return direct_inference_call(gm, example_inputs, COMPILED[first_new:]) or compiled

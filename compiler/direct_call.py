@@ -1,0 +1,93 @@
+"""Calling an inference graph's generated code without AOTAutograd's runtime wrappers.
+
+Under `torch.no_grad()` AOTAutograd compiles one inference graph and wraps it in runtime wrappers that
+replay input mutations and metadata changes outside the graph, regenerate outputs that alias inputs or each
+other, and add and drop inputs (parameters, effect tokens, RNG state, duplicates). When none of that applies
+the wrappers only cost time, most after a kernel that streamed its inputs through the caches: a call on an
+(8, 8) tensor right after a 32 MiB stream spent 13 of its 92 us in them on the device's Xeon (22 of 224 us
+on the AMD machine); x.mean(-1) on (8192, 1024) through torch.compile, 2 threads, medians of 60 calls in
+rotating order: 921 -> 907 and 965 -> 937 us on the device (eager 868 and 947). So when the graph takes exactly
+Dynamo's inputs, changes none of them and returns tensors that alias nothing, Dynamo gets a function that
+calls the generated code directly. Dynamo guards on grad mode, so a call with grad enabled compiles again
+(through AOTAutograd); `config.direct_inference_calls` (LENS_DIRECT_CALLS=0) turns this off.
+"""
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import torch
+import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from compiler import config
+
+if TYPE_CHECKING:
+    from compiler.frontend import CompiledGraph
+
+_IN_PLACE_OPERATORS = {
+    operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+    operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift,
+    operator.imatmul,
+}
+
+
+def direct_inference_call(dynamo_gm: torch.fx.GraphModule, example_inputs: Sequence,
+                          graphs: list[CompiledGraph]) -> Callable | None:
+    """A callable taking Dynamo's inputs and running `graphs`' one inference graph directly, or None when
+    AOTAutograd's wrappers have work to do (or could have: anything not plainly safe keeps them)."""
+    if not config.direct_inference_calls or torch.is_grad_enabled() or len(graphs) != 1:
+        return None
+    graph = graphs[0]
+    if graph.gm is None or graph.kernel_map is None or graph.kernel_map.graph_kind != "inference":
+        return None
+    if not all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in example_inputs) or _mutates(dynamo_gm):
+        return None
+    aten = graph.gm
+    if any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
+           for n in aten.graph.nodes if n.op == "call_function"):
+        return None
+    inputs = [n.meta.get("val") for n in aten.graph.nodes if n.op == "placeholder"][:graph.num_inputs]
+    if graph.num_inputs != len(example_inputs) or not all(
+            isinstance(v, torch.Tensor) and v.shape == t.shape and v.stride() == t.stride() and v.dtype == t.dtype
+            for v, t in zip(inputs, example_inputs)):
+        return None  # AOTAutograd added, dropped or reordered inputs
+    outputs = list(aten.graph.output_node().args[0])
+    if len(outputs) != len(_outputs(dynamo_gm)):
+        return None  # mutated inputs or aliased outputs' bases are returned too
+    storages = {StorageWeakRef(v.untyped_storage()) for v in inputs}
+    for out in outputs:
+        val = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor):
+            return None
+        ref = StorageWeakRef(val.untyped_storage())
+        if ref in storages:
+            return None  # a view of an input or of another output
+        storages.add(ref)
+    call = graph.call
+
+    def run(*args):
+        return call(list(args))
+
+    run._lens_direct = True  # type: ignore[attr-defined]
+    return run
+
+
+def _outputs(gm: torch.fx.GraphModule) -> list:
+    out = gm.graph.output_node().args[0]
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _mutates(gm: torch.fx.GraphModule) -> bool:
+    """Whether Dynamo's graph changes a tensor in place (data or metadata: `add_`, `t_`, `x[i] = v`, `out=`)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_method" and n.target.endswith("_") and not n.target.startswith("_"):
+            return True
+        if n.op == "call_function":
+            name = getattr(n.target, "__name__", "")
+            if ((name.endswith("_") and not name.startswith("_")) or n.target in _IN_PLACE_OPERATORS
+                    or "out" in n.kwargs):
+                return True
+        if n.op == "call_module":
+            return True
+    return False
