@@ -120,6 +120,7 @@ SPLIT_MIN_ROWS = 64
 # sums): rounding error grows with the chunk, not with the thread's share of the rows (x.sum(0) of
 # (8192, 1024): 0.002 from the exact sum, eager's cascade sum 0.004; one float partial per thread 0.064).
 SPLIT_CHUNK_ROWS = 64
+PAGE = 4096
 
 
 def _split_phases(k, bodies: list[dict], m: int, size: int) -> list[list[int]] | None:
@@ -137,23 +138,20 @@ def _split_phases(k, bodies: list[dict], m: int, size: int) -> list[list[int]] |
             phases.append([i])
     for phase in phases:
         rows = math.prod(bodies[phase[0]]["red"][1])
-        nbytes = sum(_padded(size, CTYPES[k.nodes[i].dtype]) + _padded(size, _partial_type(k.nodes[i]))
-                     for i in phase)
+        nbytes = sum(_padded(size, k.nodes[i].dtype) + _padded(size, _partial_dtype(k.nodes[i])) for i in phase)
         if rows < SPLIT_MIN_ROWS or nbytes > SPLIT_MAX_BYTES:
             return None
     return phases
 
 
-_SIZES = {"double": 8, "float": 4, "int64_t": 8, "int32_t": 4, "int16_t": 2, "int8_t": 1, "uint8_t": 1}
-
-
-def _padded(size: int, ctype: str) -> int:
+def _padded(size: int, dtype: torch.dtype) -> int:
     """Bytes of `size` values, rounded up to whole cache lines."""
-    return -(-size * _SIZES[ctype] // 64) * 64
+    return -(-size * dtype.itemsize // 64) * 64
 
 
-def _partial_type(n) -> str:
-    return "double" if n.dtype == torch.float32 and n.reduction_type == "sum" else CTYPES[n.dtype]
+def _partial_dtype(n) -> torch.dtype:
+    """What a thread's partial of node `n` is kept in."""
+    return torch.float64 if n.dtype == torch.float32 and n.reduction_type == "sum" else n.dtype
 
 
 def _render_split(renderer, size: int, x: sympy.Symbol, bodies: list[dict], m: int,
@@ -168,17 +166,17 @@ def _render_split(renderer, size: int, x: sympy.Symbol, bodies: list[dict], m: i
     renderer.indent += 1
     renderer.emit(f"const int lens_threads = lens_min<int>(omp_get_max_threads(), {MAX_PARTIALS});", origins)
     # per thread and node: its partial, and room for its chunk's partial placed against the input (_chunk)
-    arrays = [(f"acc{i}_{kind}", ct, extra) for i, n in enumerate(k.nodes[:m])
-              for kind, ct, extra in (("parts", _partial_type(n), 0), ("chunks", CTYPES[n.dtype], PAGE))]
+    arrays = [(f"acc{i}_{kind}", dtype, extra) for i, n in enumerate(k.nodes[:m])
+              for kind, dtype, extra in (("parts", _partial_dtype(n), 0), ("chunks", n.dtype, PAGE))]
     offsets = [0]
-    for _, ct, extra in arrays:
-        offsets.append(offsets[-1] + _padded(size, ct) + extra)
+    for _, dtype, extra in arrays:
+        offsets.append(offsets[-1] + _padded(size, dtype) + extra)
     renderer.emit(f"char* lens_block = static_cast<char*>(__builtin_malloc({offsets[-1]} * lens_threads + 64));",
                   origins)
     renderer.emit("char* lens_parts = lens_block + (-reinterpret_cast<__UINTPTR_TYPE__>(lens_block) & 63);",
                   origins)
-    for (name, ct, extra), offset in zip(arrays, offsets):
-        kind = "char" if extra else ct
+    for (name, dtype, extra), offset in zip(arrays, offsets):
+        kind = "char" if extra else CTYPES[dtype]
         renderer.emit(f"{kind}* {name} = reinterpret_cast<{kind}*>(lens_parts + {offset} * lens_threads);", origins)
     renderer.emit("#pragma omp parallel num_threads(lens_threads)", origins)
     renderer.emit("{")
@@ -195,9 +193,6 @@ def _render_split(renderer, size: int, x: sympy.Symbol, bodies: list[dict], m: i
     renderer.close()
     renderer.emit("__builtin_free(lens_block);", origins)
     renderer.close()
-
-
-PAGE = 4096
 
 
 def _chunk(renderer, n, b: dict, acc: str, t: str, stride: int, offset: int) -> None:
@@ -232,11 +227,13 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
     renderer.emit("{")
     renderer.indent += 1
     for j, (i, n) in enumerate(zip(phase, nodes)):
-        t, pt = CTYPES[n.dtype], _partial_type(n)
+        pd = _partial_dtype(n)
+        pt = CTYPES[pd]
         renderer.statement(f"{pt}* __restrict__ acc{i}_mine = acc{i}_parts + "
-                           f"{_padded(size, pt) // _SIZES[pt]} * lens_tid;", n.origin)
+                           f"{_padded(size, pd) // pd.itemsize} * lens_tid;", n.origin)
         _for_x(renderer, x, size, f"acc{i}_mine[{X}] = {REDUCTION_INIT[n.reduction_type].format(t=pt)};", n.origin)
-        _chunk(renderer, n, bodies[i], f"acc{i}", t, _padded(size, t) + PAGE, (2 * j + 1) * PAGE // (2 * len(phase)))
+        _chunk(renderer, n, bodies[i], f"acc{i}", CTYPES[n.dtype], _padded(size, n.dtype) + PAGE,
+               (2 * j + 1) * PAGE // (2 * len(phase)))
     rows = math.prod(rsizes)
     renderer.emit(f"const int64_t lens_end = {rows} * (lens_tid + 1) / lens_team;", origins)
     renderer.emit(f"for (int64_t lens_first = {rows} * lens_tid / lens_team; lens_first < lens_end; "
@@ -270,8 +267,9 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
     renderer.emit("#pragma omp for", origins)
     renderer.open_loop(x, size, None, origins)
     for i, n in zip(phase, nodes):
-        t, pt = CTYPES[n.dtype], _partial_type(n)
-        other = f"acc{i}_parts[{_padded(size, pt) // _SIZES[pt]} * lens_t + {X}]"
+        pd = _partial_dtype(n)
+        t, pt = CTYPES[n.dtype], CTYPES[pd]
+        other = f"acc{i}_parts[{_padded(size, pd) // pd.itemsize} * lens_t + {X}]"
         renderer.statement(f"{pt} acc{i}_all = acc{i}_parts[{X}];", n.origin)
         renderer.emit(f"for (int64_t lens_t = 1; lens_t < lens_team; lens_t++) acc{i}_all = "
                       f"{REDUCTION_COMBINE[n.reduction_type].format(acc=f'acc{i}_all', v=other)};", [n.origin])

@@ -130,14 +130,13 @@ def blocked_length(r, nodes: list, bodies: list[dict], i: int, pairs: bool) -> i
     return None
 
 
-def open_blocks(r, var: sympy.Symbol, size: int, nodes: list[str]) -> int:
+def open_blocks(r, var: sympy.Symbol, size: int, nodes: list[str]) -> None:
     """Open `for (var_base ...)` over the row by lines, ask for the next row's lines there, and open the
-    lanes loop defining `var` (two loops to close); returns the lanes."""
+    lanes loop defining `var` (two loops to close)."""
     pf = r.row_prefetch
     r.open_loop(sympy.Symbol(f"{var.name}_base"), size, None, nodes, step=pf.lanes)
     r.emit(pf.lines(f"{var.name}_base"), nodes[:1])
     r.open_lanes(var, pf.lanes, nodes)
-    return pf.lanes
 
 
 def lane_accumulator(r, n, acc: str, lanes: int) -> str:
