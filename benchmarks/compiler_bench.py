@@ -246,9 +246,10 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
         pch.wait_for_builds()  # no background g++ while timing
         for fn in variants.values():  # warm up every variant (pools, caches)
             fn(), fn()
-        iters = max(1, int(50 / max(0.05, _time_once(variants["eager"], 2))))
+        iters = max(3, int(50 / max(0.05, _time_once(variants["eager"], 2))))
         for _ in range(rounds):
             for key, fn in variants.items():
+                fn()  # untimed: the previous variant's page faults and cache misses are not this one's
                 res.times.setdefault(key, []).append(_time_once(fn, iters))
     return res
 
@@ -299,7 +300,8 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
     print("lens pch: a new graph compiled in a cache holding only the precompiled prelude (compiler/pch.py; "
           "built once per toolchain, in the background after the first compile).")
     print()
-    print("Times in ms (median over rounds, one process). bound: preallocated ATen op moving the same bytes "
+    print("Times in ms (median over rounds, one process; in each round every variant runs once untimed, then "
+          "≥ 3 timed calls). bound: preallocated ATen op moving the same bytes "
           "(pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), "
           "column sum: sum(dim=0,out=), mlp: 2x addmm(out=)).")
     print("Allocators: eager, inductor and 'lens nopool' allocate outputs with torch.empty_strided (c10 CPU "
