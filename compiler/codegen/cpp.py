@@ -12,17 +12,10 @@ from compiler.codegen import column_reduction, lane_reduction, prefetch, sibling
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op, simd_reduction_op)
 from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
+from compiler.codegen.inplace import KernelArg, kernel_params, unique
 from compiler.codegen.kernel_locals import LocalBufferError, plan_locals
 from compiler.ir import Cast, ComputedBuffer, Constant, Expr, IndexValue, Layout, Load, Op, substitute, walk
 from compiler.scheduler import FusedKernel, nonunit_dims
-
-
-@dataclass
-class KernelArg:
-    param: str  # in_ptr0 / out_ptr0
-    buffer: str
-    ctype: str
-    is_output: bool
 
 
 @dataclass
@@ -43,11 +36,10 @@ class _Block:
 
 class KernelRenderer:
     def __init__(self, kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
-                 readable_lines: dict[str, int]):
+                 readable_lines: dict[str, int], inplace: dict[str, str]):
         self.k, self.layouts, self.readable = kernel, layouts, readable_lines
         self.lines: list[tuple[str, list[str]]] = []
         self.indent = 0
-        self.params: dict[str, KernelArg] = {}
         self.tmp_count = 0
         self.last_origin: str | None = None
         self.locals = plan_locals(kernel, layouts)
@@ -56,23 +48,10 @@ class KernelRenderer:
         self.streamed: set[str] = set()  # nodes whose stores stream (codegen/streaming.py)
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
         self.row_prefetch = prefetch.RowPrefetch()  # where row kernels ask for the next row (codegen/prefetch.py)
-        written = kernel.buffers()
-        for n in kernel.nodes:
-            for ld in n.reads():
-                if ld.buffer not in written:
-                    self._param(ld.buffer, False)
-        for n in kernel.nodes:
-            if n.name not in self.locals:
-                self._param(n.name, True)
+        self.inplace = {n.name for n in kernel.nodes if n.name in inplace}  # outputs over inputs (inplace.py)
+        self.params = kernel_params(kernel, layouts, self.locals, inplace)
 
-    # -- parameters and lines -------------------------------------------------
-    def _param(self, buffer: str, is_output: bool) -> KernelArg:
-        if buffer not in self.params:
-            count = sum(1 for a in self.params.values() if a.is_output == is_output)
-            ctype = CTYPES[self.layouts[buffer][0]]
-            self.params[buffer] = KernelArg(f"{'out' if is_output else 'in'}_ptr{count}", buffer, ctype, is_output)
-        return self.params[buffer]
-
+    # -- lines ---------------------------------------------------------------------
     def emit(self, text: str, nodes: list[str] | None = None) -> None:
         self.lines.append(("    " * self.indent + text, list(nodes or [])))
 
@@ -163,7 +142,7 @@ class KernelRenderer:
         outer_exprs = [e for b in bodies for e in b["exprs"]]
         ovars, osizes, osubst = merge_loops(outer_vars, list(k.outer), outer_exprs)
         signature = ", ".join(f"{'' if a.is_output else 'const '}{a.ctype}* __restrict__ {a.param}"
-                              for a in self.params.values())
+                              for a in unique(self.params))
         self.emit(f'extern "C" void {k.name}({signature})', k.origins)
         self.emit("{")
         self.indent += 1
@@ -184,7 +163,7 @@ class KernelRenderer:
             self._render_nest(ovars, osizes, bodies, parallel, simdlen)
         self.indent -= 1
         self.emit("}")
-        return RenderedKernel(k.name, k.kind, list(k.origins), list(self.params.values()), self.lines)
+        return RenderedKernel(k.name, k.kind, list(k.origins), unique(self.params), self.lines)
 
     def _render_nest(self, ovars, osizes, bodies: list[dict], parallel, simdlen: str) -> None:
         """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops."""
@@ -395,5 +374,5 @@ class KernelRenderer:
 
 
 def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
-                  readable_lines: dict[str, int]) -> RenderedKernel:
-    return KernelRenderer(kernel, layouts, readable_lines).render()
+                  readable_lines: dict[str, int], inplace: dict[str, str] | None = None) -> RenderedKernel:
+    return KernelRenderer(kernel, layouts, readable_lines, inplace or {}).render()

@@ -90,8 +90,8 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
     out: set[str] = set()
     for n, b in zip(k.nodes, bodies):
         small = n.layout.numel * n.dtype.itemsize < config.cpp.streaming_store_min_bytes
-        if (n.name not in k.unread_outputs or n.reduction_type or n.name in r.locals
-                or LINE_BYTES % n.dtype.itemsize or small):
+        if (n.name not in k.unread_outputs or n.reduction_type or n.name in r.locals or n.name in r.inplace
+                or LINE_BYTES % n.dtype.itemsize or small):  # (an output written over its input is in cache)
             continue
         ivars, isizes = b["inner"]
         var, size = (ivars[-1], isizes[-1]) if ivars else (ovars[-1], osizes[-1])

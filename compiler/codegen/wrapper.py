@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from compiler import config
+from compiler.codegen import inplace, vector_math
 from compiler.codegen.cpp import RenderedKernel, render_kernel
-from compiler.codegen import vector_math
 from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
 from compiler.scheduler import FusedKernel, ScheduledGraph
@@ -96,7 +97,9 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
                          header: str = "") -> OutputCode:
     ir: GraphIR = sg.ir
     layouts = ir.buffer_layouts()
-    rendered = [render_kernel(k, layouts, readable_lines) for k in sg.kernels]
+    over = inplace.plan(sg, layouts, _graph_output_buffers(sg), _last_reads(sg), _out_variant) \
+        if config.cpp.inplace_buffers else {}
+    rendered = [render_kernel(k, layouts, readable_lines, over) for k in sg.kernels]
     out = _Lines()
     for line in header.splitlines():
         out.add(f"# {line}".rstrip())
@@ -133,7 +136,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
         out.add(f"{rk.name} = kernels[{rk.name!r}]")
     out.add("")
     out.add("")
-    kernels = _emit_call(out, sg, rendered, kernels, layouts)
+    kernels = _emit_call(out, sg, rendered, kernels, layouts, over)
     _emit_get_args(out, ir)
     out.add("")
     out.add("")
@@ -180,7 +183,7 @@ def _arg_buffers(a: ExternArg) -> list[str]:
 
 
 def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], kernels: list[KernelLines],
-               layouts) -> list[KernelLines]:
+               layouts, over: dict[str, str]) -> list[KernelLines]:
     """Emits `call(args)`; returns every kernel and extern call in execution order."""
     ir = sg.ir
     out.add("def call(args):")
@@ -190,7 +193,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
     out.add("    args.clear()")
     by_name = {rk.name: (rk, kl) for rk, kl in zip(rendered, kernels)}
     ordered: list[KernelLines] = []
-    params = {a.buffer for rk in rendered for a in rk.args}
+    params = {a.buffer for rk in rendered for a in rk.args} | set(over)
     in_kernel_only = {n.name for k in sg.kernels for n in k.nodes if n.name not in params}
     dels = {i: [b for b in names if b not in in_kernel_only] for i, names in _last_uses(sg).items()}
     used = set(_last_reads(sg)) | _graph_output_buffers(sg)
@@ -202,6 +205,9 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 if n.name in in_kernel_only:  # lives in registers or a per-iteration array of the kernel
                     continue
                 dtype, lay = layouts[n.name]
+                if n.name in over:  # written over a buffer this kernel reads for the last time
+                    out.add(f"    {n.name} = {over[n.name]}")
+                    continue
                 out.add(f"    {n.name} = empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})")
             ptrs = ", ".join(f"{a.buffer}.data_ptr()" for a in rk.args)
             line = out.add(f"    {step.name}({ptrs})")
