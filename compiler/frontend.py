@@ -17,8 +17,8 @@ from compiler.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.debug import DebugDir
-from compiler.direct_call import direct_inference_call
 from compiler.decompositions import decomposition_table
+from compiler.direct_call import direct_inference_call
 from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
 from compiler.kernel_map import KernelMap, build_kernel_map

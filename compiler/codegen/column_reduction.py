@@ -72,10 +72,8 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
     renderer.emit("{")
     renderer.indent += 1
     width = f"lens_min<int64_t>({block}, {size} - {x.name}_base)"
-    accs = []
     for i, (n, b) in enumerate(zip(k.nodes[:m], bodies[:m])):
         acc, t = f"acc{i}_lanes", CTYPES[n.dtype]
-        accs.append(acc)
         renderer.statement(f"alignas(64) {t} {acc}[{block}];", n.origin)
         renderer.emit(f"for (int64_t lane = 0; lane < {block}; lane++) {acc}[lane] = "
                       f"{REDUCTION_INIT[n.reduction_type].format(t=t)};", [n.origin])
@@ -210,12 +208,6 @@ def _chunk(renderer, n, b: dict, acc: str, t: str, stride: int, offset: int) -> 
                   f"reinterpret_cast<__UINTPTR_TYPE__>({room})) & {PAGE - 1}));", [n.origin])
 
 
-def _for_x(renderer, x: sympy.Symbol, size: int, text: str, origin: str) -> None:
-    """A one-line vector loop over the outputs."""
-    renderer.emit("#pragma omp simd", [origin])
-    renderer.emit(f"for (int64_t {x.name} = 0; {x.name} < {size}; {x.name}++) {text}", [origin])
-
-
 def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase: list[int]) -> None:
     k = renderer.k
     nodes = [k.nodes[i] for i in phase]
@@ -231,7 +223,8 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
         pt = CTYPES[pd]
         renderer.statement(f"{pt}* __restrict__ acc{i}_mine = acc{i}_parts + "
                            f"{_padded(size, pd) // pd.itemsize} * lens_tid;", n.origin)
-        _for_x(renderer, x, size, f"acc{i}_mine[{X}] = {REDUCTION_INIT[n.reduction_type].format(t=pt)};", n.origin)
+        renderer.simd_line(X, size, f"acc{i}_mine[{X}] = {REDUCTION_INIT[n.reduction_type].format(t=pt)};",
+                           [n.origin])
         _chunk(renderer, n, bodies[i], f"acc{i}", CTYPES[n.dtype], _padded(size, n.dtype) + PAGE,
                (2 * j + 1) * PAGE // (2 * len(phase)))
     rows = math.prod(rsizes)
@@ -241,8 +234,8 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
     renderer.emit("{")
     renderer.indent += 1
     for i, n in zip(phase, nodes):
-        _for_x(renderer, x, size, f"acc{i}[{X}] = {REDUCTION_INIT[n.reduction_type].format(t=CTYPES[n.dtype])};",
-               n.origin)
+        init = REDUCTION_INIT[n.reduction_type].format(t=CTYPES[n.dtype])
+        renderer.simd_line(X, size, f"acc{i}[{X}] = {init};", [n.origin])
     renderer.emit(f"for (int64_t lens_row = lens_first; lens_row < lens_min<int64_t>(lens_first + {SPLIT_CHUNK_ROWS}, "
                   f"lens_end); lens_row++)", origins)
     renderer.emit("{")
@@ -259,8 +252,8 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
     renderer.close()
     for i, n in zip(phase, nodes):  # the chunk's partial joins the thread's
         mine = f"acc{i}_mine[{X}]"
-        _for_x(renderer, x, size, f"{mine} = {REDUCTION_COMBINE[n.reduction_type].format(acc=mine, v=f'acc{i}[{X}]')};",
-               n.origin)
+        renderer.simd_line(X, size, f"{mine} = {REDUCTION_COMBINE[n.reduction_type].format(acc=mine, v=f'acc{i}[{X}]')};",
+                           [n.origin])
     renderer.close()
     renderer.close()
     renderer.emit("#pragma omp barrier", origins)

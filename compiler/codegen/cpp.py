@@ -130,6 +130,25 @@ class KernelRenderer:
         self.open_loop(sympy.Symbol(f"{var.name}_lane"), lanes, "#pragma omp simd", nodes)
         self.emit(f"int64_t {var.name} = {var.name}_base + {var.name}_lane;", nodes[:1])
 
+    def simd_line(self, var: str, size: int, text: str, nodes: list[str]) -> None:
+        """A one-line `simd` loop: `for (var = 0; var < size; var++) text`."""
+        self.emit("#pragma omp simd", nodes)
+        self.emit(f"for (int64_t {var} = 0; {var} < {size}; {var}++) {text}", nodes)
+
+    def declare_lanes(self, n: ComputedBuffer, acc: str, lanes: int) -> str:
+        """Per-lane partials `{acc}_lanes` of reduction node `n`, set to its initial value (see fold_lanes)."""
+        t = CTYPES[n.dtype]
+        self.statement(f"alignas(64) {t} {acc}_lanes[{lanes}];", n.origin)
+        self.simd_line("lane", lanes, f"{acc}_lanes[lane] = {REDUCTION_INIT[n.reduction_type].format(t=t)};",
+                       [n.origin])
+        return f"{acc}_lanes"
+
+    def fold_lanes(self, n: ComputedBuffer, acc: str, lanes: int) -> None:
+        """`acc` combined with the per-lane partials, in lane order."""
+        self.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) "
+                  f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v=f'{acc}_lanes[lane]')};",
+                  [n.origin])
+
     def close(self) -> None:
         self.indent -= 1
         self.emit("}")

@@ -25,13 +25,10 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
     rvars, rsizes = b["red"]
     t = CTYPES[n.dtype]
     init = REDUCTION_INIT[n.reduction_type].format(t=t)
-    part = f"{acc}_lanes"
+    part = r.declare_lanes(n, acc, lanes)
     sums = f"{acc}_sum" if n.dtype.is_floating_point else None
-    r.statement(f"alignas(64) {t} {part}[{lanes}];", n.origin)
     if sums:
         r.statement(f"alignas(64) {t} {sums}[{lanes}] = {{0}};", n.origin)
-    r.emit("#pragma omp simd")
-    r.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) {part}[lane] = {init};", [n.origin])
     for v, s in zip(rvars[:-1], rsizes[:-1]):
         r.open_loop(v, s, None, n.origins)
     v, size = rvars[-1], rsizes[-1]

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 import sympy
 
 from compiler import config
-from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
 from compiler.codegen.index import cpp_index
 from compiler.ir import Load, walk
 
@@ -139,28 +138,13 @@ def open_blocks(r, var: sympy.Symbol, size: int, nodes: list[str]) -> None:
     r.open_lanes(var, pf.lanes, nodes)
 
 
-def lane_accumulator(r, n, acc: str, lanes: int) -> str:
-    """Declare per-lane partials of reduction node `n` (folded into `acc` by `fold_lanes`)."""
-    t = CTYPES[n.dtype]
-    r.statement(f"alignas(64) {t} {acc}_lanes[{lanes}];", n.origin)
-    r.emit("#pragma omp simd", [n.origin])
-    r.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) {acc}_lanes[lane] = "
-           f"{REDUCTION_INIT[n.reduction_type].format(t=t)};", [n.origin])
-    return f"{acc}_lanes"
-
-
-def fold_lanes(r, n, acc: str, lanes: int) -> None:
-    r.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) "
-           f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v=f'{acc}_lanes[lane]')};", [n.origin])
-
-
 def render_blocked_reduction(r, n, b: dict, acc: str) -> None:
     """A sum/prod over one loop by blocks of a line (the prefetching pass of a row kernel)."""
     (v,), (size,) = b["red"]
     lanes = r.row_prefetch.lanes
-    part = lane_accumulator(r, n, acc, lanes)
+    part = r.declare_lanes(n, acc, lanes)
     open_blocks(r, v, size, n.origins)
     r.combine(n, b, acc, f"{part}[{v.name}_lane]")
     r.close()
     r.close()
-    fold_lanes(r, n, acc, lanes)
+    r.fold_lanes(n, acc, lanes)

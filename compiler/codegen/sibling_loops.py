@@ -49,7 +49,7 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     (x,), (size,) = ba["inner"]
     blocked = r.row_prefetch.into == a.name  # by lines, asking for the next row's (prefetch.py)
     if blocked:
-        into = prefetch.lane_accumulator(r, b, acc, r.row_prefetch.lanes) + f"[{x.name}_lane]"
+        into = r.declare_lanes(b, acc, r.row_prefetch.lanes) + f"[{x.name}_lane]"
         prefetch.open_blocks(r, x, size, a.origins + b.origins)
     else:
         into = acc
@@ -61,7 +61,7 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     r.close()
     if blocked:
         r.close()
-        prefetch.fold_lanes(r, b, acc, r.row_prefetch.lanes)
+        r.fold_lanes(b, acc, r.row_prefetch.lanes)
     r.close()
     r.store_reduction(b, sympy.expand(bb["store"]), acc)
     return True
