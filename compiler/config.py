@@ -64,6 +64,9 @@ class cpp:
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
     # Row kernels prefetch their inputs' next row (compiler/codegen/prefetch.py); LENS_PREFETCH=0 turns it off.
     prefetch_rows: bool = os.environ.get("LENS_PREFETCH", "1") not in ("", "0")
+    # A row kernel's output pass runs in the next row's compute pass (compiler/codegen/pipeline.py);
+    # LENS_PIPELINE_ROWS=0 turns it off.
+    pipeline_rows: bool = os.environ.get("LENS_PIPELINE_ROWS", "1") not in ("", "0")
     # Graph outputs no step reads, of at least this many bytes, are written in whole 64-byte lines with
     # streaming (non-temporal) stores (compiler/codegen/streaming.py); LENS_STREAMING_STORES=0 turns it off.
     streaming_stores: bool = os.environ.get("LENS_STREAMING_STORES", "1") not in ("", "0")

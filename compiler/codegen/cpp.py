@@ -8,7 +8,7 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import column_reduction, lane_reduction, prefetch, sibling_loops, streaming
+from compiler.codegen import column_reduction, lane_reduction, pipeline, prefetch, sibling_loops, streaming
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op, simd_reduction_op)
 from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
@@ -48,6 +48,7 @@ class KernelRenderer:
         self.streamed: set[str] = set()  # nodes whose stores stream (codegen/streaming.py)
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
         self.row_prefetch = prefetch.RowPrefetch()  # where row kernels ask for the next row (codegen/prefetch.py)
+        self.deferred: pipeline.DeferredPass | None = None  # an output pass run a row late (codegen/pipeline.py)
         self.inplace = {n.name for n in kernel.nodes if n.name in inplace}  # outputs over inputs (inplace.py)
         self.params = kernel_params(kernel, layouts, self.locals, inplace)
 
@@ -190,8 +191,12 @@ class KernelRenderer:
         flat = not any(b["inner"][0] for b in bodies)
         pragmas = self._outer_pragmas(osizes, bool(parallel), simdlen, flat)
         self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
+        self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
+        self.deferred = pipeline.plan(self, list(ovars), bodies)
         if self.streamed:
             pragmas = streaming.open_region(self, pragmas)
+        if self.deferred:
+            pipeline.declare(self)
         blocked = flat and bool(self.streamed)  # the last outer loop goes by whole lines
         nest = len(ovars) - blocked
         for v, s, pragma in zip(ovars[:nest], osizes[:nest], pragmas):
@@ -204,17 +209,21 @@ class KernelRenderer:
             self._render_bodies(ovars, osizes, bodies, parallel)
         for _ in range(nest):
             self.close()
+        if self.deferred:
+            pipeline.finish(self)
         if self.streamed:
             streaming.close_region(self)
 
     def _render_bodies(self, ovars, osizes, bodies: list[dict], parallel) -> None:
         """One outer iteration: the kernel's local arrays, then each node's block (and row prefetches)."""
+        deferred = self.deferred.node if self.deferred else None
         for node in self.k.nodes:
             local = self.locals.get(node.name)
-            if local is not None and not local.scalar:
+            if local is not None and self.deferred and node.name in self.deferred.arrays:
+                pipeline.slot_pointers(self, node.name)
+            elif local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
-        nodes, i = self.k.nodes, 0
-        pf = self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
+        nodes, i, pf = [n for n in self.k.nodes if n is not deferred], 0, self.row_prefetch
         while i < len(nodes):
             pair = (bool(parallel) and i + 1 < len(nodes)  # (fused loops run on the outer loop's thread)
                     and sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1]))
@@ -223,6 +232,8 @@ class KernelRenderer:
             i += 1 + pair
             if i - 1 - pair <= pf.after < i:
                 self.lines += [("    " * self.indent + line, []) for line in pf.burst()]
+        if self.deferred:
+            pipeline.end_row(self)
 
     def _outer_pragmas(self, sizes: list[int], parallel: bool, simdlen: str, flat: bool) -> list[str | None]:
         """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),
@@ -352,6 +363,8 @@ class KernelRenderer:
             lane_reduction.render(self, n, b, acc, lanes)
         elif self.row_prefetch.into == n.name:
             prefetch.render_blocked_reduction(self, n, b, acc)
+        elif lane_reduction.wide_sum(n, rsizes, lanes):
+            lane_reduction.render(self, n, b, acc, lanes)
         else:
             op = simd_reduction_op(n.dtype, rtype)
             for depth, (v, s) in enumerate(zip(rvars, rsizes)):

@@ -138,6 +138,16 @@ def open_blocks(r, var: sympy.Symbol, size: int, nodes: list[str]) -> None:
     r.open_lanes(var, pf.lanes, nodes)
 
 
+def close_blocks(r, var: sympy.Symbol) -> None:
+    """Close the lanes loop and the loop by lines that `open_blocks` opened; a row's deferred output pass
+    writes its line in between (pipeline.py)."""
+    from compiler.codegen import pipeline
+    r.close()
+    if r.deferred is not None:
+        pipeline.line(r, var)
+    r.close()
+
+
 def render_blocked_reduction(r, n, b: dict, acc: str) -> None:
     """A sum/prod over one loop by blocks of a line (the prefetching pass of a row kernel)."""
     (v,), (size,) = b["red"]
@@ -145,6 +155,5 @@ def render_blocked_reduction(r, n, b: dict, acc: str) -> None:
     part = r.declare_lanes(n, acc, lanes)
     open_blocks(r, v, size, n.origins)
     r.combine(n, b, acc, f"{part}[{v.name}_lane]")
-    r.close()
-    r.close()
+    close_blocks(r, v)
     r.fold_lanes(n, acc, lanes)

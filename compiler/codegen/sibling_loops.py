@@ -58,10 +58,11 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     store = sympy.expand(ba["store"])
     r.statement(f"{r.store_target(a, store)} = {r.body_value(ba)};", a.origin)
     r.combine(b, fused, acc, into)
-    r.close()
     if blocked:
-        r.close()
+        prefetch.close_blocks(r, x)
         r.fold_lanes(b, acc, r.row_prefetch.lanes)
+    else:
+        r.close()
     r.close()
     r.store_reduction(b, sympy.expand(bb["store"]), acc)
     return True

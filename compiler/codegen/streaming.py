@@ -142,17 +142,23 @@ def render_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, stor
         return False
     main = size - size % lanes
     r.open_loop(_base(var), main, None, n.origins, step=lanes)
-    r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
-    r.open_lanes(var, lanes, n.origins)
-    r.statement(f"{n.name}_line[{var.name}_lane] = {r.body_value(b)};", n.origin)
-    r.close()
-    _stream_lines(r, n, store, var, lanes)
+    render_line(r, n, b, var, store)
     r.close()
     if main < size:
         r.open_loop(var, size, "#pragma omp simd", n.origins, start=main)
         r.statement(f"{r.store_target(n, store)} = {r.body_value(b)};", n.origin)
         r.close()
     return True
+
+
+def render_line(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, store: sympy.Expr) -> None:
+    """Inside a loop over `{var}_base` by lines: node `n`'s line there, computed and streamed out."""
+    lanes = _lanes(n)
+    r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
+    r.open_lanes(var, lanes, n.origins)
+    r.statement(f"{n.name}_line[{var.name}_lane] = {r.body_value(b)};", n.origin)
+    r.close()
+    _stream_lines(r, n, store, var, lanes)
 
 
 def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: list[dict], render_bodies) -> None:

@@ -170,13 +170,15 @@ def test_integer_total_sum_is_exact():
     assert torch.equal(torch.compile(lambda t: t.sum(), backend="lens")(x), x.sum())
 
 
+@pytest.mark.parametrize("width", [70, 128])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_row_max_min_keep_nan_in_any_lane_and_in_the_tail(dtype, tmp_path):
-    # 70 = 4 full vectors of 16 floats (or 8 of 8 doubles) plus a scalar tail; NaN at a lane position, in the
-    # tail, in the first and last element; a row of -inf; a row of +inf with a NaN; +inf and -inf (their sum
-    # is NaN: the exact pass runs and finds none); -inf masks; values whose sum overflows
-    x = torch.randn(12, 70, dtype=dtype)
-    x[1, 5] = x[2, 69] = x[3, 0] = x[4, 33] = float("nan")
+def test_row_max_min_keep_nan_in_any_lane_and_in_the_tail(dtype, width, tmp_path):
+    # 70 = 4 full vectors of 16 floats (or 8 of 8 doubles) plus a scalar tail; 128: four registers of lanes
+    # (two blocks of 64 floats, four of 32 doubles). NaN at a lane position, in the tail or the last
+    # register, in the first and last element; a row of -inf; a row of +inf with a NaN; +inf and -inf
+    # (their sum is NaN: the exact pass runs and finds none); -inf masks; values whose sum overflows
+    x = torch.randn(12, width, dtype=dtype)
+    x[1, 5] = x[2, width - 1] = x[3, 0] = x[4, 33] = x[11, 50] = float("nan")
     x[5] = float("-inf")
     x[6] = float("inf")
     x[6, 40] = float("nan")
@@ -189,4 +191,23 @@ def test_row_max_min_keep_nan_in_any_lane_and_in_the_tail(dtype, tmp_path):
     out, graph = compile_with_debug(tmp_path, fn, x)
     for got, expected in zip(out, fn(x)):
         torch.testing.assert_close(got, expected, equal_nan=True)
+    lanes = 64 // dtype.itemsize * (4 if width == 128 else 1)
+    assert f"_lanes[{lanes}];" in (graph / "output_code.py").read_text()
     assert "_sum_all != " in (graph / "output_code.py").read_text()  # the lanes that notice a NaN
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(6, 128), (5, 192), (7, 100), (3, 4, 64), (2, 1024)])
+def test_row_sums_over_whole_registers_keep_four_registers_of_lanes(dtype, shape, tmp_path):
+    x = torch.randn(shape).to(dtype)
+    x.view(-1)[3] = float("inf")
+    x.view(-1)[-2] = float("nan")
+    fn = lambda t: (t.sum(-1), t.mean(-1), t.sum((-2, -1)) if t.dim() == 3 else t.sum(-1) * 2)  # noqa: E731
+    from tests.compiler.conftest import compile_with_debug
+    out, graph = compile_with_debug(tmp_path, fn, x)
+    tol = dict(atol=1e-2, rtol=1e-2) if dtype == torch.bfloat16 else dict(atol=1e-5, rtol=1e-5)
+    for got, expected in zip(out, fn(x)):
+        torch.testing.assert_close(got, expected, equal_nan=True, **tol)
+    code = (graph / "output_code.py").read_text()
+    wide = 4 * 64 // (4 if dtype == torch.bfloat16 else dtype.itemsize)  # (bf16 sums in float)
+    assert (f"_lanes[{wide}];" in code) == (shape[-1] % wide == 0), wide
