@@ -36,6 +36,9 @@ save_tensors_max_bytes: int = int(os.environ.get("LENS_SAVE_TENSORS_MAX_BYTES") 
 # Under no_grad, call an inference graph's generated code without AOTAutograd's runtime wrappers when they
 # have nothing to do (compiler/direct_call.py; also LENS_DIRECT_CALLS=0 to turn off).
 direct_inference_calls: bool = os.environ.get("LENS_DIRECT_CALLS", "1") not in ("", "0")
+# addmm whose users all lower into kernels runs as mm, its bias added in those kernels
+# (compiler/lowering/graph.py; also LENS_UNFUSE_BIAS=0 to turn off).
+unfuse_addmm_bias: bool = os.environ.get("LENS_UNFUSE_BIAS", "1") not in ("", "0")
 
 
 class cpp:

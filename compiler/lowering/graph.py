@@ -127,6 +127,8 @@ class GraphLowering:
         if node.target is operator.getitem:
             base, idx = node.args
             return self.env[base][idx]
+        if node.target is torch.ops.aten.addmm.default and self._bias_in_consumers(node):
+            return self._mm_then_bias(node)
         fn = LOWERINGS.get(node.target)
         reason = f"no lowering for {_target_name(node.target)}"
         if fn is not None:
@@ -143,6 +145,32 @@ class GraphLowering:
                 del self.nodes[mark:]  # drop buffers a failed lowering already added
                 reason = f"lowering of {_target_name(node.target)} failed: {type(e).__name__}: {e}"
         return self._extern(node, reason)
+
+    def _bias_in_consumers(self, node: torch.fx.Node) -> bool:
+        """Whether addmm's bias is better added by the kernels that read its result: ATen's addmm copies
+        the broadcast bias into the output and the GEMM then reads it back (beta=1), two passes over the
+        output that the consumer's kernel (the relu or GELU after a Linear, a residual add and layer norm)
+        saves by adding a row of bias while it reads the product. Only a row bias of the output's floating
+        dtype, plain alpha and beta, and users that all have lowerings (not the graph's output)."""
+        if not config.unfuse_addmm_bias or len(node.args) != 3 or node.kwargs:
+            return False
+        out, bias = node.meta.get("val"), getattr(node.args[0], "meta", {}).get("val")
+        if not isinstance(out, torch.Tensor) or not isinstance(bias, torch.Tensor):
+            return False
+        if out.dtype not in (torch.float32, torch.float64) or bias.dtype != out.dtype or out.dim() != 2:
+            return False
+        if bias.dim() not in (1, 2) or bias.shape[-1] != out.shape[1] or bias.numel() != out.shape[1]:
+            return False
+        return bool(node.users) and all(u.op == "call_function" and u.target in LOWERINGS for u in node.users)
+
+    def _mm_then_bias(self, node: torch.fx.Node):
+        bias, a, b = self._args(node)[0]
+        product = self._extern(node, "addmm's bias is added in the kernels that read the product",
+                               target=torch.ops.aten.mm.default, args=(a, b))
+        from compiler.lowering.pointwise import elementwise
+        value = elementwise("add", [product, bias], product.dtype)
+        self._check(node, value)
+        return self._maybe_realize(node, value)
 
     def _bound_fusion(self, node: torch.fx.Node) -> None:
         """Realize inputs (largest first) until this node's inlined ops stay within max_fusion_size."""
@@ -208,11 +236,13 @@ class GraphLowering:
             return ExternArg(items=[self._extern_arg(x) for x in v])
         return ExternArg(value=v)
 
-    def _extern(self, node: torch.fx.Node, reason: str):
-        if not _callable_from_output_code(node.target):
-            raise EagerGraph(f"node {node.name} calls {_target_name(node.target)}, which output_code.py cannot "
+    def _extern(self, node: torch.fx.Node, reason: str, target=None, args: tuple | None = None):
+        """An ATen call for `node` (or, with `target` and `args`, another op giving the same output)."""
+        target = target or node.target
+        if not _callable_from_output_code(target):
+            raise EagerGraph(f"node {node.name} calls {_target_name(target)}, which output_code.py cannot "
                              f"call by name")
-        args, kwargs = self._args(node)
+        args, kwargs = (args, {}) if args is not None else self._args(node)
         eargs = [self._extern_arg(a) for a in args]
         ekwargs = {k: self._extern_arg(v) for k, v in kwargs.items()}
         val = node.meta.get("val")
@@ -225,9 +255,9 @@ class GraphLowering:
                 outputs.append((oname, m.dtype, Layout(tuple(m.shape), tuple(m.stride()))))
             else:
                 outputs.append(None)
-        self.nodes.append(ExternCall(name, _target_name(node.target), eargs, ekwargs, outputs, node.name,
+        self.nodes.append(ExternCall(name, _target_name(target), eargs, ekwargs, outputs, node.name,
                                      reason, is_tuple=isinstance(val, (list, tuple))))
-        self.notes.append(f"{node.name}: extern call to {_target_name(node.target)} ({reason})")
+        self.notes.append(f"{node.name}: extern call to {_target_name(target)} ({reason})")
         results = [buffer_value(o[0], o[1], o[2].size, o[2].stride) if o else m for o, m in zip(outputs, vals)]
         return tuple(results) if isinstance(val, (list, tuple)) else results[0]
 
