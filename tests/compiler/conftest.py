@@ -37,6 +37,13 @@ def assert_same(fn, *args, atol=1e-5, rtol=1.3e-6, **kwargs):
 
 
 @pytest.fixture
+def stream_everything(monkeypatch):
+    """Streaming stores for every output a kernel may stream, however small."""
+    monkeypatch.setattr(config.cpp, "streaming_stores", True)
+    monkeypatch.setattr(config.cpp, "streaming_store_min_bytes", 0)
+
+
+@pytest.fixture
 def same():
     return assert_same
 

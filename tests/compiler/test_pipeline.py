@@ -10,12 +10,6 @@ from tests.compiler.conftest import assert_same, compile_with_debug
 DEFERRED = "const int64_t x0 = lens_prev_row;"
 
 
-@pytest.fixture
-def stream_everything(monkeypatch):
-    monkeypatch.setattr(config.cpp, "streaming_stores", True)
-    monkeypatch.setattr(config.cpp, "streaming_store_min_bytes", 0)
-
-
 def kernels(tmp_path, fn, *args) -> str:
     out, graph = compile_with_debug(tmp_path, fn, *args)
     expected = fn(*args)

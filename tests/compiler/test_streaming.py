@@ -17,12 +17,6 @@ from compiler.scheduler import FusedKernel
 from tests.compiler.conftest import assert_same, compile_with_debug
 
 
-@pytest.fixture
-def stream_everything(monkeypatch):
-    monkeypatch.setattr(config.cpp, "streaming_stores", True)
-    monkeypatch.setattr(config.cpp, "streaming_store_min_bytes", 0)
-
-
 def kernels(tmp_path, fn, *args) -> str:
     out, graph = compile_with_debug(tmp_path, fn, *args)
     return (graph / "output_code.py").read_text().split(PRELUDE_END, 1)[1]
