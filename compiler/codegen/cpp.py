@@ -8,14 +8,15 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import column_reduction, lane_reduction, pipeline, prefetch, sibling_loops, streaming
+from compiler.codegen import (column_reduction, lane_reduction, loop_nest, pipeline, prefetch, sibling_loops,
+                              streaming)
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op, simd_reduction_op)
-from compiler.codegen.index import cpp_index, merge_loops, simplify_indices
+from compiler.codegen.index import cpp_index, merge_loops
 from compiler.codegen.inplace import KernelArg, kernel_params, unique
 from compiler.codegen.kernel_locals import LocalBufferError, plan_locals
 from compiler.ir import Cast, ComputedBuffer, Constant, Expr, IndexValue, Layout, Load, Op, substitute, walk
-from compiler.scheduler import FusedKernel, nonunit_dims
+from compiler.scheduler import FusedKernel
 
 
 @dataclass
@@ -158,7 +159,7 @@ class KernelRenderer:
     def render(self) -> RenderedKernel:
         k = self.k
         outer_vars = [sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(len(k.outer))]
-        bodies = [self._node_mapping(n, i, outer_vars) for i, n in enumerate(k.nodes)]
+        bodies = [loop_nest.node_mapping(self, n, i, outer_vars) for i, n in enumerate(k.nodes)]
         outer_exprs = [e for b in bodies for e in b["exprs"]]
         ovars, osizes, osubst = merge_loops(outer_vars, list(k.outer), outer_exprs)
         signature = ", ".join(f"{'' if a.is_output else 'const '}{a.ctype}* __restrict__ {a.param}"
@@ -189,7 +190,7 @@ class KernelRenderer:
         """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops."""
         k = self.k
         flat = not any(b["inner"][0] for b in bodies)
-        pragmas = self._outer_pragmas(osizes, bool(parallel), simdlen, flat)
+        pragmas = loop_nest.outer_pragmas(k, osizes, bool(parallel), simdlen, flat)
         self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
         self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
         self.deferred = pipeline.plan(self, list(ovars), bodies)
@@ -234,53 +235,6 @@ class KernelRenderer:
                 self.lines += [("    " * self.indent + line, []) for line in pf.burst()]
         if self.deferred:
             pipeline.end_row(self)
-
-    def _outer_pragmas(self, sizes: list[int], parallel: bool, simdlen: str, flat: bool) -> list[str | None]:
-        """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),
-        `simd` on the innermost when the kernel has no reduction loop inside."""
-        n = len(sizes)
-        pragmas: list[str | None] = [None] * n
-        simd_last = flat and not self.k.has_reduction  # the last outer loop is the innermost loop
-        if n and simd_last:
-            pragmas[-1] = f"#pragma omp simd{simdlen}"
-        if parallel and n:
-            nest = n - 1 if simd_last else n  # loops the threads may share
-            if simd_last and n == 1:
-                pragmas[0] = f"#pragma omp parallel for simd{simdlen}"
-            elif nest >= 1:
-                collapse = nest if nest > 1 and sizes[0] < 64 else 1
-                pragmas[0] = "#pragma omp parallel for" + (f" collapse({collapse})" if collapse > 1 else "")
-        return pragmas
-
-    def _node_mapping(self, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> dict:
-        """Map the node's index vars onto the kernel's outer vars and its own inner/reduction vars."""
-        dims = nonunit_dims(n.layout.size)
-        mapping: dict[sympy.Symbol, sympy.Expr] = {v: sympy.Integer(0) for v in n.vars}
-        inner_vars, inner_sizes = [], []
-        for j, d in enumerate(dims):
-            if j < len(outer_vars):
-                mapping[n.vars[d]] = outer_vars[j]
-            else:
-                v = sympy.Symbol(f"x{i}_{j}", integer=True, nonnegative=True)
-                mapping[n.vars[d]] = v
-                inner_vars.append(v)
-                inner_sizes.append(n.layout.size[d])
-        red_vars = [sympy.Symbol(f"r{i}_{j}", integer=True, nonnegative=True) for j in range(len(n.reduction_vars))]
-        mapping.update(dict(zip(n.reduction_vars, red_vars)))
-        ranges = dict(zip(outer_vars, self.k.outer))
-        ranges.update(zip(inner_vars, inner_sizes))
-        ranges.update(zip(red_vars, n.reduction_ranges))
-        body = simplify_indices(substitute(n.body, mapping), ranges)
-        out_index = tuple(mapping[v] for v in n.vars)
-        store = n.layout.flat_index(out_index)
-        exprs = [self.flat(e) for e in walk(body) if isinstance(e, Load)]
-        exprs += [e.expr for e in walk(body) if isinstance(e, IndexValue)]
-        exprs.append(store)
-        work = 1
-        for s in list(inner_sizes) + list(n.reduction_ranges):
-            work *= s
-        return {"body": body, "store": store, "inner": (inner_vars, inner_sizes),
-                "red": (red_vars, list(n.reduction_ranges)), "exprs": exprs, "work": work}
 
     def _render_node_block(self, n: ComputedBuffer, b: dict, parallel_inner: bool) -> None:
         ivars, isizes = b["inner"]

@@ -1,0 +1,59 @@
+"""How a FusedKernel's nodes sit in loops: each node's index variables mapped onto the kernel's shared
+outer loops and its own inner/reduction loops, and the OpenMP pragmas of the outer loops."""
+from __future__ import annotations
+
+import sympy
+
+from compiler.codegen.index import simplify_indices
+from compiler.ir import ComputedBuffer, IndexValue, Load, substitute, walk
+from compiler.scheduler import FusedKernel, nonunit_dims
+
+
+def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str, flat: bool) -> list[str | None]:
+    """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),
+    `simd` on the innermost when the kernel has no reduction loop inside."""
+    n = len(sizes)
+    pragmas: list[str | None] = [None] * n
+    simd_last = flat and not k.has_reduction  # the last outer loop is the innermost loop
+    if n and simd_last:
+        pragmas[-1] = f"#pragma omp simd{simdlen}"
+    if parallel and n:
+        nest = n - 1 if simd_last else n  # loops the threads may share
+        if simd_last and n == 1:
+            pragmas[0] = f"#pragma omp parallel for simd{simdlen}"
+        elif nest >= 1:
+            collapse = nest if nest > 1 and sizes[0] < 64 else 1
+            pragmas[0] = "#pragma omp parallel for" + (f" collapse({collapse})" if collapse > 1 else "")
+    return pragmas
+
+
+def node_mapping(r, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> dict:
+    """Map node `n`'s (the i-th of renderer `r`'s kernel) index vars onto the kernel's outer vars and its
+    own inner/reduction vars: its body and store index in those, its loops, and its work per outer step."""
+    dims = nonunit_dims(n.layout.size)
+    mapping: dict[sympy.Symbol, sympy.Expr] = {v: sympy.Integer(0) for v in n.vars}
+    inner_vars, inner_sizes = [], []
+    for j, d in enumerate(dims):
+        if j < len(outer_vars):
+            mapping[n.vars[d]] = outer_vars[j]
+        else:
+            v = sympy.Symbol(f"x{i}_{j}", integer=True, nonnegative=True)
+            mapping[n.vars[d]] = v
+            inner_vars.append(v)
+            inner_sizes.append(n.layout.size[d])
+    red_vars = [sympy.Symbol(f"r{i}_{j}", integer=True, nonnegative=True) for j in range(len(n.reduction_vars))]
+    mapping.update(dict(zip(n.reduction_vars, red_vars)))
+    ranges = dict(zip(outer_vars, r.k.outer))
+    ranges.update(zip(inner_vars, inner_sizes))
+    ranges.update(zip(red_vars, n.reduction_ranges))
+    body = simplify_indices(substitute(n.body, mapping), ranges)
+    out_index = tuple(mapping[v] for v in n.vars)
+    store = n.layout.flat_index(out_index)
+    exprs = [r.flat(e) for e in walk(body) if isinstance(e, Load)]
+    exprs += [e.expr for e in walk(body) if isinstance(e, IndexValue)]
+    exprs.append(store)
+    work = 1
+    for s in list(inner_sizes) + list(n.reduction_ranges):
+        work *= s
+    return {"body": body, "store": store, "inner": (inner_vars, inner_sizes),
+            "red": (red_vars, list(n.reduction_ranges)), "exprs": exprs, "work": work}
