@@ -1,6 +1,6 @@
-"""max/min (and wide sums) over a kernel's innermost reduction loop in vector registers of per-lane partials, a scalar
-tail, then the horizontal step: g++ vectorizes this where a scalar `acc = max(acc, v)` chain does not (NaN
-propagation has no OpenMP reduction operator).
+"""max/min (and wide sums) over a kernel's innermost reduction loop in vector registers of per-lane
+partials, a scalar tail, then the horizontal step: g++ vectorizes this where a scalar `acc = max(acc, v)`
+chain does not (NaN propagation has no OpenMP reduction operator).
 
 For floating values the lanes take a plain `v > acc ? v : acc` (one `vmaxps`, which drops NaN) and a second
 set of lanes sums the values: that sum is NaN only when a NaN went by (or +inf and -inf both did), and then
@@ -37,10 +37,14 @@ _FAST_SELECT = {"max": "{v} > {acc} ? {v} : {acc}", "min": "{v} < {acc} ? {v} : 
 WIDE = 4
 
 
+def _wide(rsizes: list[int], line: int) -> bool:
+    """Whether the innermost reduction loop is a whole number of WIDE registers of `line` lanes."""
+    return bool(rsizes) and rsizes[-1] % (WIDE * line) == 0
+
+
 def wide_sum(n, rsizes: list[int], line: int) -> bool:
     """Whether a floating sum takes four registers of lanes here rather than `omp simd reduction`."""
-    return (n.reduction_type == "sum" and n.dtype.is_floating_point and bool(rsizes)
-            and rsizes[-1] % (WIDE * line) == 0)
+    return n.reduction_type == "sum" and n.dtype.is_floating_point and _wide(rsizes, line)
 
 
 def render(r, n, b: dict, acc: str, lanes: int) -> None:
@@ -48,7 +52,7 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
     (`lanes`: elements of one vector register)."""
     rvars, rsizes = b["red"]
     line = lanes
-    if rsizes[-1] % (WIDE * line) == 0:
+    if _wide(rsizes, line):
         lanes = WIDE * line
     t = CTYPES[n.dtype]
     init = REDUCTION_INIT[n.reduction_type].format(t=t)

@@ -11,9 +11,9 @@ local arrays get two slots used in turn, scalars (the sum) a `_prev` copy; the d
 row i-1 (`const int64_t x0 = lens_prev_row;` in its block). Each thread writes its last row after its
 loop, before the fence. The rows a thread runs need not be contiguous: the slots alternate per row run.
 
-It applies when the kernel's last node is a streamed pointwise output over one inner loop of whole lines,
-as long as the pass that prefetches the next row by lines (`RowPrefetch.into`), with lines of the same
-size, and reads no row of an input (only the kernel's local arrays and scalars, and weights): layer
+It applies when the kernel's last node is a streamed pointwise output over one inner loop as long as the
+pass that prefetches the next row by lines (`RowPrefetch.into`), with lines of the same size, and that
+output pass reads no row of an input (only the kernel's local arrays and scalars, and weights): layer
 norm's output pass reads its input row again, and deferred it ran 3% slower (nothing to overlap with in
 a sum of squares). Measured on the device's Xeon (2 threads, medians of 75, through the generated
 `call()`): softmax (8192,1024) 3.64 -> 3.40 ms, masked softmax 3.87 -> 3.76 ms; hand-written kernels
@@ -52,8 +52,9 @@ def plan(r, ovars: list[sympy.Symbol], bodies: list[dict]) -> DeferredPass | Non
         return None
     node, b = nodes[-1], bodies[-1]
     (ivars, isizes), host = b["inner"], [n.name for n in nodes].index(pf.into)
-    if (node.name not in r.streamed or node.reduction_type or len(ivars) != 1 or host == len(nodes) - 1
-            or streaming._lanes(node) != pf.lanes or isizes[0] % pf.lanes
+    # (the host pass runs by whole lines, so a loop as long as it is whole lines too)
+    if (node.name not in r.streamed or node.reduction_type or len(ivars) != 1
+            or streaming.line_lanes(node) != pf.lanes
             or isizes[0] != prefetch.blocked_length(r, nodes, bodies, host, True)
             or not streaming.line_aligned(sympy.expand(b["store"]), ivars[0], pf.lanes)):
         return None

@@ -60,7 +60,7 @@ inline void lens_sfence() {
 """
 
 
-def _lanes(n: ComputedBuffer) -> int:
+def line_lanes(n: ComputedBuffer) -> int:
     return LINE_BYTES // n.dtype.itemsize
 
 
@@ -95,10 +95,10 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
             continue
         ivars, isizes = b["inner"]
         var, size = (ivars[-1], isizes[-1]) if ivars else (ovars[-1], osizes[-1])
-        if size >= _lanes(n) and line_aligned(b["store"], var, _lanes(n)):
+        if size >= line_lanes(n) and line_aligned(b["store"], var, line_lanes(n)):
             out.add(n.name)
     if flat and out:
-        lanes = {_lanes(n) for n in k.nodes if n.name in out}
+        lanes = {line_lanes(n) for n in k.nodes if n.name in out}
         if len(lanes) > 1 or (len(ovars) == 1 and osizes[0] % lanes.pop()):
             return set()
     return out
@@ -127,7 +127,7 @@ def _base(var: sympy.Symbol) -> sympy.Symbol:
 
 def _stream_lines(r, n: ComputedBuffer, store: sympy.Expr, var: sympy.Symbol, block: int) -> None:
     """Write node `n`'s staged block (`block` elements, whole lines) to its output."""
-    lanes = _lanes(n)
+    lanes = line_lanes(n)
     start = cpp_index(sympy.expand(store.xreplace({var: _base(var)})))
     for j in range(0, block, lanes):
         off = f" + {j}" if j else ""
@@ -137,7 +137,7 @@ def _stream_lines(r, n: ComputedBuffer, store: sympy.Expr, var: sympy.Symbol, bl
 def render_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, store: sympy.Expr) -> bool:
     """Node `n`'s innermost loop as blocks of streamed lines plus a plainly stored tail; False (nothing
     emitted) when its store along `var` is not made of whole lines."""
-    lanes = _lanes(n)
+    lanes = line_lanes(n)
     if size < lanes or not line_aligned(store, var, lanes):
         return False
     main = size - size % lanes
@@ -153,7 +153,7 @@ def render_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, stor
 
 def render_line(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, store: sympy.Expr) -> None:
     """Inside a loop over `{var}_base` by lines: node `n`'s line there, computed and streamed out."""
-    lanes = _lanes(n)
+    lanes = line_lanes(n)
     r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
     r.open_lanes(var, lanes, n.origins)
     r.statement(f"{n.name}_line[{var.name}_lane] = {r.body_value(b)};", n.origin)
@@ -165,7 +165,7 @@ def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: lis
     """The vector loop of a flat kernel (every node's body sits in it) over blocks of whole lines: streamed
     nodes fill their staged line, the others store as usual; `render_bodies()` emits the node blocks."""
     streamed = [(n, b) for n, b in zip(r.k.nodes, bodies) if n.name in r.streamed]
-    lanes = max(_lanes(n) for n, _ in streamed)
+    lanes = max(line_lanes(n) for n, _ in streamed)
     main = size - size % lanes
     if pragma is not None:  # the lane loop is the vector loop now
         pragma = None if pragma.startswith("#pragma omp simd") else re.sub(r" simd( simdlen\(\d+\))?", "", pragma)

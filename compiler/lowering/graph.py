@@ -11,6 +11,7 @@ import torch.fx
 from compiler import config
 from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBuffer, Layout, Node,
                          contiguous_strides, index_vars)
+from compiler.lowering.pointwise import elementwise
 from compiler.lowering.registry import LOWERINGS
 from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, buffer_value,
                                       current_origin, origin_scope)
@@ -167,7 +168,6 @@ class GraphLowering:
         bias, a, b = self._args(node)[0]
         product = self._extern(node, "addmm's bias is added in the kernels that read the product",
                                target=torch.ops.aten.mm.default, args=(a, b))
-        from compiler.lowering.pointwise import elementwise
         value = elementwise("add", [product, bias], product.dtype)
         self._check(node, value)
         return self._maybe_realize(node, value)
