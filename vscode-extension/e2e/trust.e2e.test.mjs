@@ -5,6 +5,7 @@ import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { descendantCommandLines, EditorSession } from "./session.mjs";
+import { quickInput } from "./workbench.mjs";
 
 let session;
 
@@ -32,9 +33,7 @@ test("an untrusted workspace starts no server and offers no Kernel Lens command"
   assert.ok(processes.some((line) => /extensionHost|bootstrap-fork/.test(line)), `no extension host among ${processes}`);
   assert.deepEqual(processes.filter((line) => /-m (lsp_server|compiler)\b/.test(line)), []);
 
-  await page.keyboard.press("F1");
-  const input = page.locator(".quick-input-widget input.input");
-  await input.fill(">Kernel Lens");
+  await quickInput(page, ">", "Kernel Lens");
   await page.waitForTimeout(1_000);
   const offered = await page.locator(".quick-input-list .monaco-list-row").allInnerTexts();
   await page.keyboard.press("Escape");

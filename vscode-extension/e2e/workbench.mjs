@@ -27,12 +27,22 @@ export async function waitForWorkbench(page) {
   await page.locator(".explorer-folders-view, .explorer-viewlet").first().waitFor({ timeout: 120_000 });
 }
 
-async function quickInput(page, prefix, text) {
-  await page.keyboard.press("F1");
+/** Opens the palette (F1) and types `prefix + text`: ">" lists commands, "" lists files. */
+export async function quickInput(page, prefix, text) {
   const input = page.locator(".quick-input-widget input.input");
-  await input.waitFor({ state: "visible", timeout: 30_000 });
-  await input.fill(`${prefix}${text}`);
-  return input;
+  for (let attempt = 1; ; attempt++) {
+    // A pick that is still closing (its row was just clicked) swallows F1 and then hides the input
+    // under our fill: wait for it to be gone first, and open the palette again if it still went away.
+    await input.waitFor({ state: "hidden", timeout: 10_000 }).catch(() => page.keyboard.press("Escape"));
+    await page.keyboard.press("F1");
+    try {
+      await input.waitFor({ state: "visible", timeout: 10_000 });
+      await input.fill(`${prefix}${text}`, { timeout: 10_000 });
+      return input;
+    } catch (error) {
+      if (attempt === 3) throw error;
+    }
+  }
 }
 
 /** Runs a command from the palette by its title ("Kernel Lens: Profile Current File"). */
