@@ -196,13 +196,14 @@ def _fresh_cache_dirs(tmp: str, tag: str) -> None:
     os.environ["LENS_CACHE_DIR"] = os.path.join(tmp, f"lens-{tag}")
 
 
-def _with_only_the_prelude(tmp: str, tag: str) -> None:
+def _with_only_toolchain_builds(tmp: str, tag: str) -> None:
     from compiler import pch
     pch.wait_for_builds()
     cold = os.environ["LENS_CACHE_DIR"]
     os.environ["LENS_CACHE_DIR"] = os.path.join(tmp, f"lens-{tag}-pch")
-    if os.path.isdir(os.path.join(cold, "pch")):
-        shutil.copytree(os.path.join(cold, "pch"), os.path.join(os.environ["LENS_CACHE_DIR"], "pch"))
+    for kind in ("pch", "prebuilt"):  # what is built once per toolchain
+        if os.path.isdir(os.path.join(cold, kind)):
+            shutil.copytree(os.path.join(cold, kind), os.path.join(os.environ["LENS_CACHE_DIR"], kind))
 
 
 def _check(w: Workload, expected, got, who: str) -> None:
@@ -222,7 +223,7 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
                 if phase == "cold":
                     _fresh_cache_dirs(tmp, f"{w.name.split()[0]}-{backend}")
                 elif phase == "pch":  # a new graph in a cache that has only the precompiled prelude
-                    _with_only_the_prelude(tmp, f"{w.name.split()[0]}-{backend}")
+                    _with_only_toolchain_builds(tmp, f"{w.name.split()[0]}-{backend}")
                 torch._dynamo.reset()
                 compiled = torch.compile(w.fn, backend=_BACKENDS.get(backend, backend))
                 if backend in _BACKEND_MS:
@@ -297,8 +298,9 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
         ratio = (lambda a: a / ic) if ic == ic and ic > 0 else (lambda a: nan)
         print(f"{w.name:28} {lc:9.0f} {ic:9.0f} {ratio(lc):8.3f} {lp:9.0f} {ratio(lp):8.3f} "
               f"{c.get('lens backend warm', nan):9.0f} {c.get('inductor backend warm', nan):9.0f}")
-    print("lens pch: a new graph compiled in a cache holding only the precompiled prelude (compiler/pch.py; "
-          "built once per toolchain, in the background after the first compile).")
+    print("lens pch: a new graph compiled in a cache holding only what is built once per toolchain, in the "
+          "background after the first compile: the precompiled prelude (compiler/pch.py) and the support objects "
+          "(compiler/prebuilt.py).")
     print()
     print("Times in ms (median over rounds, one process; in each round every variant runs once untimed, then "
           "≥ 3 timed calls). bound: preallocated ATen op moving the same bytes "

@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from compiler import config, pch
+from compiler import config, pch, prebuilt
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,18 @@ def cache_key(source: str) -> str:
     return h.hexdigest()[:40]
 
 
+@functools.lru_cache(maxsize=None)
+def c_driver(cxx: str) -> str | None:
+    """The C driver beside `cxx` (g++ -> gcc, clang++ -> clang, c++ -> cc). It compiles a .cpp file as C++
+    all the same but links without libstdc++ (and libm, which builds then name), which kernels do not use:
+    g++ spent ~15 ms of each build reading libstdc++.so at link time."""
+    folder, base = os.path.split(cxx)
+    for cpp, c in (("clang++", "clang"), ("g++", "gcc"), ("c++", "cc")):
+        if cpp in base:
+            return shutil.which(os.path.join(folder, base.replace(cpp, c)))
+    return None
+
+
 def build_shared_library(source: str, name: str = "kernels") -> str:
     """The path of a .so built from `source` (from the cache when it was built before). The cached files
     are named after the key, not `name`, so the same source compiled under another graph id hits."""
@@ -148,19 +160,24 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
     os.makedirs(folder, exist_ok=True)
     src_path = os.path.join(folder, "kernels.cpp")
     _write_atomic(src_path, source)
+    cxx = config.cpp.cxx
+    driver = c_driver(cxx)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         tmp_so = os.path.join(tmp, "kernels.so")
         report_path = os.path.join(tmp, "vectorization.txt")
         # always asked for (it costs g++ nothing measurable), so a debug run served from the cache has it too
         opt_info = [f"-fopt-info-vec-missed={report_path}"]
-        cmd = [config.cpp.cxx, *build_flags(), *opt_info, "-o", tmp_so, *_sources(source, src_path, tmp),
+        text, objects = prebuilt.split(source, cxx, [f for f in build_flags() if f != "-shared"],
+                                       compiler_version(cxx))
+        cmd = [*build_flags(), *opt_info, "-o", tmp_so, *_sources(text, source, src_path, tmp), *objects,
                *link_flags()]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-        except OSError as e:
-            raise CompilerNotFoundError(f"could not run {config.cpp.cxx!r}: {e}") from e
+        proc = _run([driver, "-Wl,--no-undefined", *cmd, "-lm"] if driver else [cxx, *cmd])
+        if proc.returncode != 0 and driver and "undefined reference" in proc.stderr:
+            log.debug("kernel-lens: the kernels need the C++ runtime; linking them with %s: %s", cxx,
+                      proc.stderr.strip()[:300])
+            proc = _run([cxx, *cmd])
         if proc.returncode != 0:
-            raise CppCompileError(cmd, proc.stderr, src_path, parse_diagnostics(proc.stderr))
+            raise CppCompileError(proc.args, proc.stderr, src_path, parse_diagnostics(proc.stderr))
         if "invalid-pch" in proc.stderr or ".gch" in proc.stderr:
             log.warning("kernel-lens: the precompiled prelude was not used: %s", proc.stderr.strip()[:300])
         if os.path.exists(report_path):
@@ -173,17 +190,30 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
     return so_path
 
 
-def _sources(source: str, src_path: str, tmp: str) -> list[str]:
-    """What g++ compiles: the full source, or its kernels against the precompiled prelude when that is ready
-    (a `#line` keeps diagnostics on the full source's lines)."""
-    parts = pch.split(source) if pch.enabled() else None
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise CompilerNotFoundError(f"could not run {cmd[0]!r}: {e}") from e
+
+
+def _sources(text: str, source: str, src_path: str, tmp: str) -> list[str]:
+    """What g++ compiles for `text` (the cached `source` at `src_path`, or a copy with lines blanked): its
+    kernels against the precompiled prelude when that is ready, else the whole text. A `#line` keeps
+    diagnostics and the vectorization report on the full source's lines."""
+    parts = pch.split(text) if pch.enabled() else None
     header = parts and pch.ready_header(parts[0], config.cpp.cxx, build_flags(), compiler_version(config.cpp.cxx))
-    if not header:
+    if header:
+        body_path = os.path.join(tmp, "kernels_body.cpp")
+        with open(body_path, "w") as f:
+            f.write(f'#line {parts[2]} "{src_path}"\n{parts[1]}')
+        return ["-Winvalid-pch", "-include", header, body_path]
+    if text == source:
         return [src_path]
-    body_path = os.path.join(tmp, "kernels_body.cpp")
-    with open(body_path, "w") as f:
-        f.write(f'#line {parts[2]} "{src_path}"\n{parts[1]}')
-    return ["-Winvalid-pch", "-include", header, body_path]
+    path = os.path.join(tmp, "kernels_split.cpp")
+    with open(path, "w") as f:
+        f.write(f'#line 1 "{src_path}"\n{text}')
+    return [path]
 
 
 OPT_INFO = "opt-info-vec-missed.txt"  # g++'s raw report, beside the cached .so

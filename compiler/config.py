@@ -66,6 +66,9 @@ class cpp:
     max_blocks_per_size: int = 4
     # Build the prelude once as a precompiled header (compiler/pch.py); LENS_PCH=0 turns it off.
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
+    # Support code (the fast expf) is compiled once per toolchain into an object that kernels link
+    # (compiler/prebuilt.py); LENS_PREBUILT=0 compiles it into every kernel source instead.
+    prebuilt_objects: bool = os.environ.get("LENS_PREBUILT", "1") not in ("", "0")
     # Row kernels prefetch their inputs' next row (compiler/codegen/prefetch.py); LENS_PREFETCH=0 turns it off.
     prefetch_rows: bool = os.environ.get("LENS_PREFETCH", "1") not in ("", "0")
     # A row kernel's output pass runs in the next row's compute pass (compiler/codegen/pipeline.py);

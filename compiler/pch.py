@@ -34,11 +34,16 @@ def split(source: str) -> tuple[str, str, int] | None:
 
 
 def folder_for(prelude: str, cxx: str, flags: list[str], version: str) -> str:
+    return keyed_folder("pch", prelude, cxx, flags, version)
+
+
+def keyed_folder(kind: str, text: str, cxx: str, flags: list[str], version: str) -> str:
+    """`<cache>/<kind>/<key>`: the home of something built from `text` by this compiler with these flags."""
     h = hashlib.sha256()
-    for part in (prelude, cxx, " ".join(flags), version):
+    for part in (text, cxx, " ".join(flags), version):
         h.update(part.encode())
         h.update(b"\0")
-    return os.path.join(config.cache_dir(), "pch", h.hexdigest()[:24])
+    return os.path.join(config.cache_dir(), kind, h.hexdigest()[:24])
 
 
 def ready_header(prelude: str, cxx: str, flags: list[str], version: str) -> str | None:
@@ -47,12 +52,16 @@ def ready_header(prelude: str, cxx: str, flags: list[str], version: str) -> str 
     header = os.path.join(folder, HEADER)
     if os.path.exists(header + ".gch"):
         return header
-    if not os.path.exists(os.path.join(folder, "failed")):
-        _start_build(folder, header, prelude, cxx, flags)
+    build_in_background(folder, {HEADER: prelude}, [cxx, *flags, "-x", "c++-header", header], header + ".gch")
     return None
 
 
-def _start_build(folder: str, header: str, prelude: str, cxx: str, flags: list[str]) -> None:
+def build_in_background(folder: str, files: dict[str, str], command: list[str], output: str) -> None:
+    """Writes `files` into `folder` and runs `command -o <output>` in a detached, niced process, once: a lock
+    keeps other processes from building it at the same time, and a failure leaves `failed` (with
+    `build.log`) so that nobody tries again. The output appears under its name only when complete."""
+    if os.path.exists(os.path.join(folder, "failed")):
+        return
     os.makedirs(folder, exist_ok=True)
     lock = os.path.join(folder, ".building")
     try:
@@ -64,15 +73,15 @@ def _start_build(folder: str, header: str, prelude: str, cxx: str, flags: list[s
             os.utime(lock)
         except OSError:
             return
-    tmp_header = f"{header}.{os.getpid()}.tmp"
-    with open(tmp_header, "w") as f:
-        f.write(prelude)
-    os.replace(tmp_header, header)
-    tmp_gch = f"{header}.{os.getpid()}.tmp-gch"
-    build = shlex.join([cxx, *flags, "-x", "c++-header", header, "-o", tmp_gch])
+    for name, text in files.items():
+        path = os.path.join(folder, name)
+        with open(f"{path}.{os.getpid()}.tmp", "w") as f:
+            f.write(text)
+        os.replace(f"{path}.{os.getpid()}.tmp", path)
+    tmp = f"{output}.{os.getpid()}.tmp-out"
     q = shlex.quote
-    script = (f"if nice -n 10 {build} 2>{q(os.path.join(folder, 'build.log'))}; then mv -f {q(tmp_gch)} "
-              f"{q(header + '.gch')}; else rm -f {q(tmp_gch)}; touch {q(os.path.join(folder, 'failed'))}; fi; "
+    script = (f"if nice -n 10 {shlex.join([*command, '-o', tmp])} 2>{q(os.path.join(folder, 'build.log'))}; "
+              f"then mv -f {q(tmp)} {q(output)}; else rm -f {q(tmp)}; touch {q(os.path.join(folder, 'failed'))}; fi; "
               f"rm -f {q(lock)}")
     try:
         _PENDING.append(subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -82,7 +91,8 @@ def _start_build(folder: str, header: str, prelude: str, cxx: str, flags: list[s
 
 
 def wait_for_builds() -> None:
-    """Wait for the header builds this process started (benchmarks and tests, so timings stay clean)."""
+    """Wait for the background builds this process started (headers, compiler/prebuilt.py's objects), so that
+    benchmarks and tests time no background g++."""
     while _PENDING:
         _PENDING.pop().wait()
 

@@ -110,6 +110,11 @@ asm(".globl lens_expf\n\t.hidden lens_expf\n\t.set lens_expf, lens_expf_scalar")
 """
 
 
+# The definitions as a translation unit of their own (compiler/prebuilt.py builds it once per toolchain).
+FAST_EXP_OBJECT = _FAST_EXP_IF + "typedef float lens_v16sf __attribute__((vector_size(64)));\n#endif\n" \
+    + FAST_EXP_DEFINITIONS
+
+
 def definitions(kernel_code: str) -> str:
     """What the kernels in `kernel_code` need defined after the prelude."""
     return FAST_EXP_DEFINITIONS if "lens_exp(" in kernel_code else ""
