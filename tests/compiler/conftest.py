@@ -60,3 +60,20 @@ def compile_with_debug(tmp_path, fn, *args):
         config.debug, config.debug_dir_root = old
     graphs = sorted(pathlib.Path(tmp_path).glob("run_*/lens/graph_*"), key=lambda p: int(p.name.split("_")[1]))
     return out, graphs[-1]
+
+
+def cpp_source(kernel: str) -> str:
+    """A generated C++ source around `kernel` as compiler/codegen/wrapper.py lays it out: prelude, end marker,
+    the definitions the kernel needs, the kernel."""
+    from compiler.codegen import vector_math
+    from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
+    return PRELUDE + vector_math.declarations() + PRELUDE_END + "\n" + vector_math.definitions(kernel) + kernel
+
+
+@pytest.fixture
+def build_cache(tmp_path, monkeypatch):
+    """A fresh kernel cache with the precompiled prelude and the prebuilt objects turned on."""
+    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config.cpp, "precompiled_header", True)
+    monkeypatch.setattr(config.cpp, "prebuilt_objects", True)
+    return tmp_path

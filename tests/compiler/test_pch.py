@@ -7,8 +7,8 @@ import os
 import pytest
 
 from compiler import build, config, pch
-from compiler.codegen import vector_math
 from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
+from tests.compiler.conftest import cpp_source
 
 KERNEL = r'''
 extern "C" void add_one(const float* __restrict__ in, float* __restrict__ out)
@@ -19,18 +19,6 @@ extern "C" void add_one(const float* __restrict__ in, float* __restrict__ out)
 '''
 
 
-def source(kernel: str) -> str:
-    # as compiler/codegen/wrapper.py writes it
-    return PRELUDE + vector_math.declarations() + PRELUDE_END + "\n" + vector_math.definitions(kernel) + kernel
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(config.cpp, "precompiled_header", True)
-    return tmp_path
-
-
 def compiled_files(monkeypatch) -> list[list[str]]:
     seen = []
     real = build._sources
@@ -38,13 +26,13 @@ def compiled_files(monkeypatch) -> list[list[str]]:
     return seen
 
 
-def test_first_build_parses_the_prelude_then_later_builds_use_the_precompiled_one(cache, monkeypatch):
+def test_first_build_parses_the_prelude_then_later_builds_use_the_precompiled_one(build_cache, monkeypatch):
     seen = compiled_files(monkeypatch)
-    build.build_shared_library(source(KERNEL))
+    build.build_shared_library(cpp_source(KERNEL))
     pch.wait_for_builds()
-    (folder,) = (cache / "pch").iterdir()
+    (folder,) = (build_cache / "pch").iterdir()
     assert (folder / "lens_prelude.h.gch").exists() and not (folder / ".building").exists()
-    so = build.build_shared_library(source(KERNEL + "// another graph\n"))
+    so = build.build_shared_library(cpp_source(KERNEL + "// another graph\n"))
     assert "-include" not in seen[0] and seen[1][:3] == ["-Winvalid-pch", "-include", str(folder / "lens_prelude.h")]
     data = (ctypes.c_float * 64)(*[float(i - 32) for i in range(64)])
     out = (ctypes.c_float * 64)()
@@ -52,30 +40,32 @@ def test_first_build_parses_the_prelude_then_later_builds_use_the_precompiled_on
     assert list(out) == [max(i - 32, 0) + 1.0 for i in range(64)]
 
 
-def test_errors_against_the_precompiled_prelude_name_lines_of_the_full_source(cache):
-    build.build_shared_library(source(KERNEL))
+def test_errors_against_the_precompiled_prelude_name_lines_of_the_full_source(build_cache):
+    # the kernel calls lens_exp: the build also blanks the fast expf's definitions and links its object
+    kernel = KERNEL.replace("lens_max(in[i], 0.0f)", "lens_exp(in[i])")
+    build.build_shared_library(cpp_source(kernel))
     pch.wait_for_builds()
-    broken = source(KERNEL.replace("+ 1.0f;", "+ 1.0f + undefined_thing;"))
+    broken = cpp_source(kernel.replace("+ 1.0f;", "+ 1.0f + undefined_thing;"))
     with pytest.raises(build.CppCompileError) as err:
         build.build_shared_library(broken)
     first = next(d for d in err.value.diagnostics if d.severity == "error")
     assert os.path.basename(first.file) == "kernels.cpp"
     assert "undefined_thing" in broken.splitlines()[first.line - 1]
-    assert "-include" in err.value.command
+    assert "-include" in err.value.command and any(arg.endswith("lens_expf.o") for arg in err.value.command)
 
 
-def test_vectorization_report_skips_prelude_lines_and_keeps_kernel_lines(cache):
+def test_vectorization_report_skips_prelude_lines_and_keeps_kernel_lines(build_cache):
     gather = KERNEL.replace("out[i] = lens_max(in[i], 0.0f) + 1.0f;", "out[i] = in[(i * 7) % 64] + out[i / 3];")
-    build.build_shared_library(source(KERNEL))
+    build.build_shared_library(cpp_source(KERNEL))
     pch.wait_for_builds()
-    src = source(gather.replace("#pragma omp simd\n", ""))
+    src = cpp_source(gather.replace("#pragma omp simd\n", ""))
     build.build_shared_library(src)
     lines = build.vectorization_report(src, build.opt_info_report(src))
     assert lines and all(line.startswith("add_one:") for line in lines)
     assert all("out[i] = in[" in src.splitlines()[int(line.split(":")[1]) - 1] for line in lines)
 
 
-def test_a_prelude_that_does_not_build_is_tried_once_and_builds_go_on_without_it(cache):
+def test_a_prelude_that_does_not_build_is_tried_once_and_builds_go_on_without_it(build_cache):
     flags, version = build.build_flags(), build.compiler_version(config.cpp.cxx)
     bad = PRELUDE + "#error this prelude does not build\n" + PRELUDE_END + "\n"
     assert pch.ready_header(bad, config.cpp.cxx, flags, version) is None
@@ -86,21 +76,21 @@ def test_a_prelude_that_does_not_build_is_tried_once_and_builds_go_on_without_it
     assert not pch._PENDING  # no second attempt
 
 
-def test_turned_off_it_compiles_the_full_source(cache, monkeypatch):
+def test_turned_off_it_compiles_the_full_source(build_cache, monkeypatch):
     monkeypatch.setattr(config.cpp, "precompiled_header", False)
     seen = compiled_files(monkeypatch)
-    build.build_shared_library(source(KERNEL))
-    assert not (cache / "pch").exists() and "-include" not in seen[0]
+    build.build_shared_library(cpp_source(KERNEL))
+    assert not (build_cache / "pch").exists() and "-include" not in seen[0]
 
 
-def test_vector_exp_works_through_the_precompiled_prelude(cache):
+def test_vector_exp_works_through_the_precompiled_prelude(build_cache):
     # lens_exp's 16-lane variant and its assembler-aliased scalar symbol live in the prelude (vector_math.py)
     kernel = KERNEL.replace("add_one", "exp_all").replace("lens_max(in[i], 0.0f) + 1.0f", "lens_exp(in[i])")
     kernel = kernel.replace("i < 64", "i < 67")
-    build.build_shared_library(source(kernel))
+    build.build_shared_library(cpp_source(kernel))
     pch.wait_for_builds()
-    so = build.build_shared_library(source(kernel + "// another graph\n"))
-    assert any((cache / "pch").glob("*/lens_prelude.h.gch"))
+    so = build.build_shared_library(cpp_source(kernel + "// another graph\n"))
+    assert any((build_cache / "pch").glob("*/lens_prelude.h.gch"))
     data = (ctypes.c_float * 67)(*[(i - 33) / 4 for i in range(67)])
     out = (ctypes.c_float * 67)()
     ctypes.CDLL(so).exp_all(data, out)

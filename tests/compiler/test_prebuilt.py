@@ -8,7 +8,7 @@ import pytest
 
 from compiler import build, config, pch, prebuilt
 from compiler.codegen import vector_math
-from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
+from tests.compiler.conftest import cpp_source
 
 EXP_KERNEL = r'''
 extern "C" void exp_all(const float* __restrict__ in, float* __restrict__ out)
@@ -17,18 +17,6 @@ extern "C" void exp_all(const float* __restrict__ in, float* __restrict__ out)
     for (int64_t i = 0; i < 67; i++) out[i] = lens_exp(in[i]);
 }
 '''
-
-
-def source(kernel: str) -> str:
-    # as compiler/codegen/wrapper.py writes it
-    return PRELUDE + vector_math.declarations() + PRELUDE_END + "\n" + vector_math.definitions(kernel) + kernel
-
-
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(config.cpp, "prebuilt_objects", True)
-    return tmp_path
 
 
 def commands(monkeypatch, texts: list[str] | None = None) -> list[list[str]]:
@@ -55,54 +43,42 @@ def run_exp(so: str) -> None:
         assert abs(y - math.exp(x)) <= 2e-7 * math.exp(x)
 
 
-def test_the_first_build_compiles_the_definitions_and_later_builds_link_the_object(cache, monkeypatch):
-    assert vector_math.FAST_EXP_DEFINITIONS in source(EXP_KERNEL)
+def test_the_first_build_compiles_the_definitions_and_later_builds_link_the_object(build_cache, monkeypatch):
+    assert vector_math.FAST_EXP_DEFINITIONS in cpp_source(EXP_KERNEL)
     texts = []
     seen = commands(monkeypatch, texts)
-    run_exp(build.build_shared_library(source(EXP_KERNEL)))
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL)))
     pch.wait_for_builds()
-    (obj,) = (cache / "prebuilt").glob("*/lens_expf.o")
+    (obj,) = (build_cache / "prebuilt").glob("*/lens_expf.o")
     assert not any(arg.endswith(".o") for arg in seen[0]) and "_ZGVeN16v_lens_expf(lens_v16sf x)" in texts[0]
-    run_exp(build.build_shared_library(source(EXP_KERNEL + "// another graph\n")))
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL + "// another graph\n")))
     assert str(obj) in seen[1]
     text = texts[1]
     assert "_ZGVeN16v_lens_expf(lens_v16sf x)" not in text  # the definitions are blank lines...
-    full = source(EXP_KERNEL + "// another graph\n")
+    full = cpp_source(EXP_KERNEL + "// another graph\n")
     kernel_line = next(i for i, line in enumerate(full.splitlines(), 1) if "out[i] = lens_exp" in line)
     body = text.split("\n", 1)[1] if text.startswith("#line") else text  # ...the kernels keep their lines
     first = int(text.split()[1]) if text.startswith("#line") else 1
     assert body.splitlines()[kernel_line - first].strip().startswith("for (int64_t i = 0; i < 67; i++) out[i]")
 
 
-def test_errors_after_blanked_definitions_name_lines_of_the_full_source(cache):
-    build.build_shared_library(source(EXP_KERNEL))
-    pch.wait_for_builds()
-    broken = source(EXP_KERNEL.replace("lens_exp(in[i]);", "lens_exp(in[i]) + undefined_thing;"))
-    with pytest.raises(build.CppCompileError) as err:
-        build.build_shared_library(broken)
-    assert any(arg.endswith("lens_expf.o") for arg in err.value.command)
-    first = next(d for d in err.value.diagnostics if d.severity == "error")
-    assert os.path.basename(first.file) == "kernels.cpp"
-    assert "undefined_thing" in broken.splitlines()[first.line - 1]
-
-
-def test_an_object_that_does_not_build_is_tried_once_and_builds_keep_the_definitions(cache, monkeypatch):
+def test_an_object_that_does_not_build_is_tried_once_and_builds_keep_the_definitions(build_cache, monkeypatch):
     bad = prebuilt.Part("lens_expf", vector_math.FAST_EXP_DEFINITIONS, "#error this object does not build\n")
     monkeypatch.setattr(prebuilt, "PARTS", (bad,))
     seen = commands(monkeypatch)
-    run_exp(build.build_shared_library(source(EXP_KERNEL)))
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL)))
     pch.wait_for_builds()
-    (folder,) = (cache / "prebuilt").iterdir()
+    (folder,) = (build_cache / "prebuilt").iterdir()
     assert (folder / "failed").exists() and "this object does not build" in (folder / "build.log").read_text()
-    run_exp(build.build_shared_library(source(EXP_KERNEL + "// another graph\n")))
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL + "// another graph\n")))
     assert not pch._PENDING and not any(arg.endswith(".o") for cmd in seen for arg in cmd)
 
 
-def test_turned_off_every_build_compiles_the_definitions(cache, monkeypatch):
+def test_turned_off_every_build_compiles_the_definitions(build_cache, monkeypatch):
     monkeypatch.setattr(config.cpp, "prebuilt_objects", False)
-    build.build_shared_library(source(EXP_KERNEL))
+    build.build_shared_library(cpp_source(EXP_KERNEL))
     pch.wait_for_builds()
-    assert not (cache / "prebuilt").exists()
+    assert not (build_cache / "prebuilt").exists()
 
 
 @pytest.mark.parametrize("cxx,expected", [("g++", "gcc"), ("clang++", "clang"), ("x86_64-linux-gnu-g++-12",
@@ -116,7 +92,7 @@ def test_the_c_driver_beside_each_cxx(cxx, expected, monkeypatch):
         build.c_driver.cache_clear()
 
 
-def test_kernels_that_need_the_cxx_runtime_are_linked_by_the_cxx_driver(cache, monkeypatch):
+def test_kernels_that_need_the_cxx_runtime_are_linked_by_the_cxx_driver(build_cache, monkeypatch):
     if build.c_driver(config.cpp.cxx) is None:
         pytest.skip(f"no C driver beside {config.cpp.cxx}")
     seen = commands(monkeypatch)
@@ -128,7 +104,7 @@ extern "C" void scratch(const float* __restrict__ in, float* __restrict__ out)
     for (int i = 0; i < 4; i++) out[i] = in[3 - i] * 2.0f;
 }
 '''
-    so = build.build_shared_library(source(kernel))
+    so = build.build_shared_library(cpp_source(kernel))
     assert [os.path.basename(cmd[0]) for cmd in seen] == [os.path.basename(build.c_driver(config.cpp.cxx)),
                                                           config.cpp.cxx]
     data, out = (ctypes.c_float * 4)(1, 2, 3, 4), (ctypes.c_float * 4)()
