@@ -82,9 +82,12 @@ class BufferPool:
 
 
 def _storage_numel(size, stride) -> int:
-    if any(s == 0 for s in size):
-        return 0
-    return 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    numel = 1  # a plain loop: generator expressions cost ~1 us of every call's allocations
+    for s, st in zip(size, stride):
+        if s == 0:
+            return 0
+        numel += (s - 1) * st
+    return numel
 
 
 POOL = BufferPool()
