@@ -92,6 +92,11 @@ def build_flags() -> list[str]:
     return [*config.cpp.flags, *isa_flags()]
 
 
+def compile_flags() -> list[str]:
+    """build_flags() for a compile without a link."""
+    return [f for f in build_flags() if f != "-shared"]
+
+
 def vectorization_report(source: str, report: str, line_offset: int = 0) -> list[str]:
     """g++'s `-fopt-info-vec-missed` lines for kernel code, as `kernel:line: reason` (prelude lines dropped;
     line = C++ line + line_offset), like Inductor's `TORCH_LOGS=+schedule` explains why a loop stayed
@@ -165,10 +170,9 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         tmp_so = os.path.join(tmp, "kernels.so")
         report_path = os.path.join(tmp, "vectorization.txt")
-        # always asked for (it costs g++ nothing measurable), so a debug run served from the cache has it too
-        opt_info = [f"-fopt-info-vec-missed={report_path}"]
-        text, objects = prebuilt.split(source, cxx, [f for f in build_flags() if f != "-shared"],
-                                       compiler_version(cxx))
+        # in debug mode only: g++ spent 4-11% longer on row kernels writing it (opt_info_report makes it later)
+        opt_info = [f"-fopt-info-vec-missed={report_path}"] if config.debug else []
+        text, objects = prebuilt.split(source, cxx, compile_flags(), compiler_version(cxx))
         cmd = [*build_flags(), *opt_info, "-o", tmp_so, *_sources(text, source, src_path, tmp), *objects,
                *link_flags()]
         proc = _run([driver, "-Wl,--no-undefined", *cmd, "-lm"] if driver else [cxx, *cmd])
@@ -226,8 +230,20 @@ def cache_folder(source: str) -> str:
 
 
 def opt_info_report(source: str) -> str | None:
-    """g++'s `-fopt-info-vec-missed` report from building `source` (None when the cache has none)."""
-    path = os.path.join(cache_folder(source), OPT_INFO)
+    """g++'s `-fopt-info-vec-missed` report from building `source`. A library built outside debug mode has
+    none: g++ then compiles the cached source once more for the report alone (None if that fails)."""
+    folder = cache_folder(source)
+    path = os.path.join(folder, OPT_INFO)
+    if not os.path.exists(path) and os.path.exists(os.path.join(folder, "kernels.cpp")):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        cxx = c_driver(config.cpp.cxx) or config.cpp.cxx
+        try:
+            proc = _run([cxx, *compile_flags(), f"-fopt-info-vec-missed={tmp}", "-S", "-o", os.devnull,
+                         os.path.join(folder, "kernels.cpp")])
+        except CompilerNotFoundError:
+            return None
+        if proc.returncode == 0 and os.path.exists(tmp):
+            os.replace(tmp, path)
     try:
         with open(path, errors="replace") as f:
             return f.read()

@@ -1,4 +1,5 @@
-"""The g++ build: cache hits across names, and the vectorization report written in debug mode."""
+"""The g++ build: cache hits across names, and the vectorization report (written in debug mode, made on demand
+for libraries built without it)."""
 import os
 
 from compiler import build, config
@@ -50,3 +51,14 @@ def test_debug_dir_has_the_vectorization_report_in_output_code_lines(tmp_path, m
     for line in report[1:]:  # kernel:LINE names the output_code.py line the reason is about
         kernel, number, _ = line.split(":", 2)
         assert kernel.startswith("cpp_fused_") and line.split("| ", 1)[1] == code[int(number) - 1].strip()
+
+
+def test_a_library_built_outside_debug_mode_gets_its_report_when_asked(tmp_path, monkeypatch):
+    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config, "debug", False)
+    source = SOURCE + "\n// built without the report\n"
+    build.build_shared_library(source, "graph_0")
+    stored = os.path.join(build.cache_folder(source), build.OPT_INFO)
+    assert not os.path.exists(stored)  # g++ was not asked for it
+    report = build.vectorization_report(source, build.opt_info_report(source))
+    assert report and report[0].startswith("gather_kernel:") and os.path.exists(stored)
