@@ -236,10 +236,9 @@ def opt_info_report(source: str) -> str | None:
     path = os.path.join(folder, OPT_INFO)
     if not os.path.exists(path) and os.path.exists(os.path.join(folder, "kernels.cpp")):
         tmp = f"{path}.{os.getpid()}.tmp"
-        cxx = c_driver(config.cpp.cxx) or config.cpp.cxx
-        try:
-            proc = _run([cxx, *compile_flags(), f"-fopt-info-vec-missed={tmp}", "-S", "-o", os.devnull,
-                         os.path.join(folder, "kernels.cpp")])
+        try:  # compiled to assembly only: no link, so `cxx` itself
+            proc = _run([config.cpp.cxx, *compile_flags(), f"-fopt-info-vec-missed={tmp}", "-S", "-o",
+                         os.devnull, os.path.join(folder, "kernels.cpp")])
         except CompilerNotFoundError:
             return None
         if proc.returncode == 0 and os.path.exists(tmp):

@@ -72,8 +72,8 @@ def _libmvec_declarations() -> str:
 # declaration: a definition in the unit would make g++ build its own clones and inline the scalar one.
 # Elsewhere (no AVX-512, clang) `lens_exp` is std::exp; double and other types always are.
 _FAST_EXP_IF = "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
-FAST_EXP = _FAST_EXP_IF + r"""typedef float lens_v16sf __attribute__((vector_size(64)));
-extern "C" {
+_V16SF = "typedef float lens_v16sf __attribute__((vector_size(64)));\n"
+FAST_EXP = _FAST_EXP_IF + _V16SF + r"""extern "C" {
 #pragma omp declare simd notinbranch simdlen(16)
 float lens_expf(float) noexcept;
 }
@@ -111,8 +111,7 @@ asm(".globl lens_expf\n\t.hidden lens_expf\n\t.set lens_expf, lens_expf_scalar")
 
 
 # The definitions as a translation unit of their own (compiler/prebuilt.py builds it once per toolchain).
-FAST_EXP_OBJECT = _FAST_EXP_IF + "typedef float lens_v16sf __attribute__((vector_size(64)));\n#endif\n" \
-    + FAST_EXP_DEFINITIONS
+FAST_EXP_OBJECT = _FAST_EXP_IF + _V16SF + "#endif\n" + FAST_EXP_DEFINITIONS
 
 
 def definitions(kernel_code: str) -> str:
