@@ -163,6 +163,12 @@ class Result:
     def median(self, key: str) -> float:
         return statistics.median(self.times[key]) if self.times.get(key) else float("nan")
 
+    def ratio(self, a: str, b: str) -> float:
+        """Median over rounds of a's time / b's in the same round (a round's variants run back to back, so a
+        shared host's slow minutes slow both sides of each ratio)."""
+        pairs = [x / y for x, y in zip(self.times.get(a, []), self.times.get(b, [])) if y > 0]
+        return statistics.median(pairs) if pairs else float("nan")
+
 
 _BACKENDS: dict[str, object] = {}  # "lens" -> its callable (works without the installed entry point)
 # ms spent inside each backend's graph compiler, on aten graphs after Dynamo + AOTAutograd (lens:
@@ -277,15 +283,15 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
         c = r.compile_ms
         ratio = lambda a, b: a / b if b == b and b > 0 else float("nan")  # noqa: E731
         print(f"{w.name:28} {m['eager']:7.2f} {m['inductor']:7.2f} {m['lens']:7.2f} {m['lens nopool']:7.2f} "
-              f"{m['bound']:7.2f} {ratio(m['lens'], m['inductor']):6.2f} {ratio(m['lens'], m['eager']):6.2f} "
-              f"{ratio(m['lens'], m['bound']):6.2f} {ratio(m['lens nopool'], m['inductor']):6.2f} "
-              f"{ratio(m['inductor'], m['bound']):7.2f} "
+              f"{m['bound']:7.2f} {r.ratio('lens', 'inductor'):6.2f} {r.ratio('lens', 'eager'):6.2f} "
+              f"{r.ratio('lens', 'bound'):6.2f} {r.ratio('lens nopool', 'inductor'):6.2f} "
+              f"{r.ratio('inductor', 'bound'):7.2f} "
               f"{c.get('lens cold', float('nan')):7.0f} {c.get('inductor cold', float('nan')):7.0f} "
               f"{ratio(c.get('lens cold', 0), c.get('inductor cold', 0)):6.3f} "
               f"{c.get('lens warm', float('nan')):7.0f} {c.get('inductor warm', float('nan')):7.0f}")
     for w, r in results:
         for key in w.extra:
-            print(f"{w.name}: {key} {r.median(key):.2f} ms (lens/this {r.median('lens') / r.median(key):.2f})")
+            print(f"{w.name}: {key} {r.median(key):.2f} ms (lens/this {r.ratio('lens', key):.2f})")
     print()
     print("Graph compiler only (aten graph in, callable out; Dynamo + AOTAutograd left out, they are the same "
           "for both), ms:")
@@ -303,9 +309,12 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
           "(compiler/prebuilt.py).")
     print()
     print("Times in ms (median over rounds, one process; in each round every variant runs once untimed, then "
-          "≥ 3 timed calls). bound: preallocated ATen op moving the same bytes "
-          "(pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), "
-          "column sum: sum(dim=0,out=), mlp: 2x addmm(out=)).")
+          "≥ 3 timed calls); ratios: median over rounds of the ratio within a round. bound: preallocated ATen op "
+          "moving the same bytes (pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), "
+          "column sum: sum(dim=0,out=)); mlp: 2x addmm(out=), ATen's GEMMs (compute-bound, not a memory bound).")
+    from compiler import gemm
+    print(f"lens GEMM library for large float32 products here: {'oneDNN' if gemm.onednn_is_faster() else 'ATen'} "
+          "(compiler/gemm.py); eager and Inductor call ATen's addmm/mm.")
     print("Allocators: eager, inductor and 'lens nopool' allocate outputs with torch.empty_strided (c10 CPU "
           "allocator over glibc malloc); 'lens' serves buffers from compiler.memory's pool (reuses a block only "
           "once nothing but the pool references its storage).")

@@ -81,6 +81,17 @@ class cpp:
     # A pointwise kernel output written over an input buffer that dies in that kernel (codegen/inplace.py;
     # LENS_INPLACE=0 turns it off).
     inplace_buffers: bool = os.environ.get("LENS_INPLACE", "1") not in ("", "0")
+    # Library for float32 matrix products of at least `onednn_min_macs` multiply-adds (compiler/gemm.py):
+    # "auto" times ATen's mm and oneDNN once per process and takes oneDNN where it is 1.25x faster (MKL runs
+    # AVX2 code on AMD CPUs), "aten" or "onednn" decide (also LENS_GEMM). oneDNN's results of at least
+    # `onednn_blocked_min_bytes` (glibc's largest mmap threshold: bigger blocks are fresh mmaps, page faults on
+    # every call) are computed in row blocks of about `onednn_block_bytes`, copied into a pool buffer.
+    # Accuracy checks (LENS_CHECK_ACCURACY) run products in eager's library, so that what they report is the
+    # compiler's kernels, not two libraries' rounding of the same float32 product.
+    gemm_library: str = os.environ.get("LENS_GEMM") or ("aten" if os.environ.get("LENS_CHECK_ACCURACY") else "auto")
+    onednn_min_macs: int = 1 << 22
+    onednn_blocked_min_bytes: int = 32 * 1024 * 1024
+    onednn_block_bytes: int = 8 * 1024 * 1024
     # Threads used by kernels; None means torch.get_num_threads().
     threads: int | None = None
 

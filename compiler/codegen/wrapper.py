@@ -78,6 +78,8 @@ def _arg_code(a: ExternArg, layouts: dict[str, tuple[torch.dtype, Layout]]) -> s
 # Extern ops called with a preallocated output (`.out` overload) when the output is dense and contiguous.
 OUT_VARIANTS = {"aten.mm.default": "torch.ops.aten.mm.out", "aten.addmm.default": "torch.ops.aten.addmm.out",
                 "aten.bmm.default": "torch.ops.aten.bmm.out", "aten.baddbmm.default": "torch.ops.aten.baddbmm.out"}
+# 2-D products go through compiler/gemm.py, which picks ATen's mm or oneDNN and returns the output buffer.
+GEMM_HELPERS = {"aten.mm.default": "gemm.mm", "aten.addmm.default": "gemm.addmm"}
 
 
 def _out_variant(step: ExternCall) -> str | None:
@@ -105,6 +107,8 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
         out.add(f"# {line}".rstrip())
     out.add("import sys")
     out.add("import torch")
+    if any(isinstance(s, ExternCall) and s.target in GEMM_HELPERS and _out_variant(s) for s in sg.steps):
+        out.add("from compiler import gemm")
     out.add("from compiler.runtime import load_cpp_module, reinterpret, rand_strided, empty_strided, "
             "output_code_main, with_layout")
     out.add("")
@@ -218,7 +222,11 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
             args += [f"{k}={_arg_code(v, layouts)}" for k, v in step.kwargs.items()]
             out.add(f"    # Source Nodes: [{step.origin}] (extern: {step.reason})")
             out_op = _out_variant(step)
-            if out_op is not None:  # the output comes from the buffer pool (no page faults on reuse)
+            if out_op is not None and step.target in GEMM_HELPERS:
+                lay = step.outputs[0][2]
+                layout = f"size={py_repr(lay.size)}, stride={py_repr(lay.stride)}"
+                start = out.add(f"    {step.name} = {GEMM_HELPERS[step.target]}({', '.join(args + [layout])})")
+            elif out_op is not None:  # the output comes from the buffer pool (no page faults on reuse)
                 dtype, lay = step.outputs[0][1], step.outputs[0][2]
                 start = out.add(f"    {step.name} = empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, "
                                 f"dtype={dtype})")

@@ -227,13 +227,17 @@ class GraphLowering:
         self.nodes.append(buf)
         return buffer_value(name, value.dtype, layout.size, layout.stride)
 
-    def _extern_arg(self, v) -> ExternArg:
+    def _extern_arg(self, v, meta=None) -> ExternArg:
+        """`meta`: the traced fake tensor of this argument, whose dense layout a computed value is written in
+        (ops size their outputs like their inputs: SDPA's output follows the query's strides, and a query made
+        contiguous would come back in another layout than the graph was traced with, costing a copy)."""
         if isinstance(v, TensorValue):
-            st = v.strided or self.realize(v).strided
+            st = v.strided or self.realize(v, stride=_dense_stride(meta, v.size)).strided
             assert st is not None
             return ExternArg(buffer=st.buffer, view=(st.size, st.stride, st.offset))
         if isinstance(v, (list, tuple)) and any(isinstance(x, TensorValue) for x in v):
-            return ExternArg(items=[self._extern_arg(x) for x in v])
+            metas = meta if isinstance(meta, (list, tuple)) and len(meta) == len(v) else [None] * len(v)
+            return ExternArg(items=[self._extern_arg(x, m) for x, m in zip(v, metas)])
         return ExternArg(value=v)
 
     def _extern(self, node: torch.fx.Node, reason: str, target=None, args: tuple | None = None):
@@ -242,9 +246,13 @@ class GraphLowering:
         if not _callable_from_output_code(target):
             raise EagerGraph(f"node {node.name} calls {_target_name(target)}, which output_code.py cannot "
                              f"call by name")
-        args, kwargs = (args, {}) if args is not None else self._args(node)
-        eargs = [self._extern_arg(a) for a in args]
-        ekwargs = {k: self._extern_arg(v) for k, v in kwargs.items()}
+        if args is not None:
+            kwargs, metas, kwmetas = {}, [None] * len(args), {}
+        else:
+            args, kwargs = self._args(node)
+            metas, kwmetas = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+        eargs = [self._extern_arg(a, m) for a, m in zip(args, metas)]
+        ekwargs = {k: self._extern_arg(v, kwmetas.get(k)) for k, v in kwargs.items()}
         val = node.meta.get("val")
         name = self.new_name()
         vals = list(val) if isinstance(val, (list, tuple)) else [val]
@@ -289,6 +297,20 @@ class GraphLowering:
         lay = layouts.get(st.buffer)
         return lay is not None and lay.size == st.size and all(
             a == b for a, b, s in zip(lay.stride, st.stride, st.size) if s != 1)
+
+
+def _dense_stride(meta, size) -> tuple[int, ...] | None:
+    """`meta`'s strides when they lay out `size` densely in some dimension order (no gaps, no overlap);
+    None (contiguous) otherwise."""
+    if not isinstance(meta, torch.Tensor) or tuple(meta.shape) != tuple(size) or 0 in tuple(size):
+        return None
+    stride = tuple(meta.stride())
+    expect = 1
+    for d in sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: (stride[d], -d)):
+        if stride[d] != expect:
+            return None
+        expect *= size[d]
+    return stride
 
 
 def lower_graph(gm: torch.fx.GraphModule) -> GraphIR:

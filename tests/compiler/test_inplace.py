@@ -28,7 +28,9 @@ def written_over(code: str) -> list[tuple[str, str]]:
 def test_relu_after_a_matmul_writes_over_the_matmul_output(tmp_path, dtype, shape):
     m, k, n = shape
     x, w, b = torch.randn(m, k, dtype=dtype), torch.randn(n, k, dtype=dtype), torch.randn(n, dtype=dtype)
-    code = code_of(tmp_path, lambda x: torch.nn.functional.linear(x, w, b).relu() * 2 - 1, x)
+    # (a product this deep may run in oneDNN, compiler/gemm.py: float32 rounds differently than eager's MKL)
+    tol = {"atol": 1e-3, "rtol": 1e-5} if k * m * n >= config.cpp.onednn_min_macs else None
+    code = code_of(tmp_path, lambda x: torch.nn.functional.linear(x, w, b).relu() * 2 - 1, x, tol=tol)
     (pair,) = written_over(code)
     # (the bias comes in too: addmm's bias is added in this kernel, compiler/lowering/graph.py)
     (kernel,) = re.findall(r'extern "C" void (cpp_fused_\w+)\((?:float|double)\* __restrict__ in_out_ptr0'

@@ -1,0 +1,153 @@
+"""Matrix products through compiler/gemm.py: ATen's mm or oneDNN, chosen per process; results stay eager's
+(within a float32 product's rounding), whichever library runs."""
+import logging
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from compiler import config, gemm
+from tests.compiler.conftest import compile_with_debug
+
+
+@pytest.fixture
+def library(monkeypatch, request):
+    """The GEMM library for every product, however small (parametrize indirectly with "aten"/"onednn")."""
+    monkeypatch.setattr(config.cpp, "gemm_library", request.param)
+    monkeypatch.setattr(config.cpp, "onednn_min_macs", 1)
+    if request.param == "onednn" and not gemm._onednn_ok():
+        pytest.skip("this torch has no oneDNN")
+    return request.param
+
+
+def ops_run(fn, *args) -> list[str]:
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn(*args)
+    return [e.name for e in prof.events()]
+
+
+def close_to_eager(got, expected, k: int):
+    """A float32 product of depth k may round differently in another library: within a few ulps of the
+    sum of |terms| (randn inputs: ~sqrt(k) per output), never a wrong element."""
+    tol = 4 * k * torch.finfo(expected.dtype).eps * (k ** 0.5)
+    torch.testing.assert_close(got, expected, atol=tol, rtol=1e-5)
+
+
+LIBRARIES = pytest.mark.parametrize("library", ["aten", "onednn"], indirect=True)
+
+
+@LIBRARIES
+@pytest.mark.parametrize("m,k,n", [(64, 96, 80), (300, 128, 257), (8, 1024, 8)])
+@pytest.mark.parametrize("weight", ["linear", "dense"])
+def test_products_match_eager(library, m, k, n, weight):
+    x = torch.randn(m, k)
+    w = torch.randn(n, k) if weight == "linear" else torch.randn(k, n)
+    b = torch.randn(n)
+    mat = (lambda: w.t()) if weight == "linear" else (lambda: w)
+    fns = {
+        "mm": lambda x: torch.relu(x @ mat()),
+        "linear": lambda x: x @ mat() + b,  # addmm, the product is the output: the bias stays in the GEMM
+        "linear_gelu": lambda x: torch.nn.functional.gelu(x @ mat() + b),
+    }
+    with torch.no_grad():
+        for name, fn in fns.items():
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, backend="lens")
+            close_to_eager(compiled(x), fn(x), k)
+            ran = ops_run(compiled, x)
+            assert ("mkldnn::_linear_pointwise" in ran) == (library == "onednn"), (name, ran)
+
+
+@LIBRARIES
+def test_what_onednn_cannot_take_runs_in_aten(library):
+    """Scaled bias, a full bias matrix, float64: ATen's addmm/mm, same results."""
+    a, w = torch.randn(40, 64), torch.randn(64, 96)
+    cases = [
+        (lambda b, a, w: torch.addmm(b, a, w, beta=0.5, alpha=2.0), (torch.randn(96), a, w)),
+        (lambda b, a, w: torch.addmm(b, a, w), (torch.randn(40, 96), a, w)),
+        (lambda b, a, w: torch.addmm(b, a, w), (torch.randn(96).double(), a.double(), w.double())),
+    ]
+    with torch.no_grad():
+        for fn, args in cases:
+            torch._dynamo.reset()
+            compiled = torch.compile(fn, backend="lens")
+            close_to_eager(compiled(*args), fn(*args), 64)
+            assert "mkldnn::_linear_pointwise" not in ops_run(compiled, *args)
+
+
+@pytest.mark.parametrize("library", ["onednn"], indirect=True)
+def test_large_results_are_computed_in_row_blocks_into_one_buffer(library, monkeypatch):
+    monkeypatch.setattr(config.cpp, "onednn_blocked_min_bytes", 95 * 64 * 4)
+    monkeypatch.setattr(config.cpp, "onednn_block_bytes", 64 * 4 * 10)  # 10 rows of 64 floats a block
+    x, w, b = torch.randn(95, 32), torch.randn(64, 32), torch.randn(64)
+    fn = lambda x: x @ w.t() + b  # noqa: E731
+    with torch.no_grad():
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="lens")
+        got = compiled(x)
+        close_to_eager(got, fn(x), 32)
+        assert got.is_contiguous() and got.shape == (95, 64)
+        assert ops_run(compiled, x).count("mkldnn::_linear_pointwise") == 10  # ceil(95 / 10)
+        monkeypatch.setattr(config.cpp, "onednn_blocked_min_bytes", 95 * 64 * 4 + 1)  # one row less: one call
+        assert ops_run(compiled, x).count("mkldnn::_linear_pointwise") == 1
+
+
+@pytest.mark.parametrize("library", ["onednn"], indirect=True)
+def test_training_graphs_get_eager_gradients(library):
+    lin1, lin2 = torch.nn.Linear(48, 64), torch.nn.Linear(64, 16)
+    x = torch.randn(32, 48, requires_grad=True)
+    fn = lambda x: lin2(torch.tanh(lin1(x))).square().sum()  # noqa: E731
+    torch._dynamo.reset()
+    fn(x).backward()
+    expected = [t.grad.clone() for t in (x, lin1.weight, lin2.weight, lin1.bias)]
+    for t in (x, lin1.weight, lin2.weight, lin1.bias):
+        t.grad = None
+    compiled = torch.compile(fn, backend="lens")
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        compiled(x).backward()
+    assert "mkldnn::_linear_pointwise" in [e.name for e in prof.events()]
+    for got, exp in zip((x.grad, lin1.weight.grad, lin2.weight.grad, lin1.bias.grad), expected):
+        close_to_eager(got, exp, 64)
+
+
+def test_generated_code_calls_the_helper(tmp_path):
+    lin = torch.nn.Linear(64, 96)
+    with torch.no_grad():
+        _, graph = compile_with_debug(tmp_path, lambda x: torch.relu(lin(x)), torch.randn(40, 64))
+    code = (graph / "output_code.py").read_text()
+    assert "from compiler import gemm" in code
+    assert "= gemm.mm(arg" in code and "size=(40, 96), stride=(96, 1))" in code
+
+
+def test_the_probe_times_both_libraries_once(monkeypatch, caplog):
+    if not gemm._onednn_ok():
+        pytest.skip("this torch has no oneDNN")
+    monkeypatch.setattr(config.cpp, "gemm_library", "auto")
+    gemm._probe.cache_clear()
+    with caplog.at_level(logging.INFO, logger="compiler.gemm"):
+        first = gemm.onednn_is_faster()
+        assert gemm.onednn_is_faster() is first
+    probes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("GEMM probe")]
+    assert len(probes) == 1 and "ATen" in probes[0] and "oneDNN" in probes[0], probes
+    aten_ms, onednn_ms = (float(probes[0].split(name)[1].split()[0]) for name in ("ATen ", "oneDNN "))
+    assert aten_ms > 0 and onednn_ms > 0
+    assert first == (onednn_ms * gemm._PROBE_MARGIN < aten_ms) or abs(onednn_ms * gemm._PROBE_MARGIN - aten_ms) < 2e-3
+
+
+def test_a_wrong_library_name_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(config.cpp, "gemm_library", "mkl")
+    with pytest.raises(ValueError, match="LENS_GEMM.*'mkl'.*auto, aten or onednn"):
+        gemm.onednn_is_faster()
+
+
+def test_accuracy_checks_run_products_in_eagers_library():
+    import os
+    import subprocess
+    import sys
+    code = "from compiler import config; print(config.cpp.gemm_library)"
+    env = {k: v for k, v in os.environ.items() if k != "LENS_GEMM"}
+    run = lambda extra: subprocess.run([sys.executable, "-c", code], env={**env, **extra}, text=True,  # noqa: E731
+                                       capture_output=True, check=True).stdout.strip()
+    assert run({"LENS_CHECK_ACCURACY": "1e-4"}) == "aten"
+    assert run({"LENS_CHECK_ACCURACY": ""}) == "auto"
+    assert run({"LENS_CHECK_ACCURACY": "1e-4", "LENS_GEMM": "onednn"}) == "onednn"
