@@ -178,3 +178,29 @@ def test_transformer_encoder_with_attention_as_one_aten_call_matches_eager(tmp_p
         torch.backends.mha.set_fastpath_enabled(True)
     notes = next(tmp_path.glob("run_*/lens/*/notes.txt")).read_text()
     assert "_scaled_dot_product_flash_attention_for_cpu" in notes
+
+
+def test_extern_inputs_keep_their_traced_layout_so_sdpa_needs_no_copy(tmp_path):
+    """A computed query permuted (B, L, H, E) -> (B, H, L, E) is written in that dense layout, not made
+    contiguous: SDPA's output follows its query's strides, so it comes back in the traced layout."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from tests.compiler.conftest import compile_with_debug
+
+    def fn(x, k, v):
+        q = (x * 0.5 + 1).permute(0, 2, 1, 3)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v).permute(0, 2, 1, 3).reshape(2, 16, 64)
+
+    x = torch.randn(2, 16, 4, 16)
+    k, v = torch.randn(2, 4, 16, 16), torch.randn(2, 4, 16, 16)
+    with torch.no_grad():
+        out, graph = compile_with_debug(tmp_path, fn, x, k, v)
+        torch.testing.assert_close(out, fn(x, k, v), atol=1e-5, rtol=1e-5)
+        code = (graph / "output_code.py").read_text()
+        assert "empty_strided((2, 4, 16, 16), (1024, 16, 64, 1)" in code  # the query, as traced
+        compiled = torch.compile(fn, backend="lens")
+        compiled(x, k, v)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            compiled(x, k, v)
+    ran = [e.name for e in prof.events()]
+    assert any("scaled_dot_product" in n for n in ran) and "aten::copy_" not in ran, ran
