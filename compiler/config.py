@@ -39,6 +39,9 @@ direct_inference_calls: bool = os.environ.get("LENS_DIRECT_CALLS", "1") not in (
 # addmm whose users all lower into kernels runs as mm, its bias added in those kernels
 # (compiler/lowering/graph.py; also LENS_UNFUSE_BIAS=0 to turn off).
 unfuse_addmm_bias: bool = os.environ.get("LENS_UNFUSE_BIAS", "1") not in ("", "0")
+# Inference graphs called directly are cached on disk by their Dynamo graph and input layouts, so a warm start
+# skips AOTAutograd's tracing (compiler/graph_cache.py; also LENS_GRAPH_CACHE=0 to turn off).
+graph_cache: bool = os.environ.get("LENS_GRAPH_CACHE", "1") not in ("", "0")
 
 
 class cpp:

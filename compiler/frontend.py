@@ -11,7 +11,7 @@ from typing import Callable
 import torch
 import torch.fx
 
-from compiler import config
+from compiler import config, graph_cache
 from compiler.accuracy import accuracy_settings, check_on_first_call, clone_args
 from compiler.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
@@ -46,6 +46,7 @@ class CompiledGraph:
     gm: torch.fx.GraphModule | None = None
     recorded_inputs: list | None = None  # the first real inputs, kept only while checking accuracy
     num_inputs: int = 0  # inputs the caller passes (gm's placeholders after them are lifted constants)
+    output_code_path: str | None = None  # the imported output_code.py (in the cache)
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable:
@@ -141,7 +142,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         from compiler.saved_tensors import saving_tensors_on_first_call
         call = saving_tensors_on_first_call(graph_id, gm, kmap.kernels, debug, call)
     compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts), gm,
-                             num_inputs=num_inputs)
+                             num_inputs=num_inputs, output_code_path=None if consts else module.__file__)
     if accuracy_settings() is not None:
         compiled.call = _recording_inputs(compiled, compiled.call)
     COMPILED.append(compiled)
@@ -218,6 +219,10 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     (AOTAutograd compiles the backward at the first backward pass)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     first_new = len(COMPILED)
+    settings, tol = profiling_settings(), accuracy_settings()
+    key, cached = graph_cache.lookup(gm, example_inputs) if settings is None and tol is None else (None, None)
+    if cached is not None:
+        return cached
     try:
         compiled = aot_module_simplified(
             gm, example_inputs,
@@ -228,10 +233,11 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
         )
     except DATA_DEPENDENT_ERRORS as e:
         return _eager_dynamo_graph(gm, e)
-    settings = profiling_settings()
     if settings is not None:
         return profile_on_first_call(gm.forward, compiled, COMPILED[first_new:], settings)
-    tol = accuracy_settings()
     if tol is not None:
         return check_on_first_call(gm.forward, compiled, COMPILED[first_new:], tol, compile_quietly)
-    return direct_inference_call(gm, example_inputs, COMPILED[first_new:]) or compiled
+    direct = direct_inference_call(gm, example_inputs, COMPILED[first_new:])
+    if direct is not None and key is not None and COMPILED[first_new].output_code_path:
+        graph_cache.store(key, COMPILED[first_new].output_code_path, len(example_inputs))
+    return direct or compiled
