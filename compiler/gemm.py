@@ -20,6 +20,7 @@ Generated code calls `mm` and `addmm` below with the output layout the graph exp
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -113,17 +114,29 @@ def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, size, s
     return out
 
 
+# What torch.profiler calls each helper's call, whichever library ran it (compiler/profiling.py times an
+# extern mm/addmm of the generated code by this name; the library's own op is nested inside).
+PROFILER_NAMES = {"aten.mm.default": "lens::mm", "aten.addmm.default": "lens::addmm"}
+
+
+def _recorded(name: str):
+    return torch.profiler.record_function(name) if torch._C._autograd._profiler_enabled() \
+        else contextlib.nullcontext()
+
+
 def mm(a: torch.Tensor, b: torch.Tensor, *, size, stride) -> torch.Tensor:
     """a @ b into a new dense tensor of `size`/`stride` (contiguous)."""
-    if _uses_onednn(a, b, None, 1, 1):
-        return _onednn(a, b, None, size, stride)
-    out = empty_strided(size, stride, dtype=a.dtype)
-    return torch.ops.aten.mm.out(a, b, out=out)
+    with _recorded("lens::mm"):
+        if _uses_onednn(a, b, None, 1, 1):
+            return _onednn(a, b, None, size, stride)
+        out = empty_strided(size, stride, dtype=a.dtype)
+        return torch.ops.aten.mm.out(a, b, out=out)
 
 
 def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha=1, size, stride) -> torch.Tensor:
     """beta * bias + alpha * (a @ b) into a new dense tensor of `size`/`stride` (contiguous)."""
-    if _uses_onednn(a, b, bias, beta, alpha):
-        return _onednn(a, b, bias, size, stride)
-    out = empty_strided(size, stride, dtype=a.dtype)
-    return torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=out)
+    with _recorded("lens::addmm"):
+        if _uses_onednn(a, b, bias, beta, alpha):
+            return _onednn(a, b, bias, size, stride)
+        out = empty_strided(size, stride, dtype=a.dtype)
+        return torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=out)

@@ -55,4 +55,6 @@ def build_kernel_map(graph_id: str, readable: ReadableGraph, code: OutputCode, s
         kernels.append({"name": k.name, "kind": k.kind, "output_code_lines": [k.start, k.end],
                         "nodes": list(k.nodes),
                         "lines": [{"output_code_line": n, "nodes": list(ns)} for n, ns in k.lines]})
+        if k.target:
+            kernels[-1]["target"] = k.target
     return KernelMap(graph_id, status, graph_kind, nodes, kernels)

@@ -11,6 +11,7 @@ from typing import Callable
 
 import torch
 
+from compiler.gemm import PROFILER_NAMES
 from compiler.runtime import KernelTimer
 
 PROFILE_VERSION = 1
@@ -79,7 +80,10 @@ def _events(prof: torch.profiler.profile):
 
 
 def _extern_op_name(target: str) -> str:
-    """`aten.mm.default` -> `aten::mm`, the profiler's name for it."""
+    """`aten.bmm.default` -> `aten::bmm`, the profiler's name for it (`lens::mm` for the products generated
+    code runs through compiler/gemm.py, in ATen or oneDNN)."""
+    if target in PROFILER_NAMES:
+        return PROFILER_NAMES[target]
     parts = target.split(".")
     return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else target
 
@@ -215,14 +219,14 @@ def _kernel_map_beside(path: str) -> dict | None:
 
 
 def extern_targets(kernel_map: dict | None) -> dict[str, str]:
-    """Extern kernel name -> the profiler's aten op name, from the kernel map's node targets."""
+    """Extern kernel name -> the profiler's name for the op it calls (the kernel's `target`, else its node's)."""
     if not kernel_map:
         return {}
     targets = {n["name"]: n["target"] for n in kernel_map.get("nodes", [])}
     out = {}
     for k in kernel_map.get("kernels", []):
-        if k.get("kind") == "extern" and k.get("nodes"):
-            out[k["name"]] = _extern_op_name(targets.get(k["nodes"][0], ""))
+        if k.get("kind") == "extern" and (k.get("target") or k.get("nodes")):
+            out[k["name"]] = _extern_op_name(k.get("target") or targets.get(k["nodes"][0], ""))
     return out
 
 

@@ -26,6 +26,7 @@ class KernelLines:
     start: int
     end: int
     lines: list[tuple[int, list[str]]] = field(default_factory=list)  # (output_code line, nodes)
+    target: str | None = None  # an extern call's op (`aten.mm.default`)
 
 
 @dataclass
@@ -244,7 +245,8 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 lay = step.outputs[0][2]
                 out.add(f"    {step.name} = with_layout({step.name}, {py_repr(lay.size)}, {py_repr(lay.stride)})")
             ordered.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
-                                       [step.origin], start, len(out.lines), [(start, [step.origin])]))
+                                       [step.origin], start, len(out.lines), [(start, [step.origin])],
+                                       target=step.target))
         if dels.get(i):
             out.add(f"    del {', '.join(sorted(dels[i]))}")
     results = []

@@ -151,3 +151,33 @@ def test_accuracy_checks_run_products_in_eagers_library():
     assert run({"LENS_CHECK_ACCURACY": "1e-4"}) == "aten"
     assert run({"LENS_CHECK_ACCURACY": ""}) == "auto"
     assert run({"LENS_CHECK_ACCURACY": "1e-4", "LENS_GEMM": "onednn"}) == "onednn"
+
+
+@pytest.mark.parametrize("lib", ["aten", "onednn"])
+def test_profiles_time_each_product_whichever_library_runs_it(tmp_path, lib):
+    import json
+    import os
+    import subprocess
+    import sys
+    if lib == "onednn" and not gemm._onednn_ok():
+        pytest.skip("this torch has no oneDNN")
+    script = tmp_path / "prog.py"
+    script.write_text(
+        "import torch\n"
+        "lin = torch.nn.Linear(512, 256)\n"
+        "def f(x):\n"
+        "    return torch.relu(lin(x)) @ torch.ones(256, 64)\n"
+        "with torch.no_grad():\n"
+        "    torch.compile(f, backend='lens')(torch.randn(64, 512))\n")
+    proc = subprocess.run([sys.executable, "-m", "compiler", "profile", "--iters", "3", "--warmup", "1",
+                           str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600,
+                          env={**os.environ, "LENS_GEMM": lib})
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    graph = next(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0"))
+    kernels = json.loads((graph / "profile.json").read_text())["kernels"]
+    products = [k for k in kernels if k["name"].startswith("extern_") and k["name"].endswith("mm")]
+    assert len(products) == 2 and all(k["total_ms"] > 0 and k["calls"] == 1 for k in products), kernels
+    trace = {e.get("name") for e in json.loads((graph / "trace.json").read_text())["traceEvents"]}
+    assert "lens::mm" in trace
+    assert ("mkldnn::_linear_pointwise" in trace) == (lib == "onednn")  # the first product (8.4M MACs)
+    assert "aten::mm" in trace  # the second, 1M MACs, is below config.cpp.onednn_min_macs
