@@ -64,8 +64,11 @@ def direct_inference_call(dynamo_gm: torch.fx.GraphModule, example_inputs: Seque
         if ref in storages:
             return None  # a view of an input or of another output
         storages.add(ref)
-    call = graph.call
+    return direct_run(graph.call)
 
+
+def direct_run(call: Callable) -> Callable:
+    """Dynamo's calling convention (positional inputs) over generated code's boxed `call(args)`."""
     def run(*args):
         return call(list(args))
 

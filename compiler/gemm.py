@@ -126,7 +126,7 @@ def _recorded(name: str):
 
 def mm(a: torch.Tensor, b: torch.Tensor, *, size, stride) -> torch.Tensor:
     """a @ b into a new dense tensor of `size`/`stride` (contiguous)."""
-    with _recorded("lens::mm"):
+    with _recorded(PROFILER_NAMES["aten.mm.default"]):
         if _uses_onednn(a, b, None, 1, 1):
             return _onednn(a, b, None, size, stride)
         out = empty_strided(size, stride, dtype=a.dtype)
@@ -135,7 +135,7 @@ def mm(a: torch.Tensor, b: torch.Tensor, *, size, stride) -> torch.Tensor:
 
 def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha=1, size, stride) -> torch.Tensor:
     """beta * bias + alpha * (a @ b) into a new dense tensor of `size`/`stride` (contiguous)."""
-    with _recorded("lens::addmm"):
+    with _recorded(PROFILER_NAMES["aten.addmm.default"]):
         if _uses_onednn(a, b, bias, beta, alpha):
             return _onednn(a, b, bias, size, stride)
         out = empty_strided(size, stride, dtype=a.dtype)

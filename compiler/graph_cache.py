@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -33,6 +32,8 @@ import torch.fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from compiler import config
+from compiler.direct_call import direct_run
+from compiler.runtime import import_output_code
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +101,7 @@ def lookup(gm: torch.fx.GraphModule, inputs: Sequence) -> tuple[str | None, Call
             entry = json.load(f)
         if entry.get("num_inputs") != len(inputs):
             raise ValueError(f"entry for {entry.get('num_inputs')} inputs, graph has {len(inputs)}")
-        spec = importlib.util.spec_from_file_location(f"lens_output_code_{key}", entry["output_code"])
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        call = module.call
+        call = import_output_code(entry["output_code"]).call
     except FileNotFoundError:
         return key, None
     except Exception as e:  # a half-written or stale entry: compile again, and replace it
@@ -115,13 +112,7 @@ def lookup(gm: torch.fx.GraphModule, inputs: Sequence) -> tuple[str | None, Call
         except OSError:
             pass
         return key, None
-
-    def run(*args):
-        return call(list(args))
-
-    run._lens_direct = True  # type: ignore[attr-defined]
-    run._lens_cached = True  # type: ignore[attr-defined]
-    return key, run
+    return key, direct_run(call)
 
 
 def store(key: str, output_code_path: str, num_inputs: int) -> None:

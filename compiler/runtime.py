@@ -98,6 +98,12 @@ def load_output_code(text: str) -> types.ModuleType:
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, path)
+    return import_output_code(path)
+
+
+def import_output_code(path: str) -> types.ModuleType:
+    """Import an output_code.py that is already in the cache (`load_output_code` wrote it)."""
+    key = os.path.basename(path)[len("output_code_"):-len(".py")]
     spec = importlib.util.spec_from_file_location(f"lens_output_code_{key}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
