@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from compiler import config, pch, prebuilt
+from compiler import build_parts, config, pch, prebuilt
 
 log = logging.getLogger(__name__)
 
@@ -173,13 +173,12 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
         # in debug mode only: g++ spent 4-11% longer on row kernels writing it (opt_info_report makes it later)
         opt_info = [f"-fopt-info-vec-missed={report_path}"] if config.debug else []
         text, objects = prebuilt.split(source, cxx, compile_flags(), compiler_version(cxx))
-        cmd = [*build_flags(), *opt_info, "-o", tmp_so, *_sources(text, source, src_path, tmp), *objects,
-               *link_flags()]
-        proc = _run([driver, "-Wl,--no-undefined", *cmd, "-lm"] if driver else [cxx, *cmd])
-        if proc.returncode != 0 and driver and "undefined reference" in proc.stderr:
-            log.debug("kernel-lens: the kernels need the C++ runtime; linking them with %s: %s", cxx,
-                      proc.stderr.strip()[:300])
-            proc = _run([cxx, *cmd])
+        parts = _part_sources(text, src_path, tmp)
+        if parts:  # kernels compiled side by side, then linked
+            inputs = _compile_parts(driver or cxx, parts, tmp, report_path, src_path)
+        else:
+            inputs = [*opt_info, *_sources(text, source, src_path, tmp)]
+        proc = _link(driver, cxx, [*build_flags(), "-o", tmp_so, *inputs, *objects, *link_flags()])
         if proc.returncode != 0:
             raise CppCompileError(proc.args, proc.stderr, src_path, parse_diagnostics(proc.stderr))
         if "invalid-pch" in proc.stderr or ".gch" in proc.stderr:
@@ -192,6 +191,71 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
             os.replace(report_path, os.path.join(folder, OPT_INFO))
         os.replace(tmp_so, so_path)
     return so_path
+
+
+def _link(driver: str | None, cxx: str, cmd: list[str]) -> subprocess.CompletedProcess:
+    """g++'s `cmd` (sources or objects in, the shared library out) run by the C driver when there is one,
+    else by `cxx`; kernels that turn out to need the C++ runtime are linked again by `cxx`."""
+    proc = _run([driver, "-Wl,--no-undefined", *cmd, "-lm"] if driver else [cxx, *cmd])
+    if proc.returncode != 0 and driver and "undefined reference" in proc.stderr:
+        log.debug("kernel-lens: the kernels need the C++ runtime; linking them with %s: %s", cxx,
+                  proc.stderr.strip()[:300])
+        proc = _run([cxx, *cmd])
+    return proc
+
+
+def _part_sources(text: str, src_path: str, tmp: str) -> list[list[str]] | None:
+    """g++'s inputs for each part of `text` that compiler/build_parts.py cuts it into (against the precompiled
+    prelude when it is ready, else with the prelude's text in front); None when one g++ builds it as fast."""
+    split = pch.split(text)
+    jobs = build_parts.jobs()
+    if split is None or jobs < 2:
+        return None
+    prelude, rest, first_line = split
+    bodies = build_parts.parts(rest, first_line, src_path, jobs)
+    if bodies is None:
+        return None
+    header = pch.enabled() and pch.ready_header(prelude, config.cpp.cxx, build_flags(),
+                                                compiler_version(config.cpp.cxx))
+    out = []
+    for i, body in enumerate(bodies):
+        path = os.path.join(tmp, f"kernels_part{i}.cpp")
+        with open(path, "w") as f:
+            f.write(body if header else f'#line 1 "{src_path}"\n{prelude}{body}')
+        out.append(["-Winvalid-pch", "-include", header, path] if header else [path])
+    return out
+
+
+def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path: str, src_path: str) -> list[str]:
+    """Compile every part to an object at once; the objects, or a CppCompileError naming every part's
+    diagnostics. In debug mode the parts' vectorization reports are joined into `report_path`."""
+    jobs = []
+    for i, inputs in enumerate(parts):
+        obj = os.path.join(tmp, f"kernels_part{i}.o")
+        report = [f"-fopt-info-vec-missed={report_path}.{i}"] if config.debug else []
+        cmd = [compiler, *compile_flags(), *report, "-c", *inputs, "-o", obj]
+        try:
+            jobs.append((obj, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
+        except OSError as e:
+            raise CompilerNotFoundError(f"could not run {compiler!r}: {e}") from e
+    failed, stderr = [], []
+    for obj, proc in jobs:
+        err = proc.communicate()[1]
+        stderr.append(err)
+        if proc.returncode != 0:
+            failed.append(proc.args)
+        if "invalid-pch" in err or ".gch" in err:
+            log.warning("kernel-lens: the precompiled prelude was not used: %s", err.strip()[:300])
+    if failed:
+        text = "".join(stderr)
+        raise CppCompileError(failed[0], text, src_path, parse_diagnostics(text))
+    if config.debug:
+        with open(report_path, "w") as out:
+            for i in range(len(parts)):
+                if os.path.exists(f"{report_path}.{i}"):
+                    with open(f"{report_path}.{i}", errors="replace") as f:
+                        out.write(f.read())
+    return [obj for obj, _ in jobs]
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:

@@ -69,6 +69,9 @@ class cpp:
     max_blocks_per_size: int = 4
     # Build the prelude once as a precompiled header (compiler/pch.py); LENS_PCH=0 turns it off.
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
+    # How many g++ build one graph's kernels side by side (compiler/build_parts.py); 0: one per core this
+    # process may run on, 1: one g++ for the whole source (also LENS_BUILD_JOBS).
+    build_jobs: int = int(os.environ.get("LENS_BUILD_JOBS") or 0)
     # Support code (the fast expf) is compiled once per toolchain into an object that kernels link
     # (compiler/prebuilt.py); LENS_PREBUILT=0 compiles it into every kernel source instead.
     prebuilt_objects: bool = os.environ.get("LENS_PREBUILT", "1") not in ("", "0")

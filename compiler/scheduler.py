@@ -13,6 +13,7 @@ import sympy
 
 from compiler import config
 from compiler.ir import Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op, rewrite_leaves
+from compiler.sym import is_zero
 
 
 def nonunit_dims(size: tuple[int, ...]) -> list[int]:
@@ -89,7 +90,7 @@ def _reads_same_iteration(consumer: ComputedBuffer, producer: ComputedBuffer, de
         if ld.buffer != producer.name:
             continue
         for j, d in enumerate(p_dims):
-            if sympy.simplify(ld.index[d] - c_vars[j]) != 0:
+            if not is_zero(ld.index[d] - c_vars[j]):
                 return False
     return True
 

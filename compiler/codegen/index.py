@@ -10,7 +10,7 @@ import dataclasses
 import sympy
 from torch.utils._sympy import functions as torch_sym
 
-from compiler.sym import FloorDiv, ModularIndexing
+from compiler.sym import FloorDiv, ModularIndexing, is_zero
 
 from compiler.ir import Expr, rewrite_leaves
 
@@ -99,7 +99,7 @@ def merge_loops(variables: Sequence[sympy.Symbol], sizes: Sequence[int], exprs: 
         ok = True
         for e in exprs:
             ca, cb = _linear_coeff(e, a), _linear_coeff(e, b)
-            if ca is None or cb is None or sympy.simplify(ca - cb * sb) != 0:
+            if ca is None or cb is None or not is_zero(ca - cb * sb):
                 ok = False
                 break
         if ok:
