@@ -172,12 +172,17 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
         report_path = os.path.join(tmp, "vectorization.txt")
         # in debug mode only: g++ spent 4-11% longer on row kernels writing it (opt_info_report makes it later)
         opt_info = [f"-fopt-info-vec-missed={report_path}"] if config.debug else []
-        text, objects = prebuilt.split(source, cxx, compile_flags(), compiler_version(cxx))
+        text, objects, builds = prebuilt.split(source, cxx, compile_flags(), compiler_version(cxx),
+                                               here=build_parts.jobs() > 1)
         parts = _part_sources(text, src_path, tmp)
-        if parts:  # kernels compiled side by side, then linked
-            inputs = _compile_parts(driver or cxx, parts, tmp, report_path, src_path)
-        else:
-            inputs = [*opt_info, *_sources(text, source, src_path, tmp)]
+        try:
+            if parts or builds:  # kernels (and support objects not built yet) compiled side by side, then linked
+                parts = parts or [_sources(text, source, src_path, tmp)]
+                inputs = _compile_parts(driver or cxx, parts, tmp, report_path, src_path, builds)
+            else:
+                inputs = [*opt_info, *_sources(text, source, src_path, tmp)]
+        except _SupportObjectFailed:  # (its log and `failed` marker are in its folder): the definitions inline
+            inputs, objects = [*opt_info, *_sources(source, source, src_path, tmp)], []
         proc = _link(driver, cxx, [*build_flags(), "-o", tmp_so, *inputs, *objects, *link_flags()])
         if proc.returncode != 0:
             raise CppCompileError(proc.args, proc.stderr, src_path, parse_diagnostics(proc.stderr))
@@ -226,29 +231,39 @@ def _part_sources(text: str, src_path: str, tmp: str) -> list[list[str]] | None:
     return out
 
 
-def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path: str, src_path: str) -> list[str]:
-    """Compile every part to an object at once; the objects, or a CppCompileError naming every part's
-    diagnostics. In debug mode the parts' vectorization reports are joined into `report_path`."""
+class _SupportObjectFailed(Exception):
+    """A support object compiled beside the kernels failed (compiler/prebuilt.py); they compiled fine."""
+
+
+def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path: str, src_path: str,
+                   builds: list[prebuilt.ObjectBuild]) -> list[str]:
+    """Compile every part to an object at once, beside the support objects in `builds`; the parts' objects,
+    or a CppCompileError naming every part's diagnostics. In debug mode the parts' vectorization reports are
+    joined into `report_path`."""
     jobs = []
     for i, inputs in enumerate(parts):
         obj = os.path.join(tmp, f"kernels_part{i}.o")
         report = [f"-fopt-info-vec-missed={report_path}.{i}"] if config.debug else []
-        cmd = [compiler, *compile_flags(), *report, "-c", *inputs, "-o", obj]
-        try:
-            jobs.append((obj, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)))
-        except OSError as e:
-            raise CompilerNotFoundError(f"could not run {compiler!r}: {e}") from e
+        jobs.append((obj, _start([compiler, *compile_flags(), *report, "-c", *inputs, "-o", obj])))
+    support = [(b, _start(b.command)) for b in builds]
     failed, stderr = [], []
-    for obj, proc in jobs:
+    for _, proc in jobs:
         err = proc.communicate()[1]
         stderr.append(err)
         if proc.returncode != 0:
             failed.append(proc.args)
         if "invalid-pch" in err or ".gch" in err:
             log.warning("kernel-lens: the precompiled prelude was not used: %s", err.strip()[:300])
+    support_ok = True
+    for build, proc in support:
+        err = proc.communicate()[1]
+        build.finish(proc.returncode == 0, err)
+        support_ok = support_ok and proc.returncode == 0
     if failed:
         text = "".join(stderr)
         raise CppCompileError(failed[0], text, src_path, parse_diagnostics(text))
+    if not support_ok:
+        raise _SupportObjectFailed()
     if config.debug:
         with open(report_path, "w") as out:
             for i in range(len(parts)):
@@ -256,6 +271,13 @@ def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path:
                     with open(f"{report_path}.{i}", errors="replace") as f:
                         out.write(f.read())
     return [obj for obj, _ in jobs]
+
+
+def _start(cmd: list[str]) -> subprocess.Popen:
+    try:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    except OSError as e:
+        raise CompilerNotFoundError(f"could not run {cmd[0]!r}: {e}") from e
 
 
 def _run(cmd: list[str]) -> subprocess.CompletedProcess:

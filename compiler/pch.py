@@ -60,24 +60,9 @@ def build_in_background(folder: str, files: dict[str, str], command: list[str], 
     """Writes `files` into `folder` and runs `command -o <output>` in a detached, niced process, once: a lock
     keeps other processes from building it at the same time, and a failure leaves `failed` (with
     `build.log`) so that nobody tries again. The output appears under its name only when complete."""
-    if os.path.exists(os.path.join(folder, "failed")):
+    lock = claim(folder, files)
+    if lock is None:
         return
-    os.makedirs(folder, exist_ok=True)
-    lock = os.path.join(folder, ".building")
-    try:
-        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
-        try:
-            if time.time() - os.path.getmtime(lock) < STALE_LOCK_S:
-                return  # another process is building it
-            os.utime(lock)
-        except OSError:
-            return
-    for name, text in files.items():
-        path = os.path.join(folder, name)
-        with open(f"{path}.{os.getpid()}.tmp", "w") as f:
-            f.write(text)
-        os.replace(f"{path}.{os.getpid()}.tmp", path)
     tmp = f"{output}.{os.getpid()}.tmp-out"
     q = shlex.quote
     script = (f"if nice -n 10 {shlex.join([*command, '-o', tmp])} 2>{q(os.path.join(folder, 'build.log'))}; "
@@ -88,6 +73,30 @@ def build_in_background(folder: str, files: dict[str, str], command: list[str], 
                                          stderr=subprocess.DEVNULL, start_new_session=True))
     except OSError:
         os.remove(lock)
+
+
+def claim(folder: str, files: dict[str, str]) -> str | None:
+    """Take the build of what `folder` holds for this process: its lock's path, with `files` written, or None
+    when another process is building it or a build failed before. Whoever holds the lock removes it."""
+    if os.path.exists(os.path.join(folder, "failed")):
+        return None
+    os.makedirs(folder, exist_ok=True)
+    lock = os.path.join(folder, ".building")
+    try:
+        os.close(os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        try:
+            if time.time() - os.path.getmtime(lock) < STALE_LOCK_S:
+                return None  # another process is building it
+            os.utime(lock)
+        except OSError:
+            return None
+    for name, text in files.items():
+        path = os.path.join(folder, name)
+        with open(f"{path}.{os.getpid()}.tmp", "w") as f:
+            f.write(text)
+        os.replace(f"{path}.{os.getpid()}.tmp", path)
+    return lock
 
 
 def wait_for_builds() -> None:

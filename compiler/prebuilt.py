@@ -3,8 +3,10 @@
 The generated source keeps the full text (output_code.py compiles standalone), but once a part's object is
 built, g++ compiles a copy of the source in which the part's definitions are blank lines (diagnostics and
 the vectorization report keep their line numbers) and links the object. The fast expf's definitions cost
-~25 ms of every softmax-like build. Like the precompiled prelude (compiler/pch.py), an object is built in the
-background after the first build that needed it, which compiles the definitions itself.
+~25 ms of every softmax-like build. Where g++ runs several at once (compiler/build_parts.py's jobs), the first
+build that needs an object compiles it beside its kernels and links it (a masked softmax's cold build here:
+121-164 -> 112-118 ms); with one job, like the precompiled prelude (compiler/pch.py), the object is built in
+the background after that first build, which compiles the definitions itself.
 
 Objects live in `<cache>/prebuilt/<key>/<name>.o`, keyed by their text, compiler, flags and compiler version.
 """
@@ -27,21 +29,54 @@ class Part:
 PARTS = (Part("lens_expf", vector_math.FAST_EXP_DEFINITIONS, vector_math.FAST_EXP_OBJECT),)
 
 
-def split(source: str, cxx: str, flags: list[str], version: str) -> tuple[str, list[str]]:
-    """What to compile instead of `source` and the objects to link with it: every part whose object is built
-    has its definitions blanked. Parts not built yet stay in the text and start building."""
+@dataclass
+class ObjectBuild:
+    """A support object a build compiles itself, beside its kernels: `command` writes `tmp`, which becomes
+    `path` once it succeeded; `lock` (pch.claim's) is removed either way."""
+
+    command: list[str]
+    tmp: str
+    path: str
+    lock: str
+
+    def finish(self, ok: bool, log: str) -> None:
+        folder = os.path.dirname(self.path)
+        try:
+            if ok:
+                os.replace(self.tmp, self.path)
+            else:
+                with open(os.path.join(folder, "build.log"), "w") as f:
+                    f.write(log)
+                open(os.path.join(folder, "failed"), "w").close()
+        finally:
+            if os.path.exists(self.tmp):
+                os.remove(self.tmp)
+            os.remove(self.lock)
+
+
+def split(source: str, cxx: str, flags: list[str], version: str, here: bool = False
+          ) -> tuple[str, list[str], list[ObjectBuild]]:
+    """What to compile instead of `source`, the objects to link with it, and the objects this build must
+    compile first (`here`: when g++ runs several at once, a part not built yet is compiled beside the kernels,
+    once for every later build, instead of inside this one's text; else it stays in the text and builds in the
+    background). Every part whose object is linked has its definitions blanked."""
     if not config.cpp.prebuilt_objects:
-        return source, []
-    objects = []
+        return source, [], []
+    objects, builds = [], []
     for part in PARTS:
         if part.definitions not in source:
             continue
         folder = pch.keyed_folder("prebuilt", part.source, cxx, flags, version)
         obj = os.path.join(folder, f"{part.name}.o")
-        if os.path.exists(obj):
-            source = source.replace(part.definitions, "\n" * part.definitions.count("\n"), 1)
-            objects.append(obj)
-        else:
-            src = os.path.join(folder, f"{part.name}.cpp")
-            pch.build_in_background(folder, {f"{part.name}.cpp": part.source}, [cxx, *flags, "-c", src], obj)
-    return source, objects
+        src = os.path.join(folder, f"{part.name}.cpp")
+        files = {f"{part.name}.cpp": part.source}
+        lock = None if os.path.exists(obj) or not here else pch.claim(folder, files)
+        if lock is not None:
+            tmp = f"{obj}.{os.getpid()}.tmp-out"
+            builds.append(ObjectBuild([cxx, *flags, "-c", src, "-o", tmp], tmp, obj, lock))
+        elif not os.path.exists(obj):
+            pch.build_in_background(folder, files, [cxx, *flags, "-c", src], obj)
+            continue
+        source = source.replace(part.definitions, "\n" * part.definitions.count("\n"), 1)
+        objects.append(obj)
+    return source, objects, builds

@@ -3,6 +3,7 @@ linked by later builds, whose compiled text has its definitions blanked with lin
 import ctypes
 import math
 import os
+import pathlib
 
 import pytest
 
@@ -43,7 +44,30 @@ def run_exp(so: str) -> None:
         assert abs(y - math.exp(x)) <= 2e-7 * math.exp(x)
 
 
-def test_the_first_build_compiles_the_definitions_and_later_builds_link_the_object(build_cache, monkeypatch):
+@pytest.fixture
+def one_job(monkeypatch):
+    """One g++ at a time: objects not built yet build in the background."""
+    monkeypatch.setattr(config.cpp, "build_jobs", 1)
+
+
+@pytest.fixture
+def two_jobs(monkeypatch) -> list[tuple[list[str], str]]:
+    """Two g++ at a time: an object not built yet is compiled beside the kernels; the commands started and
+    the text of the source each compiled."""
+    monkeypatch.setattr(config.cpp, "build_jobs", 2)
+    started = []
+    real = build._start
+
+    def start(cmd):
+        sources = [arg for arg in cmd if arg.endswith(".cpp")]
+        started.append((cmd, pathlib.Path(sources[-1]).read_text()))
+        return real(cmd)
+
+    monkeypatch.setattr(build, "_start", start)
+    return started
+
+
+def test_the_first_build_compiles_the_definitions_and_later_builds_link_the_object(build_cache, one_job, monkeypatch):
     assert vector_math.FAST_EXP_DEFINITIONS in cpp_source(EXP_KERNEL)
     texts = []
     seen = commands(monkeypatch, texts)
@@ -62,7 +86,7 @@ def test_the_first_build_compiles_the_definitions_and_later_builds_link_the_obje
     assert body.splitlines()[kernel_line - first].strip().startswith("for (int64_t i = 0; i < 67; i++) out[i]")
 
 
-def test_an_object_that_does_not_build_is_tried_once_and_builds_keep_the_definitions(build_cache, monkeypatch):
+def test_an_object_that_does_not_build_is_tried_once_and_builds_keep_the_definitions(build_cache, one_job, monkeypatch):
     bad = prebuilt.Part("lens_expf", vector_math.FAST_EXP_DEFINITIONS, "#error this object does not build\n")
     monkeypatch.setattr(prebuilt, "PARTS", (bad,))
     seen = commands(monkeypatch)
@@ -72,6 +96,34 @@ def test_an_object_that_does_not_build_is_tried_once_and_builds_keep_the_definit
     assert (folder / "failed").exists() and "this object does not build" in (folder / "build.log").read_text()
     run_exp(build.build_shared_library(cpp_source(EXP_KERNEL + "// another graph\n")))
     assert not pch._PENDING and not any(arg.endswith(".o") for cmd in seen for arg in cmd)
+
+
+def test_with_two_jobs_the_first_build_compiles_the_object_beside_the_kernel(build_cache, two_jobs, monkeypatch):
+    seen = commands(monkeypatch)
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL)))
+    (folder,) = (build_cache / "prebuilt").iterdir()
+    obj = folder / "lens_expf.o"
+    assert obj.exists() and not (folder / ".building").exists()  # built by this build: nothing to wait for
+    (kernel_cmd, kernel_text), (object_cmd, object_text) = two_jobs
+    assert "_ZGVeN16v_lens_expf(lens_v16sf x)" not in kernel_text  # blanked: the object is compiled beside it
+    assert "_ZGVeN16v_lens_expf(lens_v16sf x)" in object_text and str(folder / "lens_expf.cpp") in object_cmd
+    assert str(obj) in seen[0]  # ...and linked
+    two_jobs.clear()
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL + "// another graph\n")))
+    assert str(obj) in seen[1] and not two_jobs  # one kernel, object built: one g++ as before
+
+
+def test_with_two_jobs_an_object_that_does_not_build_leaves_the_definitions_inline(build_cache, two_jobs, monkeypatch):
+    bad = prebuilt.Part("lens_expf", vector_math.FAST_EXP_DEFINITIONS, "#error this object does not build\n")
+    monkeypatch.setattr(prebuilt, "PARTS", (bad,))
+    seen = commands(monkeypatch)
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL)))
+    (folder,) = (build_cache / "prebuilt").iterdir()
+    assert (folder / "failed").exists() and "this object does not build" in (folder / "build.log").read_text()
+    assert not (folder / ".building").exists() and not any(arg.endswith(".o") for arg in seen[-1])
+    two_jobs.clear()
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL + "// another graph\n")))
+    assert not two_jobs and not any("lens_expf" in " ".join(p.args) for p in pch._PENDING)
 
 
 def test_turned_off_every_build_compiles_the_definitions(build_cache, monkeypatch):
