@@ -245,7 +245,13 @@ def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path:
         obj = os.path.join(tmp, f"kernels_part{i}.o")
         report = [f"-fopt-info-vec-missed={report_path}.{i}"] if config.debug else []
         jobs.append((obj, _start([compiler, *compile_flags(), *report, "-c", *inputs, "-o", obj])))
-    support = [(b, _start(b.command)) for b in builds]
+    support = []
+    for b in builds:
+        try:
+            support.append((b, _start(b.command)))
+        except CompilerNotFoundError as e:  # the kernels' g++ started: compile the definitions inline instead
+            b.finish(False, str(e))
+            support.append((b, None))
     failed, stderr = [], []
     for _, proc in jobs:
         err = proc.communicate()[1]
@@ -256,6 +262,9 @@ def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path:
             log.warning("kernel-lens: the precompiled prelude was not used: %s", err.strip()[:300])
     support_ok = True
     for build, proc in support:
+        if proc is None:
+            support_ok = False
+            continue
         err = proc.communicate()[1]
         build.finish(proc.returncode == 0, err)
         support_ok = support_ok and proc.returncode == 0

@@ -162,3 +162,19 @@ extern "C" void scratch(const float* __restrict__ in, float* __restrict__ out)
     data, out = (ctypes.c_float * 4)(1, 2, 3, 4), (ctypes.c_float * 4)()
     ctypes.CDLL(so).scratch(data, out)
     assert list(out) == [8.0, 6.0, 4.0, 2.0]
+
+
+def test_with_two_jobs_an_object_whose_compiler_does_not_start_leaves_the_definitions_inline(build_cache, two_jobs,
+                                                                                            monkeypatch):
+    real = build._start
+
+    def start(cmd):
+        if any(arg.endswith("lens_expf.cpp") for arg in cmd):
+            raise build.CompilerNotFoundError("could not run 'g++': out of processes")
+        return real(cmd)
+
+    monkeypatch.setattr(build, "_start", start)
+    run_exp(build.build_shared_library(cpp_source(EXP_KERNEL)))
+    (folder,) = (build_cache / "prebuilt").iterdir()
+    assert (folder / "failed").exists() and "out of processes" in (folder / "build.log").read_text()
+    assert not (folder / ".building").exists() and not (folder / "lens_expf.o").exists()
