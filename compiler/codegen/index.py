@@ -211,7 +211,28 @@ def simplify_index(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr
         q = _floordiv(x, int(div), ranges)
         return _mod(q, int(mod), ranges, ModularIndexing(x, div, mod))
     if isinstance(e, (sympy.Add, sympy.Mul)):
-        return sympy.expand(e.func(*(simplify_index(a, ranges) for a in e.args)))
+        return _rejoin(sympy.expand(e.func(*(simplify_index(a, ranges) for a in e.args))))
+    return e
+
+
+def _rejoin(e: sympy.Expr) -> sympy.Expr:
+    """`c*m*(X / (d*m)) + c*((X / d) % m)` is `c*(X / d)` (`c*X` when d is 1): a dimension a view split in two,
+    read back whole (relu over a Linear's output viewed (b, s, n) and back: 2048*x0, not
+    524288*(x0 / 256) + 2048*(x0 % 256)), so the index is linear again for loop merging, prefetch and streaming."""
+    while isinstance(e, sympy.Add):
+        terms = e.as_coefficients_dict()
+        for mod, b in terms.items():
+            if not (isinstance(mod, torch_sym.ModularIndexing) and b.is_Integer
+                    and mod.args[1].is_Integer and mod.args[2].is_Integer):
+                continue
+            x, d, m = mod.args
+            div = FloorDiv(x, d * m)
+            if isinstance(div, torch_sym.FloorDiv) and terms.get(div) == b * m:
+                whole = x if d == 1 else FloorDiv(x, d)
+                e = sympy.expand(e - b * mod - b * m * div + b * whole)
+                break
+        else:
+            return e
     return e
 
 

@@ -38,8 +38,11 @@ def index_exprs(draw):
     linear += draw(st.integers(0, 5))
     d = draw(st.sampled_from([1, 2, 3, 4, 8, 16, 32]))
     m = draw(st.sampled_from([1, 2, 3, 4, 8, 64]))
-    kind = draw(st.sampled_from(["div", "mod", "sum"]))
-    if kind == "div":
+    kind = draw(st.sampled_from(["div", "mod", "sum", "split"]))
+    if kind == "split":  # a dimension split in two and read whole (codegen/index.py's _rejoin)
+        c = draw(st.sampled_from([1, 3, 8]))
+        e = c * m * FloorDiv(linear, d * m) + c * ModularIndexing(linear, d, m) + draw(st.sampled_from([0, 1])) * X[2]
+    elif kind == "div":
         e = FloorDiv(linear, d)
     elif kind == "mod":
         e = ModularIndexing(linear, d, m)
@@ -64,3 +67,18 @@ def test_view_copy_index_becomes_contiguous_in_the_inner_var():
     e = ModularIndexing(x1, 1, 512) + 131072 * ModularIndexing(512 * x0 + x1, 512, 8) + \
         512 * ModularIndexing(512 * x0 + x1, 4096, 256)
     assert cpp_index(simplify_index(e, {x0: 2048, x1: 512})) == "x1 + 512*(x0 / 8) + 131072*(x0 % 8)"
+
+
+def test_a_split_dimension_read_whole_is_linear_again():
+    x0, x1 = X[:2]
+    # relu over a Linear's (2048, 2048) output viewed as (8, 256, 2048): the row index split and joined
+    e = x1 + 524288 * FloorDiv(x0, 256) + 2048 * ModularIndexing(x0, 1, 256)
+    assert simplify_index(e, {x0: 2048, x1: 2048}) == 2048 * x0 + x1
+    # three levels and a common coefficient join in steps; what is not a split of the same index stays
+    f = 3 * (32 * FloorDiv(x0, 32) + 8 * ModularIndexing(x0, 8, 4) + ModularIndexing(x0, 1, 8)) + \
+        5 * ModularIndexing(x0, 1, 3) + 7 * FloorDiv(x1, 4) + ModularIndexing(x1, 1, 4)
+    s = simplify_index(f, {x0: 200, x1: 30})
+    assert cpp_index(s) == "3*x0 + 7*(x1 / 4) + 5*(x0 % 3) + (x1 % 4)"
+    for a, b in itertools.product(range(200), range(30)):
+        env = {x0: a, x1: b}
+        assert _value(s, env) == _value(f, env)
