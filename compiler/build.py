@@ -172,9 +172,9 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
         report_path = os.path.join(tmp, "vectorization.txt")
         # in debug mode only: g++ spent 4-11% longer on row kernels writing it (opt_info_report makes it later)
         opt_info = [f"-fopt-info-vec-missed={report_path}"] if config.debug else []
-        text, objects, builds = prebuilt.split(source, cxx, compile_flags(), compiler_version(cxx),
-                                               here=build_parts.jobs() > 1)
-        parts = _part_sources(text, src_path, tmp)
+        jobs = build_parts.jobs()
+        text, objects, builds = prebuilt.split(source, cxx, compile_flags(), compiler_version(cxx), here=jobs > 1)
+        parts = _part_sources(text, src_path, tmp, jobs)
         try:
             if parts or builds:  # kernels (and support objects not built yet) compiled side by side, then linked
                 parts = parts or [_sources(text, source, src_path, tmp)]
@@ -186,8 +186,7 @@ def build_shared_library(source: str, name: str = "kernels") -> str:
         proc = _link(driver, cxx, [*build_flags(), "-o", tmp_so, *inputs, *objects, *link_flags()])
         if proc.returncode != 0:
             raise CppCompileError(proc.args, proc.stderr, src_path, parse_diagnostics(proc.stderr))
-        if "invalid-pch" in proc.stderr or ".gch" in proc.stderr:
-            log.warning("kernel-lens: the precompiled prelude was not used: %s", proc.stderr.strip()[:300])
+        _warn_if_prelude_unused(proc.stderr)
         if os.path.exists(report_path):
             if config.debug:
                 with open(report_path, errors="replace") as f:
@@ -209,26 +208,20 @@ def _link(driver: str | None, cxx: str, cmd: list[str]) -> subprocess.CompletedP
     return proc
 
 
-def _part_sources(text: str, src_path: str, tmp: str) -> list[list[str]] | None:
+def _part_sources(text: str, src_path: str, tmp: str, jobs: int) -> list[list[str]] | None:
     """g++'s inputs for each part of `text` that compiler/build_parts.py cuts it into (against the precompiled
     prelude when it is ready, else with the prelude's text in front); None when one g++ builds it as fast."""
     split = pch.split(text)
-    jobs = build_parts.jobs()
     if split is None or jobs < 2:
         return None
     prelude, rest, first_line = split
     bodies = build_parts.parts(rest, first_line, src_path, jobs)
     if bodies is None:
         return None
-    header = pch.enabled() and pch.ready_header(prelude, config.cpp.cxx, build_flags(),
-                                                compiler_version(config.cpp.cxx))
-    out = []
-    for i, body in enumerate(bodies):
-        path = os.path.join(tmp, f"kernels_part{i}.cpp")
-        with open(path, "w") as f:
-            f.write(body if header else f'#line 1 "{src_path}"\n{prelude}{body}')
-        out.append(["-Winvalid-pch", "-include", header, path] if header else [path])
-    return out
+    header = _ready_header(prelude)
+    return [_compiled_file(os.path.join(tmp, f"kernels_part{i}.cpp"),
+                           body if header else f'#line 1 "{src_path}"\n{prelude}{body}', header)
+            for i, body in enumerate(bodies)]
 
 
 class _SupportObjectFailed(Exception):
@@ -258,8 +251,7 @@ def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path:
         stderr.append(err)
         if proc.returncode != 0:
             failed.append(proc.args)
-        if "invalid-pch" in err or ".gch" in err:
-            log.warning("kernel-lens: the precompiled prelude was not used: %s", err.strip()[:300])
+        _warn_if_prelude_unused(err)
     support_ok = True
     for build, proc in support:
         if proc is None:
@@ -282,6 +274,11 @@ def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path:
     return [obj for obj, _ in jobs]
 
 
+def _warn_if_prelude_unused(stderr: str) -> None:
+    if "invalid-pch" in stderr or ".gch" in stderr:
+        log.warning("kernel-lens: the precompiled prelude was not used: %s", stderr.strip()[:300])
+
+
 def _start(cmd: list[str]) -> subprocess.Popen:
     try:
         return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -300,19 +297,28 @@ def _sources(text: str, source: str, src_path: str, tmp: str) -> list[str]:
     """What g++ compiles for `text` (the cached `source` at `src_path`, or a copy with lines blanked): its
     kernels against the precompiled prelude when that is ready, else the whole text. A `#line` keeps
     diagnostics and the vectorization report on the full source's lines."""
-    parts = pch.split(text) if pch.enabled() else None
-    header = parts and pch.ready_header(parts[0], config.cpp.cxx, build_flags(), compiler_version(config.cpp.cxx))
+    parts = pch.split(text)
+    header = parts and _ready_header(parts[0])
     if header:
-        body_path = os.path.join(tmp, "kernels_body.cpp")
-        with open(body_path, "w") as f:
-            f.write(f'#line {parts[2]} "{src_path}"\n{parts[1]}')
-        return ["-Winvalid-pch", "-include", header, body_path]
+        return _compiled_file(os.path.join(tmp, "kernels_body.cpp"), f'#line {parts[2]} "{src_path}"\n{parts[1]}',
+                              header)
     if text == source:
         return [src_path]
-    path = os.path.join(tmp, "kernels_split.cpp")
+    return _compiled_file(os.path.join(tmp, "kernels_split.cpp"), f'#line 1 "{src_path}"\n{text}', None)
+
+
+def _ready_header(prelude: str) -> str | None:
+    """The precompiled prelude to `-include`, when it is on and built (pch.ready_header starts its build)."""
+    if not pch.enabled():
+        return None
+    return pch.ready_header(prelude, config.cpp.cxx, build_flags(), compiler_version(config.cpp.cxx))
+
+
+def _compiled_file(path: str, text: str, header: str | None) -> list[str]:
+    """g++'s inputs for `text` written to `path`, after the precompiled prelude `header` when there is one."""
     with open(path, "w") as f:
-        f.write(f'#line 1 "{src_path}"\n{text}')
-    return [path]
+        f.write(text)
+    return ["-Winvalid-pch", "-include", header, path] if header else [path]
 
 
 OPT_INFO = "opt-info-vec-missed.txt"  # g++'s raw report, beside the cached .so

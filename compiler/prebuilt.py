@@ -70,13 +70,14 @@ def split(source: str, cxx: str, flags: list[str], version: str, here: bool = Fa
         obj = os.path.join(folder, f"{part.name}.o")
         src = os.path.join(folder, f"{part.name}.cpp")
         files = {f"{part.name}.cpp": part.source}
-        lock = None if os.path.exists(obj) or not here else pch.claim(folder, files)
-        if lock is not None:
+        if not os.path.exists(obj):
+            lock = pch.claim(folder, files) if here else None
+            if lock is None:  # (with `here`: another process is building it, or it failed before)
+                if not here:
+                    pch.build_in_background(folder, files, [cxx, *flags, "-c", src], obj)
+                continue
             tmp = f"{obj}.{os.getpid()}.tmp-out"
             builds.append(ObjectBuild([cxx, *flags, "-c", src, "-o", tmp], tmp, obj, lock))
-        elif not os.path.exists(obj):
-            pch.build_in_background(folder, files, [cxx, *flags, "-c", src], obj)
-            continue
         source = source.replace(part.definitions, "\n" * part.definitions.count("\n"), 1)
         objects.append(obj)
     return source, objects, builds
