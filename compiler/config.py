@@ -42,6 +42,11 @@ unfuse_addmm_bias: bool = os.environ.get("LENS_UNFUSE_BIAS", "1") not in ("", "0
 # Inference graphs called directly are cached on disk by their Dynamo graph and input layouts, so a warm start
 # skips AOTAutograd's tracing (compiler/graph_cache.py; also LENS_GRAPH_CACHE=0 to turn off).
 graph_cache: bool = os.environ.get("LENS_GRAPH_CACHE", "1") not in ("", "0")
+# CPU attention whose score matrix (batch * heads * queries * keys, float32 or float64) is at most this many
+# bytes runs as two batched GEMMs around a fused softmax kernel instead of ATen's flash attention, which runs
+# its small products at a fraction of the GEMM library's speed (compiler/decompositions.py); 0 turns it off
+# (also LENS_ATTENTION_SCORES_MAX_BYTES).
+attention_scores_max_bytes: int = int(os.environ.get("LENS_ATTENTION_SCORES_MAX_BYTES") or 32 * 2**20)
 
 
 class cpp:

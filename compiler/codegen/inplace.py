@@ -9,7 +9,7 @@ input buffer
   graph input, a graph output or an extern op's own result (which may be a view);
 - is read for the last time by this kernel, by this node alone, and only at the element the node writes
   (so each element is read before it is overwritten, in the same iteration);
-- has the node's dtype and the same dense, contiguous layout.
+- has the node's dtype and element count, both contiguous (its shape may differ: a view's).
 The kernel then takes one `in_out_ptr` for both, and `call()` names the output as the input's buffer.
 """
 from __future__ import annotations
@@ -96,13 +96,29 @@ def _writable_input(k: FusedKernel, n: ComputedBuffer, layouts, candidates: set[
         return None
     at = lay.flat_index(tuple(n.vars))
     for b in dict.fromkeys(ld.buffer for ld in n.reads()):
-        if b not in candidates or last_reads.get(b) != step or layouts[b] != (dtype, lay):
+        if b not in candidates or last_reads.get(b) != step or not _same_memory(layouts[b], (dtype, lay)):
             continue
         if any(ld.buffer == b for m in k.nodes if m is not n for ld in m.reads()):
             continue
-        if all(_canonical(lay.flat_index(ld.index) - at) == 0 for ld in n.reads() if ld.buffer == b):
+        blay = layouts[b][1]
+        if all(_canonical(blay.flat_index(ld.index) - at) == 0 for ld in n.reads() if ld.buffer == b):
             return b
     return None
+
+
+def _same_memory(a: tuple[torch.dtype, Layout], b: tuple[torch.dtype, Layout]) -> bool:
+    """Both contiguous, of one dtype and element count (a (2048, 2048) product and the (8, 256, 2048) relu
+    over it: the same memory, element for element, in another shape)."""
+    (da, la), (db, lb) = a, b
+    return (da == db and tuple(la.stride) == contiguous_strides(la.size) and
+            tuple(lb.stride) == contiguous_strides(lb.size) and _numel(la.size) == _numel(lb.size))
+
+
+def _numel(size) -> int:
+    n = 1
+    for s in size:
+        n *= s
+    return n
 
 
 def _canonical(e: sympy.Expr) -> sympy.Expr:

@@ -211,7 +211,10 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                     continue
                 dtype, lay = layouts[n.name]
                 if n.name in over:  # written over a buffer this kernel reads for the last time
-                    out.add(f"    {n.name} = {over[n.name]}")
+                    base = over[n.name]
+                    same = layouts[base][1] == lay
+                    out.add(f"    {n.name} = {base}" if same else
+                            f"    {n.name} = reinterpret({base}, {py_repr(lay.size)}, {py_repr(lay.stride)}, 0)")
                     continue
                 out.add(f"    {n.name} = empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})")
             ptrs = ", ".join(f"{a.buffer}.data_ptr()" for a in rk.args)

@@ -13,6 +13,7 @@ from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBu
                          contiguous_strides, index_vars)
 from compiler.lowering.pointwise import elementwise
 from compiler.lowering.registry import LOWERINGS
+from compiler.lowering.views import permute_value, reshape_value
 from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, buffer_value,
                                       current_origin, origin_scope)
 
@@ -216,6 +217,15 @@ class GraphLowering:
 
     def realize(self, value: TensorValue, stride: tuple[int, ...] | None = None, is_output: bool = False,
                 origin: str | None = None) -> TensorValue:
+        base = value.reshape_of
+        if base is not None and value.strided is None and (stride is None or tuple(stride) == contiguous_strides(
+                value.size)) and not is_output and 0 not in value.size:
+            return reshape_value(self.realize(base, origin=origin), tuple(value.size))
+        order = _memory_order(value.size, stride)
+        if order is not None:  # a dense layout in another dimension order: computed in memory order
+            inverse = sorted(range(len(order)), key=order.__getitem__)
+            dense = self.realize(permute_value(value, order), is_output=is_output, origin=origin)
+            return permute_value(dense, inverse)
         name = self.new_name()
         xs = index_vars(len(value.size))
         org = origin or current_origin.get()
@@ -281,8 +291,10 @@ class GraphLowering:
             if st.offset == 0 and st.size == tuple(meta.shape) and self._is_whole(st):
                 return ("buffer", st.buffer)
             return ("view", StridedView(st.buffer, tuple(meta.shape), tuple(meta.stride()), st.offset))
-        realized = self.realize(value, stride=tuple(meta.stride()), is_output=True, origin=arg.name)
-        return ("buffer", realized.strided.buffer)
+        realized = self.realize(value, stride=tuple(meta.stride()), is_output=True, origin=arg.name).strided
+        if realized.size == tuple(meta.shape) and self._is_whole(realized):
+            return ("buffer", realized.buffer)
+        return ("view", StridedView(realized.buffer, tuple(meta.shape), tuple(meta.stride()), 0))
 
     def _matches(self, st: StridedView, meta: torch.Tensor) -> bool:
         return all(a == b for a, b, s in zip(st.stride, meta.stride(), meta.shape) if s != 1)
@@ -297,6 +309,21 @@ class GraphLowering:
         lay = layouts.get(st.buffer)
         return lay is not None and lay.size == st.size and all(
             a == b for a, b, s in zip(lay.stride, st.stride, st.size) if s != 1)
+
+
+def _memory_order(size: tuple[int, ...], stride: tuple[int, ...] | None) -> list[int] | None:
+    """The dimension order (outermost first, size-1 dims last) in which `stride` lays out `size` densely, when
+    that is not the given order; None otherwise (row-major already, or not a dense layout)."""
+    if stride is None or 0 in size:
+        return None
+    nonunit = [d for d in range(len(size)) if size[d] != 1]
+    order = sorted(nonunit, key=lambda d: (-stride[d], d))
+    if order == nonunit:
+        return None
+    expect = contiguous_strides(tuple(size[d] for d in order))
+    if any(stride[d] != e for d, e in zip(order, expect)):
+        return None
+    return order + [d for d in range(len(size)) if size[d] == 1]
 
 
 def _dense_stride(meta, size) -> tuple[int, ...] | None:

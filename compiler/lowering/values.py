@@ -55,6 +55,10 @@ class TensorValue:
     strided: StridedView | None = None
     # FX nodes whose computation is inlined into this value (for the fusion-size bound)
     inlined: frozenset[str] = frozenset()
+    # a lazy value that only reshapes (row-major order kept) another lazy value: realized, it is that value
+    # realized in its own shape and read with this one's (so the kernel iterates the producer's shape, and
+    # fuses with the group that computes it)
+    reshape_of: TensorValue | None = None
 
     def load(self, index: Sequence[sympy.Expr]) -> Expr:
         return self.loader(index)

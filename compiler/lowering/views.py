@@ -52,9 +52,37 @@ def reshape_value(x: TensorValue, new: tuple[int, ...]) -> TensorValue:
         return x.load(base)
 
     strided = None
-    if x.strided is not None and _is_contiguous(x.strided):
-        strided = StridedView(x.strided.buffer, new, new_strides, x.strided.offset)
-    return _view(x, new, loader, strided)
+    if x.strided is not None:
+        stride = new_strides if _is_contiguous(x.strided) else view_strides(old, x.strided.stride, new)
+        if stride is not None:
+            strided = StridedView(x.strided.buffer, new, stride, x.strided.offset)
+    view = _view(x, new, loader, strided)
+    if x.strided is None:
+        view.reshape_of = x.reshape_of or x
+    return view
+
+
+def view_strides(old: tuple[int, ...], stride: Sequence[int], new: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Strides that show `old` (with `stride`) as `new` without a copy, as `Tensor.view` finds them; None when
+    the reshape must copy. Each run of old dims that lies in memory as one block (every dim's stride the next
+    one's times its size) may be split and merged freely; a new dim must not straddle two runs."""
+    if 0 in old or 0 in new:
+        return contiguous_strides(new)
+    out = [0] * len(new)
+    v = len(new) - 1
+    block_stride, block_numel, view_numel = stride[-1] if old else 1, 1, 1
+    for d in range(len(old) - 1, -1, -1):
+        block_numel *= old[d]
+        if d == 0 or (old[d - 1] != 1 and stride[d - 1] != block_numel * block_stride):
+            while v >= 0 and (view_numel < block_numel or new[v] == 1):
+                out[v] = view_numel * block_stride
+                view_numel *= new[v]
+                v -= 1
+            if view_numel != block_numel:
+                return None
+            if d > 0:
+                block_stride, block_numel, view_numel = stride[d - 1], 1, 1
+    return tuple(out) if v == -1 else None
 
 
 def _reshape_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[tuple[list[int], list[int]]]:
@@ -88,6 +116,10 @@ def _is_contiguous(st: StridedView) -> bool:
 
 @register(aten.permute, prims.transpose)
 def permute(ctx, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+    return permute_value(x, dims)
+
+
+def permute_value(x: TensorValue, dims: Sequence[int]) -> TensorValue:
     n = len(x.size)
     dims = [_norm_dim(d, n) for d in dims]
     size = tuple(x.size[d] for d in dims)

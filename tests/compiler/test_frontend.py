@@ -161,8 +161,10 @@ def test_unsupported_dtype_and_op_fall_back_to_aten_with_a_note(tmp_path):
     assert "extern call" in notes and "bfloat16" in notes
 
 
-def test_transformer_encoder_with_attention_as_one_aten_call_matches_eager(tmp_path):
+def test_transformer_encoder_with_attention_as_one_aten_call_matches_eager(tmp_path, monkeypatch):
     # ATen's CPU flash attention returns a layout other than its fake tensor's: the wrapper must re-lay it
+    # (attention kept whole: test_attention.py covers it decomposed)
+    monkeypatch.setattr(config, "attention_scores_max_bytes", 0)
     torch.backends.mha.set_fastpath_enabled(False)
     try:
         layer = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True).eval()
@@ -180,10 +182,13 @@ def test_transformer_encoder_with_attention_as_one_aten_call_matches_eager(tmp_p
     assert "_scaled_dot_product_flash_attention_for_cpu" in notes
 
 
-def test_extern_inputs_keep_their_traced_layout_so_sdpa_needs_no_copy(tmp_path):
-    """A computed query permuted (B, L, H, E) -> (B, H, L, E) is written in that dense layout, not made
-    contiguous: SDPA's output follows its query's strides, so it comes back in the traced layout."""
+def test_extern_inputs_keep_their_traced_layout_so_sdpa_needs_no_copy(tmp_path, monkeypatch):
+    """A computed query permuted (B, L, H, E) -> (B, H, L, E) is written in that dense layout (computed in its
+    memory order), not made contiguous: SDPA's output follows its query's strides, so it comes back in the
+    traced layout. (Attention kept whole as one ATen call here.)"""
     from torch.profiler import ProfilerActivity, profile
+
+    monkeypatch.setattr(config, "attention_scores_max_bytes", 0)
 
     from tests.compiler.conftest import compile_with_debug
 
@@ -197,7 +202,8 @@ def test_extern_inputs_keep_their_traced_layout_so_sdpa_needs_no_copy(tmp_path):
         out, graph = compile_with_debug(tmp_path, fn, x, k, v)
         torch.testing.assert_close(out, fn(x, k, v), atol=1e-5, rtol=1e-5)
         code = (graph / "output_code.py").read_text()
-        assert "empty_strided((2, 4, 16, 16), (1024, 16, 64, 1)" in code  # the query, as traced
+        assert "empty_strided((2, 16, 4, 16), (1024, 64, 16, 1)" in code  # the query, in memory order
+        assert "(2, 4, 16, 16), (1024, 16, 64, 1), 0)" in code  # passed to SDPA as traced
         compiled = torch.compile(fn, backend="lens")
         compiled(x, k, v)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
