@@ -1,7 +1,7 @@
 """Cutting a generated translation unit into parts that g++ compiles at the same time, one per core, each
 kernel whole: a graph of several kernels then builds in about the time of its largest part plus a link.
 
-Why: `-O3` on the kernels is almost all of a cold build (the prelude parses in ~10 ms; a transformer encoder
+Why: optimizing the kernels is almost all of a cold build (the prelude parses in ~10 ms; a transformer encoder
 layer's five kernels took 222-318 ms in one g++ and 146-177 ms in two, linked, on 2 cores here). Every unit
 keeps its lines of the full source through `#line`, so diagnostics, compile-error mapping and the
 vectorization report read as if one file had been compiled.

@@ -62,10 +62,13 @@ class cpp:
     # Exists to reproduce codegen bugs on purpose, e.g. {"neg": "decltype({x})(2 * {x})"}.
     op_overrides: dict[str, str] = _json_env("LENS_OP_OVERRIDES")
     # The C++ compiler and its flags. (-fno-exceptions: kernels throw nothing, and without unwinding
-    # tables for C++ exceptions the shared library links in ~30 ms instead of ~70 ms.)
+    # tables for C++ exceptions the shared library links in ~30 ms instead of ~70 ms. -O2 with -O3's
+    # vectorizer cost model: kernels' hot loops are `omp simd` loops, vectorized at either level; -O3's
+    # further passes made a masked softmax's kernel build in 126-156 ms instead of 82-86 ms, and no kernel of
+    # the benchmarks faster: 0.97-1.06x of -O3's run time, within noise, on the device's Xeon.)
     cxx: str = os.environ.get("CXX", "g++")
-    flags: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
-                              "-fno-math-errno", "-fno-trapping-math", "-fno-exceptions")
+    flags: tuple[str, ...] = ("-O2", "-fvect-cost-model=dynamic", "-march=native", "-fopenmp", "-shared", "-fPIC",
+                              "-std=c++17", "-fno-math-errno", "-fno-trapping-math", "-fno-exceptions")
     # Serve large generated-code buffers from a pool whose blocks return when the last user's
     # reference goes (LENS_BUFFER_POOL=0 turns it off); smaller buffers come from torch directly.
     buffer_pool: bool = os.environ.get("LENS_BUFFER_POOL", "1") not in ("", "0")
