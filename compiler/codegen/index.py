@@ -165,20 +165,10 @@ def _floordiv(a: sympy.Expr, d: int, ranges: dict[sympy.Symbol, int]) -> sympy.E
         return q
     # r = g*s + t with g | d and 0 <= t < g: floor(r / d) = floor(s / (d/g)) (e.g. (512*x0 + x1) / 4096
     # is x0 / 8 when x1 < 512)
-    terms = sympy.Add.make_args(r)
-    coeffs = [t.as_coeff_Mul()[0] for t in terms]
-    g = 0
-    for c in coeffs:
-        if c.is_Integer and math.gcd(int(c), d) > 1:
-            g = math.gcd(g, int(c))
-    g = math.gcd(g, d)
-    if g > 1:
-        big = [t for t, c in zip(terms, coeffs) if c.is_Integer and int(c) % g == 0]
-        rest = sympy.Add(*[t for t in terms if t not in big])
-        rb = index_bounds(rest, ranges)
-        if rb is not None and 0 <= rb[0] and rb[1] < g:
-            s = sympy.expand(sympy.Add(*big) / g)
-            return q + _floordiv(s, d // g, ranges)
+    split = _split_below(r, d, ranges)
+    if split is not None:
+        g, s, _ = split
+        return q + _floordiv(s, d // g, ranges)
     return q + FloorDiv(r, sympy.Integer(d))
 
 
@@ -189,7 +179,33 @@ def _mod(q: sympy.Expr, m: int, ranges: dict[sympy.Symbol, int], original: sympy
         return original
     if b[1] < m:
         return r
+    # r = g*s + t with g | m and 0 <= t < g: r mod m = g*(s mod (m/g)) + t (e.g. (64*x1 + x2) % 512 is
+    # 64*(x1 % 8) + x2 when x2 < 64: an attention head's columns, contiguous in x2)
+    split = _split_below(r, m, ranges)
+    if split is not None:
+        g, s, t = split
+        return g * _mod(s, m // g, ranges, ModularIndexing(s, sympy.Integer(1), sympy.Integer(m // g))) + t
     return ModularIndexing(r, sympy.Integer(1), sympy.Integer(m))
+
+
+def _split_below(r: sympy.Expr, d: int, ranges: dict[sympy.Symbol, int]) -> tuple[int, sympy.Expr, sympy.Expr] | None:
+    """(g, s, t) with r = g*s + t, 1 < g dividing d, the terms of s having integer coefficients that g divides,
+    and 0 <= t < g over the loop ranges; None when there is no such split."""
+    terms = sympy.Add.make_args(r)
+    coeffs = [t.as_coeff_Mul()[0] for t in terms]
+    g = 0
+    for c in coeffs:
+        if c.is_Integer and math.gcd(int(c), d) > 1:
+            g = math.gcd(g, int(c))
+    g = math.gcd(g, d)
+    if g <= 1:
+        return None
+    big = [t for t, c in zip(terms, coeffs) if c.is_Integer and int(c) % g == 0]
+    rest = sympy.Add(*[t for t in terms if t not in big])
+    rb = index_bounds(rest, ranges)
+    if rb is None or rb[0] < 0 or rb[1] >= g:
+        return None
+    return g, sympy.expand(sympy.Add(*big) / g), rest
 
 
 def simplify_index(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr:

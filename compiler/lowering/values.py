@@ -55,9 +55,9 @@ class TensorValue:
     strided: StridedView | None = None
     # FX nodes whose computation is inlined into this value (for the fusion-size bound)
     inlined: frozenset[str] = frozenset()
-    # a lazy value that only reshapes (row-major order kept) another lazy value: realized, it is that value
-    # realized in its own shape and read with this one's (so the kernel iterates the producer's shape, and
-    # fuses with the group that computes it)
+    # a lazy value that only reshapes (row-major order kept) another value that is not a plain view of its
+    # buffer: realized, it is that value realized in its own shape and read with this one's (the kernel
+    # iterates the producer's shape, without divisions in its indices, and fuses with the group computing it)
     reshape_of: TensorValue | None = None
 
     def load(self, index: Sequence[sympy.Expr]) -> Expr:

@@ -57,7 +57,7 @@ def reshape_value(x: TensorValue, new: tuple[int, ...]) -> TensorValue:
         if stride is not None:
             strided = StridedView(x.strided.buffer, new, stride, x.strided.offset)
     view = _view(x, new, loader, strided)
-    if x.strided is None:
+    if strided is None:  # not a view of a buffer: realized, the source is computed in its own shape
         view.reshape_of = x.reshape_of or x
     return view
 

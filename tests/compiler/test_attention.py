@@ -188,3 +188,17 @@ def test_relu_over_a_reshaped_product_writes_over_it(tmp_path):
         torch.testing.assert_close(out, fn(x), atol=1e-5, rtol=1e-5)
     assert re.search(r"buf\d+ = reinterpret\(buf\d+, \(4, 16, 64\), \(1024, 64, 1\), 0\)", code)
     assert "empty_strided((4, 16, 64)" not in code
+
+
+def test_a_reshape_that_must_copy_is_computed_in_its_source_shape(tmp_path):
+    """(B, L, E) -> (L, B, E) -> (L*B, E) for a product: the copy loops over (L, B, E), reading and writing
+    whole rows of E, with no division or modulo in its indices."""
+    x, w = torch.randn(4, 16, 64), torch.randn(64, 32)
+
+    def fn(x, w):
+        return x.transpose(0, 1).reshape(64, 64) @ w
+
+    out, code = _code(tmp_path, fn, x, w)
+    torch.testing.assert_close(out, fn(x, w))
+    kernel = code.split('extern "C" void cpp_fused')[1].split("'''")[0]
+    assert " / " not in kernel and " % " not in kernel, kernel

@@ -82,3 +82,19 @@ def test_a_split_dimension_read_whole_is_linear_again():
     for a, b in itertools.product(range(200), range(30)):
         env = {x0: a, x1: b}
         assert _value(s, env) == _value(f, env)
+
+
+def test_a_modulo_over_a_split_of_its_divisor_keeps_the_inner_var_contiguous():
+    x1, x2 = X[1:3]
+    # an attention head's columns of a (tokens, 512) projection: (64*head + e) % 512 with e < 64
+    e = ModularIndexing(64 * x1 + x2, 1, 512)
+    s = simplify_index(e, {x1: 64, x2: 64})
+    assert cpp_index(s) == "x2 + 64*(x1 % 8)"
+    # the remainder reaching past the split's step keeps the modulo whole
+    f = ModularIndexing(64 * x1 + x2, 1, 512)
+    assert simplify_index(f, {x1: 64, x2: 65}).has(ModularIndexing)
+    for ranges, expr in (({x1: 64, x2: 64}, e), ({x1: 64, x2: 65}, f)):
+        s = simplify_index(expr, ranges)
+        for a, b in itertools.product(range(ranges[x1]), range(ranges[x2])):
+            env = {x1: a, x2: b}
+            assert _value(s, env) == _value(expr, env)
