@@ -42,6 +42,11 @@ unfuse_addmm_bias: bool = os.environ.get("LENS_UNFUSE_BIAS", "1") not in ("", "0
 # Inference graphs called directly are cached on disk by their Dynamo graph and input layouts, so a warm start
 # skips AOTAutograd's tracing (compiler/graph_cache.py; also LENS_GRAPH_CACHE=0 to turn off).
 graph_cache: bool = os.environ.get("LENS_GRAPH_CACHE", "1") not in ("", "0")
+# Dynamo wraps the bytecode that calls a compiled graph in two calls recording a "Pregraph bytecode" event for
+# torch.profiler (torch._dynamo.config.record_runtime_overhead), ~11 us a call after a kernel that streamed
+# 32 MiB, whether or not a profiler runs. Frames whose graphs lens compiles are generated without them unless
+# this is set (also LENS_PREGRAPH_MARKERS=1); other frames keep Dynamo's setting (compiler/direct_call.py).
+pregraph_markers: bool = _env_flag("LENS_PREGRAPH_MARKERS")
 # CPU attention whose score matrix (batch * heads * queries * keys, float32 or float64) is at most this many
 # bytes runs as two batched GEMMs around a fused softmax kernel instead of ATen's flash attention, which runs
 # its small products at a fraction of the GEMM library's speed (compiler/decompositions.py); 0 turns it off

@@ -216,7 +216,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                     out.add(f"    {n.name} = {base}" if same else
                             f"    {n.name} = reinterpret({base}, {py_repr(lay.size)}, {py_repr(lay.stride)}, 0)")
                     continue
-                out.add(f"    {n.name} = empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})")
+                out.add(f"    {n.name} = {allocation(lay, dtype)}")
             ptrs = ", ".join(f"{a.buffer}.data_ptr()" for a in rk.args)
             line = out.add(f"    {step.name}({ptrs})")
             kl.lines.append((line, list(step.origins)))
@@ -232,8 +232,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 start = out.add(f"    {step.name} = {GEMM_HELPERS[step.target]}({', '.join(args + [layout])})")
             elif out_op is not None:  # the output comes from the buffer pool (no page faults on reuse)
                 dtype, lay = step.outputs[0][1], step.outputs[0][2]
-                start = out.add(f"    {step.name} = empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, "
-                                f"dtype={dtype})")
+                start = out.add(f"    {step.name} = {allocation(lay, dtype)}")
                 out.add(f"    {out_op}({', '.join(args + [f'out={step.name}'])})")
             else:
                 start = out.add(f"    {step.name} = {_op_code(step.target)}({', '.join(args)})")
@@ -270,3 +269,14 @@ def _emit_get_args(out: _Lines, ir: GraphIR) -> None:
     out.add("def get_args():")
     items = [f"rand_strided({py_repr(b.layout.size)}, {py_repr(b.layout.stride)}, {b.dtype})" for b in ir.inputs]
     out.add(f"    return [{', '.join(items)}]")
+
+
+def allocation(lay: Layout, dtype: torch.dtype) -> str:
+    """The expression allocating a buffer: the pool's `empty_strided` for buffers it may serve, torch's own for
+    smaller ones (each Python call of a call() counts after a kernel that streamed its inputs: the pool's
+    layers cost ~1 us of a small output's allocation there)."""
+    numel = 1
+    for size, stride in zip(lay.size, lay.stride):
+        numel = 0 if size == 0 or numel == 0 else numel + (size - 1) * stride
+    small = numel * dtype.itemsize < config.cpp.min_pool_bytes
+    return f"{'torch.' if small else ''}empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})"

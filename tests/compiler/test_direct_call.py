@@ -108,3 +108,29 @@ def test_turned_off(monkeypatch):
     with torch.no_grad():
         f(torch.randn(4, 4))
     assert not is_direct(returned)
+
+
+def _profiled_events(fn, *args) -> list[str]:
+    from torch.profiler import ProfilerActivity, profile
+    fn(*args)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn(*args)
+    return [e.name for e in prof.events()]
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_lens_frames_are_generated_without_dynamo_pregraph_markers_and_the_setting_comes_back(grad, monkeypatch):
+    x = torch.randn(8, 8, requires_grad=grad)
+    before = torch._dynamo.config.record_runtime_overhead
+    with torch.set_grad_enabled(grad):
+        fn, _ = compiled(lambda x: x.mean(-1) * 2)
+        assert "Pregraph bytecode" not in _profiled_events(fn, x)
+        assert torch._dynamo.config.record_runtime_overhead == before  # restored after the frame compiled
+        monkeypatch.setattr(config, "pregraph_markers", True)
+        fn, _ = compiled(lambda x: x.mean(-1) * 3)
+        assert "Pregraph bytecode" in _profiled_events(fn, x)
+    # frames other backends compile keep Dynamo's setting
+    monkeypatch.setattr(config, "pregraph_markers", False)
+    torch._dynamo.reset()
+    other = torch.compile(lambda x: x.mean(-1) * 4, backend="aot_eager")
+    assert ("Pregraph bytecode" in _profiled_events(other, x)) == before

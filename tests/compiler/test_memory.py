@@ -74,3 +74,19 @@ def test_compiled_outputs_held_by_the_user_are_never_overwritten(monkeypatch):
     again = f(x)
     torch.testing.assert_close(again, x * 2 + 1)
     assert _ptr(again) in {b.storage.data_ptr() for bs in memory.POOL.blocks.values() for b in bs}
+
+
+def test_generated_code_allocates_small_buffers_with_torch_and_large_ones_from_the_pool(tmp_path, monkeypatch):
+    from tests.compiler.conftest import compile_with_debug
+    monkeypatch.setattr(config.cpp, "min_pool_bytes", 4096)
+    x = torch.randn(64, 32)  # 8 KiB
+
+    def fn(x):
+        return x * 2, x.sum(-1)  # an 8 KiB output (pooled) and a 256 B one (torch's)
+
+    (big, small), graph = compile_with_debug(tmp_path, fn, x)
+    torch.testing.assert_close(big, x * 2)
+    torch.testing.assert_close(small, x.sum(-1))
+    code = (graph / "output_code.py").read_text()
+    assert " = empty_strided((64, 32), (32, 1), dtype=torch.float32)" in code
+    assert " = torch.empty_strided((64,), (1,), dtype=torch.float32)" in code
