@@ -222,6 +222,7 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
     with torch.no_grad():
         expected = w.fn(*args)
         variants: dict[str, Callable[[], object]] = {"eager": lambda: w.fn(*args)}
+        pool_off: set[str] = set()  # variants timed with lens's buffer pool off
         backends = (["inductor"] if use_inductor else []) + ["lens"]
         for backend in backends:
             steady = None
@@ -242,23 +243,27 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
                 res.compile_ms[f"{backend} {phase}"] = max(0.0, ms - steady)
             variants[backend] = lambda c=compiled: c(*args)
         if "lens" in variants:
-            lens = variants["lens"]
-            variants["lens"] = lambda: _with_pool(True, lens)
-            variants["lens nopool"] = lambda: _with_pool(False, lens)
+            variants["lens nopool"] = variants["lens"]
+            pool_off.add("lens nopool")
         if w.bound is not None:
             variants["bound"] = w.bound(args)
         for key, make in w.extra.items():
             variants[key] = make(args)
         from compiler import pch
         pch.wait_for_builds()  # no background g++ while timing
-        for fn in variants.values():  # warm up every variant (pools, caches)
-            fn(), fn()
+        for key, fn in variants.items():  # warm up every variant (pools, caches)
+            _with_pool(key not in pool_off, lambda: (fn(), fn()))
         iters = max(3, int(50 / max(0.05, _time_once(variants["eager"], 2))))
         for _ in range(rounds):
             for key, fn in variants.items():
-                fn()  # untimed: the previous variant's page faults and cache misses are not this one's
-                res.times.setdefault(key, []).append(_time_once(fn, iters))
+                # the pool switch is set around a variant's calls, not inside each (no harness cost per call)
+                res.times.setdefault(key, []).append(_with_pool(key not in pool_off, lambda: _round(fn, iters)))
     return res
+
+
+def _round(fn: Callable[[], object], iters: int) -> float:
+    fn()  # untimed: the previous variant's page faults and cache misses are not this one's
+    return _time_once(fn, iters)
 
 
 def _with_pool(enabled: bool, fn: Callable[[], object]):

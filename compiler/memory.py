@@ -56,7 +56,7 @@ class BufferPool:
     def empty_strided(self, size, stride, dtype: torch.dtype) -> torch.Tensor:
         numel = _storage_numel(size, stride)
         # settings are read at every allocation (config.cpp.buffer_pool, min_pool_bytes, max_blocks_per_size);
-        # generated code calls torch's empty_strided itself for buffers below min_pool_bytes at compile time
+        # generated code allocates buffers below min_pool_bytes at compile time without the pool
         if not config.cpp.buffer_pool or numel * dtype.itemsize < config.cpp.min_pool_bytes:
             return torch.empty_strided(size, stride, dtype=dtype)
         key = (numel, dtype)

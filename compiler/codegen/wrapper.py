@@ -111,7 +111,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     if any(isinstance(s, ExternCall) and s.target in GEMM_HELPERS and _out_variant(s) for s in sg.steps):
         out.add("from compiler import gemm")
     out.add("from compiler.runtime import load_cpp_module, reinterpret, rand_strided, empty_strided, "
-            "output_code_main, with_layout")
+            "empty_strided_cpu, output_code_main, with_layout")
     out.add("")
     src_line = out.add("cpp_source = r'''")
     cpp_first = src_line  # the string starts with a newline: C++ line 1 is this line's remainder
@@ -272,11 +272,13 @@ def _emit_get_args(out: _Lines, ir: GraphIR) -> None:
 
 
 def allocation(lay: Layout, dtype: torch.dtype) -> str:
-    """The expression allocating a buffer: the pool's `empty_strided` for buffers it may serve, torch's own for
-    smaller ones (each Python call of a call() counts after a kernel that streamed its inputs: the pool's
-    layers cost ~1 us of a small output's allocation there)."""
+    """The expression allocating a buffer: the pool's `empty_strided` for buffers it may serve, torch's own
+    allocation without the dispatcher for smaller ones (`runtime.empty_strided_cpu`: each call of a call()
+    counts after a kernel that streamed its inputs, 6 us there against 11 through the dispatcher and the
+    pool's layers)."""
     numel = 1
     for size, stride in zip(lay.size, lay.stride):
         numel = 0 if size == 0 or numel == 0 else numel + (size - 1) * stride
-    small = numel * dtype.itemsize < config.cpp.min_pool_bytes
-    return f"{'torch.' if small else ''}empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})"
+    if numel * dtype.itemsize < config.cpp.min_pool_bytes:
+        return f"empty_strided_cpu({py_repr(lay.size)}, {py_repr(lay.stride)}, {dtype})"
+    return f"empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})"

@@ -158,7 +158,7 @@ def test_a_transposed_extern_input_is_computed_in_memory_order(tmp_path):
 
     out, code = _code(tmp_path, fn, x, w)
     torch.testing.assert_close(out, fn(x, w))
-    assert "empty_strided((48, 32), (32, 1)" in code
+    assert re.search(r"empty_strided(_cpu)?\(\(48, 32\), \(32, 1\)", code)
 
 
 def test_a_softmax_read_through_a_reshape_is_one_kernel(tmp_path):
@@ -187,7 +187,7 @@ def test_relu_over_a_reshaped_product_writes_over_it(tmp_path):
         out, code = _code(tmp_path, fn, x)
         torch.testing.assert_close(out, fn(x), atol=1e-5, rtol=1e-5)
     assert re.search(r"buf\d+ = reinterpret\(buf\d+, \(4, 16, 64\), \(1024, 64, 1\), 0\)", code)
-    assert "empty_strided((4, 16, 64)" not in code
+    assert not re.search(r"empty_strided(_cpu)?\(\(4, 16, 64\)", code)
 
 
 def test_a_reshape_that_must_copy_is_computed_in_its_source_shape(tmp_path):

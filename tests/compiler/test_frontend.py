@@ -202,7 +202,7 @@ def test_extern_inputs_keep_their_traced_layout_so_sdpa_needs_no_copy(tmp_path, 
         out, graph = compile_with_debug(tmp_path, fn, x, k, v)
         torch.testing.assert_close(out, fn(x, k, v), atol=1e-5, rtol=1e-5)
         code = (graph / "output_code.py").read_text()
-        assert "empty_strided((2, 16, 4, 16), (1024, 64, 16, 1)" in code  # the query, in memory order
+        assert "empty_strided_cpu((2, 16, 4, 16), (1024, 64, 16, 1)" in code  # the query, in memory order
         assert "(2, 4, 16, 16), (1024, 16, 64, 1), 0)" in code  # passed to SDPA as traced
         compiled = torch.compile(fn, backend="lens")
         compiled(x, k, v)
