@@ -94,16 +94,18 @@ def flash_attention_for_cpu(query, key, value, dropout_p: float = 0.0, is_causal
     if is_causal:
         future = torch.ones(L, S, dtype=torch.bool, device=query.device).triu(1)
         scores = scores.masked_fill(future, float("-inf"))
+    # a row whose every score is -inf (masked out whole) gives zeros, as ATen's kernel gives, not NaN
     row_max = torch.amax(scores, -1, keepdim=True)
+    row_max = torch.where(row_max == float("-inf"), 0.0, row_max)
     unnormalized = torch.exp(scores - row_max)
     row_sum = torch.sum(unnormalized, -1, keepdim=True)
-    probs = unnormalized * torch.reciprocal(row_sum)
+    empty = row_sum == 0
+    probs = unnormalized * torch.where(empty, 0.0, torch.reciprocal(row_sum))
     out = torch.bmm(probs.view(B * H, L, S), value.reshape(B * H, S, Ev)).view(B, H, L, Ev)
     if not out.is_contiguous() or query.stride() != out.stride():
         out = aten.copy.default(torch.empty_strided((B, H, L, Ev), _like_strides(query, Ev), dtype=out.dtype,
                                                     device=out.device), out)
-    logsumexp = (row_max + torch.log(row_sum)).squeeze(-1).to(torch.float32 if query.dtype == torch.float32
-                                                              else query.dtype)
+    logsumexp = torch.where(empty, 0.0, row_max + torch.log(row_sum)).squeeze(-1)
     return out, logsumexp
 
 

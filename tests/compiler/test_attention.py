@@ -61,6 +61,26 @@ def test_attention_matches_eager_in_every_query_layout(case, order, dtype):
         assert got.stride() == fn(q, k, v).stride()  # the query's layout, as ATen's kernel returns it
 
 
+@pytest.mark.parametrize("kind", ["float", "bool"])
+def test_a_query_row_masked_out_whole_gives_zeros_as_eager_does(kind):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 2, 6, 8) for _ in range(3))
+    mask = torch.zeros(2, 1, 6, 6) if kind == "float" else torch.ones(2, 1, 6, 6, dtype=torch.bool)
+    if kind == "float":
+        mask[0, :, 2] = float("-inf")  # batch 0, query 2: every key masked
+        mask[1, :, :, 4:] = float("-inf")
+    else:
+        mask[0, :, 2] = False
+        mask[1, :, :, 4:] = False
+
+    def fn(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    with torch.no_grad():
+        got = assert_same(fn, q, k, v, mask, atol=1e-5, rtol=1e-5)
+    assert torch.equal(got[0, :, 2], torch.zeros(2, 8))
+
+
 def test_attention_runs_as_bmm_softmax_bmm_without_copying_its_inputs(tmp_path):
     q, k, v = (_layout(torch.randn(4, 8, 64, 32), "LBHE") for _ in range(3))
 
@@ -113,9 +133,12 @@ def test_transformer_encoder_matches_eager_with_attention_decomposed():
         x = torch.randn(3, 20, 64)
         mask = torch.zeros(3, 20, dtype=torch.bool)
         mask[:, 15:] = True  # padding: keys past 15 masked in every row
+        empty = mask.clone()
+        empty[1] = True  # a sequence all padding: every row of its scores masked out
         with torch.no_grad():
             assert_same(layer, x, atol=1e-5, rtol=1e-5)
             assert_same(lambda x: layer(x, src_key_padding_mask=mask), x, atol=1e-5, rtol=1e-5)
+            assert_same(lambda x: layer(x, src_key_padding_mask=empty), x, atol=1e-5, rtol=1e-5)
     finally:
         torch.backends.mha.set_fastpath_enabled(True)
 
