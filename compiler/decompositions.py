@@ -102,19 +102,9 @@ def flash_attention_for_cpu(query, key, value, dropout_p: float = 0.0, is_causal
     empty = row_sum == 0
     probs = unnormalized * torch.where(empty, 0.0, torch.reciprocal(row_sum))
     out = torch.bmm(probs.view(B * H, L, S), value.reshape(B * H, S, Ev)).view(B, H, L, Ev)
-    if not out.is_contiguous() or query.stride() != out.stride():
-        out = aten.copy.default(torch.empty_strided((B, H, L, Ev), _like_strides(query, Ev), dtype=out.dtype,
-                                                    device=out.device), out)
+    order = sorted(range(4), key=lambda d: (-query.stride(d), d))  # the query's dimensions, outermost first
+    if order != [0, 1, 2, 3]:
+        out = aten.copy.default(torch.empty_permuted((B, H, L, Ev), order, dtype=out.dtype, device=out.device), out)
     logsumexp = torch.where(empty, 0.0, row_max + torch.log(row_sum)).squeeze(-1)
     return out, logsumexp
 
-
-def _like_strides(query: torch.Tensor, ev: int) -> tuple[int, ...]:
-    """Dense strides for (B, H, L, ev) in the query's dimension order (the layout ATen's kernel gives)."""
-    order = sorted(range(4), key=lambda d: (-query.stride(d), d))
-    size = list(query.shape[:3]) + [ev]
-    stride, step = [0] * 4, 1
-    for d in reversed(order):
-        stride[d] = step
-        step *= size[d]
-    return tuple(stride)

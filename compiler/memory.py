@@ -54,7 +54,7 @@ class BufferPool:
     misses: int = 0
 
     def empty_strided(self, size, stride, dtype: torch.dtype) -> torch.Tensor:
-        numel = _storage_numel(size, stride)
+        numel = storage_numel(size, stride)
         # settings are read at every allocation (config.cpp.buffer_pool, min_pool_bytes, max_blocks_per_size);
         # generated code allocates buffers below min_pool_bytes at compile time without the pool
         if not config.cpp.buffer_pool or numel * dtype.itemsize < config.cpp.min_pool_bytes:
@@ -82,7 +82,8 @@ class BufferPool:
             self.blocks.clear()
 
 
-def _storage_numel(size, stride) -> int:
+def storage_numel(size, stride) -> int:
+    """Elements a buffer of this size and stride spans (what its storage must hold)."""
     numel = 1  # a plain loop: generator expressions cost ~1 us of every call's allocations
     for s, st in zip(size, stride):
         if s == 0:

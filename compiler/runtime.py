@@ -18,15 +18,11 @@ from compiler.memory import empty_strided  # noqa: F401  (generated code allocat
 
 # torch's own CPU allocation without the dispatcher (what Inductor's generated code calls): 6 us instead of
 # 11 for a small buffer right after a kernel streamed 32 MiB; torch.empty_strided where a torch lacks it
-_empty_strided_cpu = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
-_empty_strided_cpu = getattr(_empty_strided_cpu, "_empty_strided_cpu", None)
-
-
-def _empty_strided_dispatched(size, stride, dtype: torch.dtype) -> torch.Tensor:
-    return torch.empty_strided(size, stride, dtype=dtype)
-
-
-empty_strided_cpu = _empty_strided_cpu or _empty_strided_dispatched
+try:
+    from torch._C._dynamo.guards import _empty_strided_cpu as empty_strided_cpu
+except ImportError:
+    def empty_strided_cpu(size, stride, dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty_strided(size, stride, dtype=dtype)
 
 _LIBS: dict[str, ctypes.CDLL] = {}
 

@@ -111,14 +111,7 @@ def _same_memory(a: tuple[torch.dtype, Layout], b: tuple[torch.dtype, Layout]) -
     over it: the same memory, element for element, in another shape)."""
     (da, la), (db, lb) = a, b
     return (da == db and tuple(la.stride) == contiguous_strides(la.size) and
-            tuple(lb.stride) == contiguous_strides(lb.size) and _numel(la.size) == _numel(lb.size))
-
-
-def _numel(size) -> int:
-    n = 1
-    for s in size:
-        n *= s
-    return n
+            tuple(lb.stride) == contiguous_strides(lb.size) and la.numel == lb.numel)
 
 
 def _canonical(e: sympy.Expr) -> sympy.Expr:

@@ -13,6 +13,7 @@ from compiler.codegen import inplace, vector_math
 from compiler.codegen.cpp import RenderedKernel, render_kernel
 from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
+from compiler.memory import storage_numel
 from compiler.scheduler import FusedKernel, ScheduledGraph
 
 
@@ -276,9 +277,6 @@ def allocation(lay: Layout, dtype: torch.dtype) -> str:
     allocation without the dispatcher for smaller ones (`runtime.empty_strided_cpu`: each call of a call()
     counts after a kernel that streamed its inputs, 6 us there against 11 through the dispatcher and the
     pool's layers)."""
-    numel = 1
-    for size, stride in zip(lay.size, lay.stride):
-        numel = 0 if size == 0 or numel == 0 else numel + (size - 1) * stride
-    if numel * dtype.itemsize < config.cpp.min_pool_bytes:
+    if storage_numel(lay.size, lay.stride) * dtype.itemsize < config.cpp.min_pool_bytes:
         return f"empty_strided_cpu({py_repr(lay.size)}, {py_repr(lay.stride)}, {dtype})"
     return f"empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})"

@@ -311,17 +311,21 @@ class GraphLowering:
             a == b for a, b, s in zip(lay.stride, st.stride, st.size) if s != 1)
 
 
+def _dense_order(size: tuple[int, ...], stride: tuple[int, ...]) -> list[int] | None:
+    """The non-unit dims of `size`, outermost first, when `stride` lays them out densely in that order (no
+    gaps, no overlap); None otherwise."""
+    order = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: (-stride[d], d))
+    expect = contiguous_strides(tuple(size[d] for d in order))
+    return order if all(stride[d] == e for d, e in zip(order, expect)) else None
+
+
 def _memory_order(size: tuple[int, ...], stride: tuple[int, ...] | None) -> list[int] | None:
     """The dimension order (outermost first, size-1 dims last) in which `stride` lays out `size` densely, when
     that is not the given order; None otherwise (row-major already, or not a dense layout)."""
     if stride is None or 0 in size:
         return None
-    nonunit = [d for d in range(len(size)) if size[d] != 1]
-    order = sorted(nonunit, key=lambda d: (-stride[d], d))
-    if order == nonunit:
-        return None
-    expect = contiguous_strides(tuple(size[d] for d in order))
-    if any(stride[d] != e for d, e in zip(order, expect)):
+    order = _dense_order(size, stride)
+    if order is None or order == [d for d in range(len(size)) if size[d] != 1]:
         return None
     return order + [d for d in range(len(size)) if size[d] == 1]
 
@@ -332,12 +336,7 @@ def _dense_stride(meta, size) -> tuple[int, ...] | None:
     if not isinstance(meta, torch.Tensor) or tuple(meta.shape) != tuple(size) or 0 in tuple(size):
         return None
     stride = tuple(meta.stride())
-    expect = 1
-    for d in sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: (stride[d], -d)):
-        if stride[d] != expect:
-            return None
-        expect *= size[d]
-    return stride
+    return stride if _dense_order(tuple(size), stride) is not None else None
 
 
 def lower_graph(gm: torch.fx.GraphModule) -> GraphIR:
