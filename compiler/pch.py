@@ -46,13 +46,16 @@ def keyed_folder(kind: str, text: str, cxx: str, flags: list[str], version: str)
     return os.path.join(config.cache_dir(), kind, h.hexdigest()[:24])
 
 
-def ready_header(prelude: str, cxx: str, flags: list[str], version: str) -> str | None:
-    """The header to `-include` when its precompiled form is ready; else None (and a build is started)."""
+def ready_header(prelude: str, cxx: str, flags: list[str], version: str, start: bool = True) -> str | None:
+    """The header to `-include` when its precompiled form is ready; else None (and, with `start`, a build is
+    started: a caller about to run g++ itself passes False and starts it afterwards, so that the niced
+    background build does not share the cores with the build someone waits for)."""
     folder = folder_for(prelude, cxx, flags, version)
     header = os.path.join(folder, HEADER)
     if os.path.exists(header + ".gch"):
         return header
-    build_in_background(folder, {HEADER: prelude}, [cxx, *flags, "-x", "c++-header", header], header + ".gch")
+    if start:
+        build_in_background(folder, {HEADER: prelude}, [cxx, *flags, "-x", "c++-header", header], header + ".gch")
     return None
 
 

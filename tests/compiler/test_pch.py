@@ -40,6 +40,19 @@ def test_first_build_parses_the_prelude_then_later_builds_use_the_precompiled_on
     assert list(out) == [max(i - 32, 0) + 1.0 for i in range(64)]
 
 
+def test_the_prelude_build_starts_after_the_kernels_are_built_not_beside_them(build_cache, monkeypatch):
+    events = []
+    real_start, real_run, real_bg = build._start, build._run, pch.build_in_background
+    monkeypatch.setattr(build, "_start", lambda cmd: events.append("g++") or real_start(cmd))
+    monkeypatch.setattr(build, "_run", lambda cmd: events.append("g++") or real_run(cmd))
+    monkeypatch.setattr(pch, "build_in_background", lambda *a: events.append("prelude") or real_bg(*a))
+    build.build_shared_library(cpp_source(KERNEL))
+    assert events[-1] == "prelude" and events.count("prelude") == 1 and "g++" in events
+    pch.wait_for_builds()
+    build.build_shared_library(cpp_source(KERNEL))  # cached: nothing to build
+    assert events.count("prelude") == 1
+
+
 def test_errors_against_the_precompiled_prelude_name_lines_of_the_full_source(build_cache):
     # the kernel calls lens_exp: the build also blanks the fast expf's definitions and links its object
     kernel = KERNEL.replace("lens_max(in[i], 0.0f)", "lens_exp(in[i])")
