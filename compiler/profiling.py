@@ -90,20 +90,21 @@ def _extern_op_name(target: str) -> str:
 
 def kernel_times(prof: torch.profiler.profile, kinds: dict[str, str], externs: dict[str, str], iters: int,
                  compiled_ms: float) -> tuple[list[KernelTime], list[CategoryTime]]:
-    """Per-kernel times from a profile of `iters` calls; `externs` maps extern kernel -> aten op name."""
+    """Per-kernel times from a profile of `iters` calls; `externs` maps extern kernel -> aten op name, in the
+    order the calls run."""
     by_key = {e.key: e for e in _events(prof)}
-    sharing: dict[str, int] = {}
-    for key in externs.values():  # several extern kernels may call one aten op: split its time
-        sharing[key] = sharing.get(key, 0) + 1
+    per_extern = _extern_call_times(prof, externs, iters)
     rows = []
     for name, kind in kinds.items():
-        key = externs.get(name, name)
-        e = by_key.get(key)
+        if name in per_extern:
+            calls, total, self_ms = per_extern[name]
+            rows.append(KernelTime(name, kind, calls, total, self_ms, 100 * total / compiled_ms))
+            continue
+        e = by_key.get(externs.get(name, name))
         if e is None:
             continue
-        share = iters * sharing.get(key, 1)
-        total = e.cpu_time_total / 1000 / share
-        rows.append(KernelTime(name, kind, round(e.count / share), total, e.self_cpu_time_total / 1000 / share,
+        total = e.cpu_time_total / 1000 / iters
+        rows.append(KernelTime(name, kind, round(e.count / iters), total, e.self_cpu_time_total / 1000 / iters,
                                100 * total / compiled_ms))
     rows.sort(key=lambda r: -r.total_ms)
     cats: dict[str, float] = {}
@@ -111,6 +112,47 @@ def kernel_times(prof: torch.profiler.profile, kinds: dict[str, str], externs: d
         cats[r.kind] = cats.get(r.kind, 0.0) + r.total_ms
     categories = [CategoryTime(k, v, 100 * v / compiled_ms) for k, v in sorted(cats.items(), key=lambda kv: -kv[1])]
     return rows, categories
+
+
+def _extern_call_times(prof: torch.profiler.profile, externs: dict[str, str], iters: int
+                       ) -> dict[str, tuple[int, float, float]]:
+    """(calls, total ms, self ms) per iteration of each extern kernel whose aten op other extern kernels call
+    too (a layer's four `aten::mm`): a call graph runs them in program order, so the profiled events of that
+    op, outermost ones in time order, belong to its kernels in turn. When the count does not fit (the op also
+    ran outside the extern calls), they share the op's time evenly instead."""
+    names: dict[str, list[str]] = {}
+    for name, key in externs.items():
+        names.setdefault(key, []).append(name)
+    shared = {key: ks for key, ks in names.items() if len(ks) > 1}
+    if not shared:
+        return {}
+    events: dict[str, list] = {key: [] for key in shared}
+    for e in prof.events():
+        if e.name in events and not _nested_in_same_op(e):
+            events[e.name].append(e)
+    out = {}
+    for key, ks in shared.items():
+        evs = sorted(events[key], key=lambda e: e.time_range.start)
+        if len(evs) == iters * len(ks):  # each extern kernel is one call site, run once a call
+            for i, name in enumerate(ks):
+                mine = evs[i::len(ks)]
+                out[name] = (round(len(mine) / iters), sum(e.cpu_time_total for e in mine) / 1000 / iters,
+                             sum(e.self_cpu_time_total for e in mine) / 1000 / iters)
+        else:
+            share = iters * len(ks)
+            for name in ks:
+                out[name] = (round(len(evs) / share), sum(e.cpu_time_total for e in evs) / 1000 / share,
+                             sum(e.self_cpu_time_total for e in evs) / 1000 / share)
+    return out
+
+
+def _nested_in_same_op(e) -> bool:
+    parent = e.cpu_parent
+    while parent is not None:
+        if parent.name == e.name:
+            return True
+        parent = parent.cpu_parent
+    return False
 
 
 def _with_own_times(kernels: list[KernelTime], kinds: dict[str, str], own: dict[str, tuple[float, float]],
