@@ -88,6 +88,10 @@ class cpp:
     # Support code (the fast expf) is compiled once per toolchain into an object that kernels link
     # (compiler/prebuilt.py); LENS_PREBUILT=0 compiles it into every kernel source instead.
     prebuilt_objects: bool = os.environ.get("LENS_PREBUILT", "1") not in ("", "0")
+    # A float exp inside a loop over one vector's lanes is computed by an inline vector function between two
+    # halves of that loop (compiler/codegen/exp_lanes.py) instead of g++ calling the 16-lane variant per
+    # vector; LENS_INLINE_EXP=0 keeps the call.
+    inline_exp: bool = os.environ.get("LENS_INLINE_EXP", "1") not in ("", "0")
     # Row kernels prefetch their inputs' next row (compiler/codegen/prefetch.py); LENS_PREFETCH=0 turns it off.
     prefetch_rows: bool = os.environ.get("LENS_PREFETCH", "1") not in ("", "0")
     # A row kernel's output pass runs in the next row's compute pass (compiler/codegen/pipeline.py);

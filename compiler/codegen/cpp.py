@@ -8,8 +8,8 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import (column_reduction, lane_reduction, loop_nest, pipeline, prefetch, sibling_loops,
-                              streaming)
+from compiler.codegen import (column_reduction, exp_lanes, lane_reduction, loop_nest, pipeline, prefetch,
+                              sibling_loops, streaming)
 from compiler.codegen.cpp_ops import (CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, render_cast, render_constant,
                                       render_op, simd_reduction_op)
 from compiler.codegen.index import cpp_index, merge_loops
@@ -52,6 +52,10 @@ class KernelRenderer:
         self.deferred: pipeline.DeferredPass | None = None  # an output pass run a row late (codegen/pipeline.py)
         self.inplace = {n.name for n in kernel.nodes if n.name in inplace}  # outputs over inputs (inplace.py)
         self.params = kernel_params(kernel, layouts, self.locals, inplace)
+        self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/exp_lanes.py)
+        self.generation = 0  # bumped where a lane loop is cut: temps of an older one are out of scope
+        self.temp_generation: dict[str, int] = {}
+        self.exp_values: dict[int, str] = {}  # id of an exp node cut in the lane loop open now -> its lanes
 
     # -- lines ---------------------------------------------------------------------
     def emit(self, text: str, nodes: list[str] | None = None) -> None:
@@ -79,11 +83,29 @@ class KernelRenderer:
             names[id(node)] = self._render_node(node, names, block)
         return names[id(e)]
 
+    def _operand(self, arg: Expr, names: dict[int, str], block: _Block) -> str:
+        """The name of `arg`'s value, computed again when it is a temp from before a cut lane loop."""
+        name = names[id(arg)]
+        if self.temp_generation.get(name, self.generation) != self.generation:
+            names[id(arg)] = name = self.value(arg, block)
+        return name
+
+    def _operands(self, node: Expr, names: dict[int, str], block: _Block) -> list[str]:
+        """Names of `node`'s operands, all of this generation (computing one again may cut the loop again,
+        once: exps computed before read their lanes back, codegen/exp_lanes.py)."""
+        while True:
+            generation = self.generation
+            operands = [self._operand(a, names, block) for a in (node.args if isinstance(node, Op) else [node.arg])]
+            if generation == self.generation:
+                return operands
+
     def _render_node(self, node: Expr, names: dict[int, str], block: _Block) -> str:
         if isinstance(node, Constant):
             return render_constant(node.value, node.dtype)
         if isinstance(node, IndexValue):
             return f"static_cast<{CTYPES[node.dtype]}>({cpp_index(node.expr)})"
+        if isinstance(node, Op) and id(node) in self.exp_values:  # an exp cut before in this lane loop
+            return self._temp(f"{self.exp_values[id(node)]}[{self.lane_loops[-1].var}_lane]", node.origin)
         if isinstance(node, Load):
             local = self.locals.get(node.buffer)
             if local is not None and local.scalar:
@@ -99,22 +121,37 @@ class KernelRenderer:
                 key = ("load", node.buffer, idx)
                 text = f"{self.params[node.buffer].param}[{idx}]"
         elif isinstance(node, Cast):
-            src = names[id(node.arg)]
+            src = self._operands(node, names, block)[0]
             key = ("cast", node.dtype, src)
             text = render_cast(src, node.arg.dtype, node.dtype)
         elif isinstance(node, Op):
-            operands = [names[id(a)] for a in node.args]
+            operands = self._operands(node, names, block)
             key = ("op", node.name, node.dtype, tuple(operands))
             text = render_op(node.name, operands, [a.dtype for a in node.args])
         else:
             raise TypeError(f"unknown IR expression {node!r}")
         got = block.temps.get(key)
-        if got is not None:
+        if got is not None and self.temp_generation.get(got) == self.generation:
             return got
-        name = f"tmp{self.tmp_count}"
+        loop = (exp_lanes.applies(self, node.dtype) if isinstance(node, Op) and node.name == "exp"
+                and "exp" not in config.cpp.op_overrides else None)
+        if loop is None:
+            name = block.temps[key] = self._temp(text, node.origin)
+            return name
+        name = self._new_temp()
+        self.exp_values[id(node)] = exp_lanes.cut(self, loop, name, operands[0], node.origin)
+        self.temp_generation[name] = self.generation
+        return name
+
+    def _new_temp(self) -> str:
         self.tmp_count += 1
-        block.temps[key] = name
-        self.statement(f"auto {name} = {text};", node.origin)
+        return f"tmp{self.tmp_count - 1}"
+
+    def _temp(self, text: str, origin: str | None) -> str:
+        """A new temp of this generation holding `text`."""
+        name = self._new_temp()
+        self.statement(f"auto {name} = {text};", origin)
+        self.temp_generation[name] = self.generation
         return name
 
     # -- loops -------------------------------------------------------------------
@@ -129,8 +166,13 @@ class KernelRenderer:
 
     def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str]) -> None:
         """Inside `for (var_base ...; var_base += lanes)`: the `simd` loop over the block, defining `var`."""
-        self.open_loop(sympy.Symbol(f"{var.name}_lane"), lanes, "#pragma omp simd", nodes)
-        self.emit(f"int64_t {var.name} = {var.name}_base + {var.name}_lane;", nodes[:1])
+        self.exp_values = {}
+        self.open_lanes_named(var.name, lanes, nodes)
+
+    def open_lanes_named(self, var: str, lanes: int, nodes: list[str]) -> None:
+        self.lane_loops.append(exp_lanes.LaneLoop(var, lanes, list(nodes), len(self.lines), self.indent))
+        self.open_loop(sympy.Symbol(f"{var}_lane"), lanes, "#pragma omp simd", nodes)
+        self.emit(f"int64_t {var} = {var}_base + {var}_lane;", nodes[:1])
 
     def simd_line(self, var: str, size: int, text: str, nodes: list[str]) -> None:
         """A one-line `simd` loop: `for (var = 0; var < size; var++) text`."""
@@ -170,6 +212,9 @@ class KernelRenderer:
     def close(self) -> None:
         self.indent -= 1
         self.emit("}")
+        if self.lane_loops and self.lane_loops[-1].indent == self.indent:
+            if not self.lane_loops.pop().cutting:  # the loop ends: its cut exps' arrays are out of scope
+                self.exp_values = {}
 
     # -- the kernel --------------------------------------------------------------
     def render(self) -> RenderedKernel:

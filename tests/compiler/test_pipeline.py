@@ -22,7 +22,7 @@ def test_softmax_writes_the_previous_rows_line_in_each_block_of_its_exp_pass(tmp
     assert code.count(DEFERRED) == 2  # in the exp pass, and the thread's last row after its loop
     assert "alignas(64) float buf1_local_slots[2][1024];" in code and "float buf2_local_prev = 0;" in code
     loop = code[code.index("#pragma omp for nowait"):code.index("lens_sfence();")]
-    exp, deferred, fold = loop.index("lens_exp("), loop.index(DEFERRED), loop.index("buf2_local = buf2_local + ")
+    exp, deferred, fold = loop.index("lens_exp_lanes<16>("), loop.index(DEFERRED), loop.index("buf2_local = buf2_local + ")
     assert exp < deferred < fold  # inside the block loop of the exp pass
     block = loop[deferred:fold]
     assert "buf1_local_prev[x1_1]" in block and "/ buf2_local_prev" in block

@@ -28,7 +28,7 @@ def test_softmax_asks_for_the_next_row_one_line_per_block_of_its_exp_pass(tmp_pa
     code = kernel_code(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
     assert LINE_PREFETCH.findall(code) == [("in_ptr0", "1024*x0 + 1024", "x1_1_base")]
     assert "if (x0 + 1 < 64) { __builtin_prefetch(" in code and not PREFETCH.findall(code)  # no burst
-    first_pass, prefetch, exp = code.index("max_propagate_nan"), code.index("__builtin_prefetch"), code.index("= lens_exp(")
+    first_pass, prefetch, exp = code.index("max_propagate_nan"), code.index("__builtin_prefetch"), code.index("lens_exp_lanes<16>(")
     assert first_pass < prefetch < exp
     block = code[prefetch:code.index("buf2_local = buf2_local + buf2_local_lanes[lane]")]
     assert "buf2_local_lanes[x1_1_lane] = buf2_local_lanes[x1_1_lane] + " in block  # the sum, by lanes

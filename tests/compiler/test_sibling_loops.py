@@ -31,7 +31,7 @@ def test_softmax_sums_its_exponentials_in_the_loop_that_computes_them(tmp_path, 
 def test_the_fused_loop_by_lines_when_it_prefetches_the_next_row(tmp_path):
     code = kernels(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
     body = code[code.index("for (int64_t x1_1_base"):code.index("buf2_local = buf2_local + buf2_local_lanes[lane]")]
-    assert "lens_exp(" in body and "buf1_local[x1_1] = " in body and "__builtin_prefetch(" in body
+    assert "lens_exp_lanes<16>(" in body and "buf1_local[x1_1] = " in body and "__builtin_prefetch(" in body
     assert "buf2_local_lanes[x1_1_lane] = buf2_local_lanes[x1_1_lane] + " in body
     assert "for (int64_t r2_0" not in code
 
