@@ -47,6 +47,12 @@ graph_cache: bool = os.environ.get("LENS_GRAPH_CACHE", "1") not in ("", "0")
 # 32 MiB, whether or not a profiler runs. Frames whose graphs lens compiles are generated without them unless
 # this is set (also LENS_PREGRAPH_MARKERS=1); other frames keep Dynamo's setting (compiler/direct_call.py).
 pregraph_markers: bool = _env_flag("LENS_PREGRAPH_MARKERS")
+# After tracing a frame Dynamo checks that its guards pass on that frame and times them once, flushing the
+# caches first (for TORCH_LOGS=guards' latency line): 18-20 ms per compiled frame here, where the flush writes
+# a buffer the size of the 260 MiB L3. Frames whose graphs lens compiles skip both unless this is set (also
+# LENS_GUARD_CHECK=1); a guard that failed on its own frame, a Dynamo bug, would then show as a recompile
+# instead of an AssertionError (compiler/direct_call.py).
+guard_check: bool = _env_flag("LENS_GUARD_CHECK")
 # CPU attention whose score matrix (batch * heads * queries * keys, float32 or float64) is at most this many
 # bytes runs as two batched GEMMs around a fused softmax kernel instead of ATen's flash attention, which runs
 # its small products at a fraction of the GEMM library's speed (compiler/decompositions.py); 0 turns it off

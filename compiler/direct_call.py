@@ -16,6 +16,10 @@ first calls two functions (each behind Dynamo's disable wrapper) that record a "
 profiler runs. A compiled x.mean(-1) on (8, 8) called right after a 32 MiB stream took 75 us with them and 65 us
 without (eager: 36 us). Dynamo reads its setting while it generates the frame's bytecode, after the backend
 returns, so the backend turns it off and a compile-end callback puts the user's value back.
+
+`without_guard_check` takes out a per-compile cost: Dynamo, having built a frame's guards, checks them once on
+that frame and times them after flushing the caches (a buffer the size of the last-level cache written: 260 MiB
+here). A transformer encoder layer's warm compile (Dynamo tracing it again, lens's cache hit): 108.6 -> 89.0 ms.
 """
 from __future__ import annotations
 
@@ -130,3 +134,17 @@ def _restore_installed() -> bool:
     if _restore_markers not in callback_handler.end_callbacks:
         callback_handler.register_end_callback(_restore_markers)
     return True
+
+
+def without_guard_check() -> None:
+    """Dynamo's check and timing of the guards of the frame being compiled, skipped (`config.guard_check` keeps
+    them; left alone where this torch has no such switch, or no frame is being traced)."""
+    if config.guard_check:
+        return
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+        output = InstructionTranslator.current_tx().output
+    except (ImportError, AttributeError):
+        return
+    if hasattr(output, "skip_guards_check"):
+        output.skip_guards_check = True

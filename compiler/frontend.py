@@ -18,7 +18,7 @@ from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.debug import DebugDir
 from compiler.decompositions import decomposition_table
-from compiler.direct_call import direct_inference_call, without_pregraph_markers
+from compiler.direct_call import direct_inference_call, without_guard_check, without_pregraph_markers
 from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
 from compiler.kernel_map import KernelMap, build_kernel_map
@@ -223,6 +223,7 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     key, cached = graph_cache.lookup(gm, example_inputs) if settings is None and tol is None else (None, None)
     if settings is None:
         without_pregraph_markers()
+    without_guard_check()
     if cached is not None:
         return cached
     try:

@@ -134,3 +134,24 @@ def test_lens_frames_are_generated_without_dynamo_pregraph_markers_and_the_setti
     torch._dynamo.reset()
     other = torch.compile(lambda x: x.mean(-1) * 4, backend="aot_eager")
     assert ("Pregraph bytecode" in _profiled_events(other, x)) == before
+
+
+@pytest.mark.skipif(not hasattr(torch._dynamo.guards, "profile_guard_manager"), reason="no guard timing in this torch")
+def test_lens_frames_skip_dynamos_guard_timing_and_other_backends_keep_it(monkeypatch):
+    calls = []
+    real = torch._dynamo.guards.profile_guard_manager
+    monkeypatch.setattr(torch._dynamo.guards, "profile_guard_manager", lambda *a: calls.append(1) or real(*a))
+    x, y = torch.randn(8, 8), torch.randn(4, 16)
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x: x.mean(-1) * 5, backend="lens")
+    assert torch.equal(fn(x), x.mean(-1) * 5) and not calls
+    torch.testing.assert_close(fn(y), y.mean(-1) * 5)  # guards are there: another shape compiles again
+    assert not calls
+    monkeypatch.setattr(config, "guard_check", True)
+    torch._dynamo.reset()
+    torch.compile(lambda x: x.mean(-1) * 6, backend="lens")(x)
+    assert len(calls) == 1
+    monkeypatch.setattr(config, "guard_check", False)
+    torch._dynamo.reset()
+    torch.compile(lambda x: x.mean(-1) * 7, backend="aot_eager")(x)
+    assert len(calls) == 2
