@@ -37,6 +37,7 @@ class Workload:
     atol: float = 1e-5
     rtol: float = 1.3e-6
     extra: dict[str, Callable[[list], Callable[[], object]]] = field(default_factory=dict)  # more rows to time
+    memory_bound: bool = True  # judged against its bound (the MLP's bound is its GEMMs: compute)
 
 
 def _pointwise(a0, a1, a2, a3, a4):
@@ -136,7 +137,7 @@ def workloads() -> list[Workload]:
         Workload("sum dim=0 (8192,1024)", lambda x: x.sum(dim=0), lambda: [torch.randn(8192, 1024)],
                  _colsum_bound, "sum(dim=0,out=)", atol=1e-3, rtol=1e-4),
         Workload("mlp 512-2048-512 (4096)", lambda x: mlp(x), lambda: [torch.randn(4096, 512)], _mlp_bound(mlp),
-                 "2x addmm(out=)", atol=1e-4, rtol=1e-4),
+                 "2x addmm(out=)", atol=1e-4, rtol=1e-4, memory_bound=False),
         Workload("encoder layer (8,256,512)", _encoder(enc), lambda: [torch.randn(8, 256, 512)], None, "-",
                  atol=1e-4, rtol=1e-4, extra={"eager fastpath": _fastpath_eager(enc)}),
     ]
@@ -159,6 +160,7 @@ def _first_call_ms(fn: Callable, args: list) -> tuple[float, object]:
 class Result:
     times: dict[str, list[float]] = field(default_factory=dict)
     compile_ms: dict[str, float] = field(default_factory=dict)
+    graphs: dict[str, int] = field(default_factory=dict)  # graphs compiled at the cold first call
 
     def median(self, key: str) -> float:
         return statistics.median(self.times[key]) if self.times.get(key) else float("nan")
@@ -174,6 +176,7 @@ _BACKENDS: dict[str, object] = {}  # "lens" -> its callable (works without the i
 # ms spent inside each backend's graph compiler, on aten graphs after Dynamo + AOTAutograd (lens:
 # frontend.compile_graph: lowering, codegen, g++ or cache, load; Inductor: _compile_fx_inner)
 _BACKEND_MS: dict[str, float] = {"lens": 0.0, "inductor": 0.0}
+_GRAPHS: dict[str, int] = {"lens": 0, "inductor": 0}  # graphs each backend's graph compiler compiled
 
 
 def _timed(key: str, inner: Callable) -> Callable:
@@ -183,6 +186,7 @@ def _timed(key: str, inner: Callable) -> Callable:
             return inner(*args, **kwargs)
         finally:
             _BACKEND_MS[key] += (time.perf_counter() - t0) * 1e3
+            _GRAPHS[key] += 1
     return timed
 
 
@@ -234,10 +238,12 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
                 torch._dynamo.reset()
                 compiled = torch.compile(w.fn, backend=_BACKENDS.get(backend, backend))
                 if backend in _BACKEND_MS:
-                    _BACKEND_MS[backend] = 0.0
+                    _BACKEND_MS[backend], _GRAPHS[backend] = 0.0, 0
                 ms, got = _first_call_ms(compiled, args)
                 if backend in _BACKEND_MS:
                     res.compile_ms[f"{backend} backend {phase}"] = _BACKEND_MS[backend]
+                    if phase == "cold":
+                        res.graphs[backend] = _GRAPHS[backend]
                 _check(w, expected, got, backend)
                 steady = steady or statistics.median(_time_once(lambda: compiled(*args), 1) for _ in range(5))
                 res.compile_ms[f"{backend} {phase}"] = max(0.0, ms - steady)
@@ -325,6 +331,38 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
           "once nothing but the pool references its storage).")
     print("Compile ms: first call minus a steady call; cold = fresh TORCHINDUCTOR_CACHE_DIR/LENS_CACHE_DIR, "
           "warm = torch._dynamo.reset() then the same cache dirs (disk cache hit).")
+    print()
+    for line in target_lines(results):
+        print(line)
+
+
+def target_lines(results: list[tuple[Workload, Result]]) -> list[str]:
+    """The compiler's targets (lens <= 1.0x Inductor, faster than eager, memory-bound workloads <= 1.5x their
+    bound, cold first call <= 0.2x Inductor's, warm first call <= 50 ms per graph), each judged on this run:
+    met, or the workloads that miss it with their figure."""
+    nan = float("nan")
+
+    def cold(r: Result) -> float:
+        lc, ic = r.compile_ms.get("lens cold", nan), r.compile_ms.get("inductor cold", nan)
+        return lc / ic if ic > 0 else nan
+
+    def warm(r: Result) -> float:
+        return r.compile_ms.get("lens warm", nan) / max(1, r.graphs.get("lens", 1))
+
+    checks = [("run time <= 1.0x Inductor's", lambda w, r: r.ratio("lens", "inductor"), lambda v: v <= 1.0),
+              ("faster than eager", lambda w, r: r.ratio("lens", "eager"), lambda v: v < 1.0),
+              ("memory-bound <= 1.5x its bound", lambda w, r: r.ratio("lens", "bound") if w.memory_bound else nan,
+               lambda v: v <= 1.5),
+              ("cold first call <= 0.2x Inductor's", lambda w, r: cold(r), lambda v: v <= 0.2),
+              ("warm first call <= 50 ms per graph", lambda w, r: warm(r), lambda v: v <= 50)]
+    lines = ["Targets in this run (nan: not measured here):"]
+    for title, value, ok in checks:
+        judged = [(w.name, value(w, r)) for w, r in results]
+        judged = [(n, v) for n, v in judged if v == v]
+        missed = [f"{n} {v:.3g}" for n, v in judged if not ok(v)]
+        verdict = ("met" if judged else "nan") if not missed else "MISSED by " + "; ".join(missed)
+        lines.append(f"  {title:38} {verdict} ({len(judged) - len(missed)}/{len(judged)} workloads)")
+    return lines
 
 
 def main() -> None:
