@@ -133,8 +133,7 @@ class KernelRenderer:
         got = block.temps.get(key)
         if got is not None and self.temp_generation.get(got) == self.generation:
             return got
-        loop = (exp_lanes.applies(self, node.dtype) if isinstance(node, Op) and node.name == "exp"
-                and "exp" not in config.cpp.op_overrides else None)
+        loop = exp_lanes.applies(self, node.dtype) if isinstance(node, Op) and node.name == "exp" else None
         if loop is None:
             name = block.temps[key] = self._temp(text, node.origin)
             return name
@@ -164,14 +163,15 @@ class KernelRenderer:
         self.emit("{")
         self.indent += 1
 
-    def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str]) -> None:
-        """Inside `for (var_base ...; var_base += lanes)`: the `simd` loop over the block, defining `var`."""
+    def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str], count: int | None = None) -> None:
+        """Inside `for (var_base ...; var_base += lanes)`: the `simd` loop over the block, defining `var`
+        (`count`: the first lanes only, a row's tail)."""
         self.exp_values = {}
-        self.open_lanes_named(var.name, lanes, nodes)
+        self.open_lanes_named(var.name, lanes, nodes, count)
 
-    def open_lanes_named(self, var: str, lanes: int, nodes: list[str]) -> None:
-        self.lane_loops.append(exp_lanes.LaneLoop(var, lanes, list(nodes), len(self.lines), self.indent))
-        self.open_loop(sympy.Symbol(f"{var}_lane"), lanes, "#pragma omp simd", nodes)
+    def open_lanes_named(self, var: str, lanes: int, nodes: list[str], count: int | None = None) -> None:
+        self.lane_loops.append(exp_lanes.LaneLoop(var, lanes, list(nodes), len(self.lines), self.indent, count))
+        self.open_loop(sympy.Symbol(f"{var}_lane"), lanes if count is None else count, "#pragma omp simd", nodes)
         self.emit(f"int64_t {var} = {var}_base + {var}_lane;", nodes[:1])
 
     def simd_line(self, var: str, size: int, text: str, nodes: list[str]) -> None:

@@ -28,14 +28,19 @@ class LaneLoop:
     nodes: list[str]
     start: int  # index in the renderer's lines of the loop's first line (its pragma)
     indent: int  # the renderer's indent outside the loop
+    count: int | None = None  # lanes the loop runs, when fewer than `lanes` (a row's tail)
     cutting: bool = False  # closed by a cut (it opens again), not ended
+
+
+def inlines(dtype: torch.dtype) -> bool:
+    """Whether an exp of `dtype` in a lane loop is cut out of it."""
+    return config.cpp.inline_exp and dtype == torch.float32 and "exp" not in config.cpp.op_overrides
 
 
 def applies(r, dtype: torch.dtype) -> LaneLoop | None:
     """The lane loop an exp of `dtype` rendered now is directly in, when it is cut there."""
     loop = r.lane_loops[-1] if r.lane_loops else None
-    if (not config.cpp.inline_exp or dtype != torch.float32 or loop is None or loop.lanes % LINE
-            or r.indent != loop.indent + 1):
+    if not inlines(dtype) or loop is None or loop.lanes % LINE or r.indent != loop.indent + 1:
         return None
     return loop
 
@@ -45,13 +50,14 @@ def cut(r, loop: LaneLoop, name: str, operand: str, origin: str | None) -> str:
     the cut are stale afterwards. Returns the array holding the exp's lanes until the lane loop ends: a later
     cut reads them back from there rather than computing the exp again."""
     array = f"{name}_lanes"
-    r.lines.insert(loop.start, ("    " * loop.indent + f"alignas(64) float {array}[{loop.lanes}];",
+    init = "" if loop.count is None else " = {}"  # (a tail's unused lanes: zeros, not whatever the stack held)
+    r.lines.insert(loop.start, ("    " * loop.indent + f"alignas(64) float {array}[{loop.lanes}]{init};",
                                 [origin] if origin else []))
     r.statement(f"{array}[{loop.var}_lane] = {operand};", origin)
     loop.cutting = True
     r.close()
     r.statement(f"lens_exp_lanes<{loop.lanes}>({array});", origin)
-    r.open_lanes_named(loop.var, loop.lanes, loop.nodes)
+    r.open_lanes_named(loop.var, loop.lanes, loop.nodes, loop.count)
     r.generation += 1
     r.statement(f"auto {name} = {array}[{loop.var}_lane];", origin)
     return array

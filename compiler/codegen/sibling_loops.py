@@ -7,15 +7,18 @@ softmax (8192,1024) 3.83 -> 3.75 and 3.87 -> 3.61 ms in two runs of the same bin
 The pair fuses when the producer is a pointwise node with one inner loop, the next node is a reduction
 with an OpenMP reduction operator over one loop of the same length, and every read of the producer's
 buffer in the reduction is at the element the producer writes in that iteration. Anything else keeps
-its own loops.
+its own loops. Rows of whole lines go by lines when the kernel prefetches its next row (prefetch.py); otherwise a
+row whose producer has a float exp goes by blocks of 16 lanes and a tail block of fewer, with per-lane
+partials, so that the exp is cut out of its loop (exp_lanes.py) instead of called per vector and, in the tail,
+per element: softmax (8192, 1000), kernel alone, 5.7 -> 4.5 ms here.
 """
 from __future__ import annotations
 
 import sympy
 
-from compiler.codegen import prefetch
+from compiler.codegen import exp_lanes, prefetch
 from compiler.codegen.cpp_ops import simd_reduction_op
-from compiler.ir import ComputedBuffer, Load, substitute, walk
+from compiler.ir import ComputedBuffer, Load, Op, substitute, walk
 
 
 def fused_body(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> dict | None:
@@ -48,6 +51,11 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     r.indent += 1
     (x,), (size,) = ba["inner"]
     blocked = r.row_prefetch.into == a.name  # by lines, asking for the next row's (prefetch.py)
+    if not blocked and _lane_blocks(ba, size):
+        _render_lane_blocks(r, a, ba, b, fused, acc, x, size)
+        r.close()
+        r.store_reduction(b, sympy.expand(bb["store"]), acc)
+        return True
     if blocked:
         into = r.declare_lanes(b, acc, r.row_prefetch.lanes) + f"[{x.name}_lane]"
         prefetch.open_blocks(r, x, size, a.origins + b.origins)
@@ -66,3 +74,35 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     r.close()
     r.store_reduction(b, sympy.expand(bb["store"]), acc)
     return True
+
+
+def _lane_blocks(ba: dict, size: int) -> bool:
+    """Whether the pair runs by blocks of one vector's lanes and a tail (when it does not go by lines,
+    prefetch.py): a float exp in the producer, cut out of its loop (exp_lanes.py) rather than called per
+    vector and, in the tail, per element."""
+    return size >= exp_lanes.LINE and any(isinstance(e, Op) and e.name == "exp" and exp_lanes.inlines(e.dtype)
+                                          for e in walk(ba["body"]))
+
+
+def _render_lane_blocks(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, fused: dict, acc: str,
+                        x: sympy.Symbol, size: int) -> None:
+    lanes = exp_lanes.LINE
+    main = size - size % lanes
+    part = r.declare_lanes(b, acc, lanes)
+    store = r.store_target(a, sympy.expand(ba["store"]))
+    r.open_loop(sympy.Symbol(f"{x.name}_base"), main, None, a.origins + b.origins, step=lanes)
+    r.open_lanes(x, lanes, a.origins + b.origins)
+    r.statement(f"{store} = {r.body_value(ba)};", a.origin)
+    r.combine(b, fused, acc, f"{part}[{x.name}_lane]")
+    r.close()
+    r.close()
+    if main < size:  # the tail as the first lanes of one more block: its exps in one vector too
+        r.emit("{")
+        r.indent += 1
+        r.emit(f"const int64_t {x.name}_base = {main};")
+        r.open_lanes(x, lanes, a.origins + b.origins, count=size - main)
+        r.statement(f"{store} = {r.body_value(ba)};", a.origin)
+        r.combine(b, fused, acc, f"{part}[{x.name}_lane]")
+        r.close()
+        r.close()
+    r.fold_lanes(b, acc, lanes)

@@ -22,6 +22,7 @@ def loop_bodies(code: str) -> list[str]:
 
 def test_softmax_sums_its_exponentials_in_the_loop_that_computes_them(tmp_path, monkeypatch):
     monkeypatch.setattr(config.cpp, "prefetch_rows", False)
+    monkeypatch.setattr(config.cpp, "inline_exp", False)  # (else by blocks of lanes: test_exp_lanes.py)
     code = kernels(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
     (body,) = loop_bodies(code)
     assert "lens_exp(" in body and "buf1_local[x1_1] = " in body and re.search(r"buf2_local = buf2_local \+ ", body)

@@ -67,10 +67,12 @@ def test_small_outputs_intermediates_and_outputs_read_again_are_stored_plainly(t
     assert "lens_stream_line(out" not in kernels(tmp_path, lambda x: x * 2, x)
 
 
-def test_rows_that_do_not_start_on_a_line_are_stored_plainly(tmp_path, stream_everything):
-    x = torch.randn(64, 1000)  # 4000-byte rows
+def test_rows_that_do_not_start_on_a_line_peel_their_head_and_stream_whole_lines(tmp_path, stream_everything):
+    x = torch.randn(64, 1000)  # 4000-byte rows: every other one starts mid-line
     code = kernels(tmp_path, lambda x: torch.softmax(x, -1), x)
-    assert "lens_stream_line(out" not in code and "lens_sfence" not in code
+    assert "const int64_t x3_1_head = lens_line_head(out_ptr0 + 1000*x0, 1000);" in code
+    assert "lens_stream_line(out_ptr0 + 1000*x0 + x3_1_base, buf3_line);" in code and "lens_sfence" in code
+    assert_same(lambda x: torch.softmax(x, -1), x)
     # a lone loop whose length is no whole number of lines keeps one loop (no tail outside the threads)
     code = kernels(tmp_path, lambda x: x * 2, torch.randn(100003))
     assert "lens_stream_line(out" not in code
@@ -85,9 +87,11 @@ def test_line_aligned():
     assert not line_aligned(1024 * x0 + x1 + 8, x1, 16)
     assert not line_aligned(1024 * x1 + x0, x1, 16)  # not the contiguous dim
     assert not line_aligned(sympy.floor(x0 / 2) * 16 + x1, x1, 16)
+    assert line_aligned(1000 * x0 + x1 + 3, x1, None)  # None: rows may start anywhere in a line
+    assert not line_aligned(1000 * x0 + 2 * x1, x1, None) and not line_aligned(1024 * x1 + x0, x1, None)
 
 
-def _padded_kernel(with_row_pass: bool) -> FusedKernel:
+def _padded_kernel(with_row_pass: bool, row_stride: int = 1024) -> FusedKernel:
     """out[i, j] = in[i, j] * 2 (minus the row's sum) for (64, 1000) rows stored 1024 apart: every row starts
     on a line and ends with a 1000 % 16 = 8-element tail."""
     f32 = torch.float32
@@ -101,7 +105,7 @@ def _padded_kernel(with_row_pass: bool) -> FusedKernel:
                               vars_, ["sum"], "sum", "sum", (1000,), r)
         nodes.append(rows)
         body = Op(f32, "sub", "sub", (body, Load(f32, "sub", "rowsum", (vars_[0], sympy.Integer(0)))))
-    nodes.append(ComputedBuffer("out", f32, Layout(size, (1024, 1)), body, vars_, ["mul"], "mul"))
+    nodes.append(ComputedBuffer("out", f32, Layout(size, (row_stride, 1)), body, vars_, ["mul"], "mul"))
     return FusedKernel(nodes, (64,) if with_row_pass else size, with_row_pass, name="padded",
                        origins=["mul"], local={"rowsum"} if with_row_pass else set(), unread_outputs={"out"})
 
@@ -126,6 +130,25 @@ def test_tails_and_unaligned_outputs(stream_everything, with_row_pass, offset):
     torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-4)
     gaps = storage[offset:].view(64, 1024)[:, 1000:]
     assert gaps.isnan().all()  # nothing written between the rows
+
+
+@pytest.mark.parametrize("offset", [0, 3, 8, 15])
+@pytest.mark.parametrize("row_stride", [1000, 1001, 1007])  # rows starting anywhere in a line
+def test_rows_starting_mid_line_write_every_element_and_nothing_else(stream_everything, offset, row_stride):
+    k = _padded_kernel(True, row_stride)
+    layouts = {"in0": (torch.float32, Layout((64, 1000), (1000, 1)))}
+    layouts.update({n.name: (n.dtype, n.layout) for n in k.nodes})
+    body = "\n".join(text for text, _ in render_kernel(k, layouts, {}).lines)
+    assert "lens_line_head(out_ptr0 + " in body and "lens_stream_line(out_ptr0 + " in body
+    lib = ctypes.CDLL(build_shared_library(PRELUDE + "\n" + body, "streaming_test"))
+    x = torch.randn(64, 1000)
+    storage = torch.full((offset + 64 * row_stride + 16,), float("nan"))
+    out = storage[offset:].as_strided((64, 1000), (row_stride, 1))
+    getattr(lib, k.name)(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(out.data_ptr()))
+    torch.testing.assert_close(out, x * 2 - x.sum(-1, keepdim=True), rtol=1e-5, atol=1e-4)
+    assert storage[:offset].isnan().all() and storage[offset + 63 * row_stride + 1000:].isnan().all()
+    if row_stride > 1000:
+        assert storage[offset:offset + 63 * row_stride].view(63, row_stride)[:, 1000:].isnan().all()
 
 
 @pytest.mark.parametrize("isa", [[], ["-mno-avx512f"], ["-mno-avx"]])  # the AVX-512, AVX and SSE2 stores
