@@ -1,0 +1,118 @@
+"""Rendering IR expressions as C++ temps, for KernelRenderer (compiler/codegen/cpp.py): children first, common
+subexpressions once per block, and the bookkeeping of lane loops cut around an inline exp
+(compiler/codegen/exp_lanes.py): temps of an older generation are out of scope and computed again, cut exps
+are read back from their arrays."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from compiler.codegen import exp_lanes
+from compiler.codegen.cpp_ops import CTYPES, render_cast, render_constant, render_op
+from compiler.codegen.index import cpp_index
+from compiler.codegen.kernel_locals import LocalBufferError
+from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Op, walk
+
+
+@dataclass
+class _Block:
+    """Statements of one innermost loop body, with common-subexpression elimination."""
+
+    temps: dict[tuple, str] = field(default_factory=dict)
+
+
+class ExpressionRenderer:
+    """Expression methods of KernelRenderer (which provides `layouts`, `locals`, `local_stores`, `params`,
+    `lane_loops`, `statement`, `local_index`)."""
+
+    def init_expressions(self) -> None:
+        self.tmp_count = 0
+        self.generation = 0  # bumped where a lane loop is cut: temps of an older one are out of scope
+        self.temp_generation: dict[str, int] = {}
+        self.exp_values: dict[int, str] = {}  # id of an exp node cut in the lane loop open now -> its lanes
+
+    def flat(self, ld: Load) -> sympy.Expr:
+        layout = self.layouts[ld.buffer][1]
+        return layout.flat_index(ld.index)
+
+    def body_value(self, b: dict) -> str:
+        """Emit the temps of a node body `b` in a block of their own; the operand naming its value."""
+        return self.value(b["body"], _Block())
+
+    def value(self, e: Expr, block: _Block) -> str:
+        """Emit temps for `e` (children first) and return the C++ operand naming its value."""
+        names: dict[int, str] = {}
+        for node in walk(e):
+            names[id(node)] = self._render_node(node, names, block)
+        return names[id(e)]
+
+    def _operand(self, arg: Expr, names: dict[int, str], block: _Block) -> str:
+        """The name of `arg`'s value, computed again when it is a temp from before a cut lane loop."""
+        name = names[id(arg)]
+        if self.temp_generation.get(name, self.generation) != self.generation:
+            names[id(arg)] = name = self.value(arg, block)
+        return name
+
+    def _operands(self, node: Expr, names: dict[int, str], block: _Block) -> list[str]:
+        """Names of `node`'s operands, all of this generation (computing one again may cut the loop again,
+        once: exps computed before read their lanes back, codegen/exp_lanes.py)."""
+        while True:
+            generation = self.generation
+            operands = [self._operand(a, names, block) for a in (node.args if isinstance(node, Op) else [node.arg])]
+            if generation == self.generation:
+                return operands
+
+    def _render_node(self, node: Expr, names: dict[int, str], block: _Block) -> str:
+        if isinstance(node, Constant):
+            return render_constant(node.value, node.dtype)
+        if isinstance(node, IndexValue):
+            return f"static_cast<{CTYPES[node.dtype]}>({cpp_index(node.expr)})"
+        if isinstance(node, Op) and id(node) in self.exp_values:  # an exp cut before in this lane loop
+            return self._temp(f"{self.exp_values[id(node)]}[{self.lane_loops[-1].var}_lane]", node.origin)
+        if isinstance(node, Load):
+            local = self.locals.get(node.buffer)
+            if local is not None and local.scalar:
+                if sympy.expand(self.flat(node) - self.local_stores[node.buffer]) != 0:
+                    raise LocalBufferError(f"{node.buffer} is read at another outer iteration than it is written")
+                return local.name
+            if local is not None:
+                idx = cpp_index(self.local_index(self.flat(node)))
+                key: tuple = ("load", node.buffer, idx)
+                text = f"{local.name}[{idx}]"
+            else:
+                idx = cpp_index(self.flat(node))
+                key = ("load", node.buffer, idx)
+                text = f"{self.params[node.buffer].param}[{idx}]"
+        elif isinstance(node, Cast):
+            src = self._operands(node, names, block)[0]
+            key = ("cast", node.dtype, src)
+            text = render_cast(src, node.arg.dtype, node.dtype)
+        elif isinstance(node, Op):
+            operands = self._operands(node, names, block)
+            key = ("op", node.name, node.dtype, tuple(operands))
+            text = render_op(node.name, operands, [a.dtype for a in node.args])
+        else:
+            raise TypeError(f"unknown IR expression {node!r}")
+        got = block.temps.get(key)
+        if got is not None and self.temp_generation.get(got) == self.generation:
+            return got
+        loop = exp_lanes.applies(self, node.dtype) if isinstance(node, Op) and node.name == "exp" else None
+        if loop is None:
+            name = block.temps[key] = self._temp(text, node.origin)
+            return name
+        name = self._new_temp()
+        self.exp_values[id(node)] = exp_lanes.cut(self, loop, name, operands[0], node.origin)
+        self.temp_generation[name] = self.generation
+        return name
+
+    def _new_temp(self) -> str:
+        self.tmp_count += 1
+        return f"tmp{self.tmp_count - 1}"
+
+    def _temp(self, text: str, origin: str | None) -> str:
+        """A new temp of this generation holding `text`."""
+        name = self._new_temp()
+        self.statement(f"auto {name} = {text};", origin)
+        self.temp_generation[name] = self.generation
+        return name
