@@ -111,8 +111,8 @@ class cpp:
     # LENS_INPLACE=0 turns it off).
     inplace_buffers: bool = os.environ.get("LENS_INPLACE", "1") not in ("", "0")
     # Library for float32 matrix products of at least `onednn_min_macs` multiply-adds (compiler/gemm.py):
-    # "auto" times ATen's mm and oneDNN once per process and takes oneDNN where it is 1.25x faster (MKL runs
-    # AVX2 code on AMD CPUs), "aten" or "onednn" decide (also LENS_GEMM). oneDNN's results of at least
+    # "auto" takes oneDNN where ATen's BLAS is MKL on an AVX-512 CPU not made by Intel (MKL runs generic AVX2
+    # code there: 2.2x slower than oneDNN on an AMD EPYC), "aten" or "onednn" decide (also LENS_GEMM). oneDNN's results of at least
     # `onednn_blocked_min_bytes` (glibc's largest mmap threshold: bigger blocks are fresh mmaps, page faults on
     # every call) are computed in row blocks of about `onednn_block_bytes`, copied into a pool buffer.
     # Accuracy checks (LENS_CHECK_ACCURACY) run products in eager's library, so that what they report is the

@@ -1,14 +1,16 @@
 """Which library runs a graph's float32 matrix products: ATen's `mm` (MKL's sgemm in torch's x86 wheels) or
 oneDNN's matmul (`torch.ops.mkldnn._linear_pointwise`, the kernel Inductor's freezing path calls).
 
-MKL takes its AVX2 code path on AMD CPUs while oneDNN JITs AVX-512 kernels: on the AMD EPYC this project
-runs on (2 threads), (2048,512)x(512,1536) took 16.4 ms in `mm` and 7.1-7.5 ms in oneDNN, the same 2.2-2.3x
-on every Linear of the MLP and encoder benchmarks; on the device's Xeon the two were within about 10% of
-each other, either way, and oneDNN lost on small products by a fixed ~13 us a call. So the choice is measured
-once per process (`onednn_is_faster`: a 512^3 product timed both ways), only products of at least
-`config.cpp.onednn_min_macs` multiply-adds go to oneDNN, and `LENS_GEMM=aten|onednn` overrides the probe.
-Both compute in float32 with no reduced precision (oneDNN follows `torch.backends.mkldnn`'s fp32 precision,
-"ieee" unless the user asks otherwise).
+MKL takes its generic AVX2 code path on CPUs not made by Intel, while oneDNN JITs AVX-512 kernels for whatever
+CPU it finds: on an AMD EPYC (AVX-512, 2 threads), (2048,512)x(512,1536) took 16.4 ms in `mm` and 7.1-7.5 ms in
+oneDNN, the same 2.2-2.3x on every Linear of the MLP and encoder benchmarks; on Intel Xeons the two were within
+about 10% of each other, either way, and oneDNN lost on small products by a fixed ~13 us a call. So the choice
+follows that mechanism (`onednn_is_faster`): oneDNN where ATen's BLAS is MKL, the CPU is not Intel's and has
+AVX-512, ATen's mm everywhere else (eager's library). It used to be measured (both libraries timed on a 512^3
+product at the first product of a process): that cost 65 ms of a cold first call and could flip with a noisy
+neighbour. Only products of at least `config.cpp.onednn_min_macs` multiply-adds go to oneDNN, and
+`LENS_GEMM=aten|onednn` overrides the rule. Both compute in float32 with no reduced precision (oneDNN follows
+`torch.backends.mkldnn`'s fp32 precision, "ieee" unless the user asks otherwise).
 
 oneDNN's op has no `out=` form: its result comes from c10's allocator. glibc serves blocks under its 32 MiB
 mmap threshold from its heap once one was freed (no page faults), larger ones by a fresh `mmap` on every call
@@ -23,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import time
 
 import torch
 
@@ -31,9 +32,6 @@ from compiler import config
 from compiler.memory import empty_strided
 
 log = logging.getLogger(__name__)
-
-_PROBE_SIZE = 512  # the probe's product: (512, 512) x (512, 512), ~1 ms in MKL on 2 threads
-_PROBE_MARGIN = 1.25  # oneDNN must beat ATen by this factor: within noise, keep eager's library
 
 
 def _linear():
@@ -45,36 +43,27 @@ def _onednn_ok() -> bool:
 
 
 @functools.lru_cache(maxsize=None)
-def _probe(threads: int) -> bool:
-    """Whether oneDNN ran the probe's product `_PROBE_MARGIN` times faster than ATen's mm (best of 5 each,
-    interleaved)."""
-    if not _onednn_ok():
-        return False
-    n = _PROBE_SIZE
-    with torch.no_grad():
-        a, w, out = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
-        best = {"aten": float("inf"), "onednn": float("inf")}
-        runs = {"aten": lambda: torch.mm(a, w.t(), out=out), "onednn": lambda: _linear()(a, w, None, "none", [], "")}
-        try:
-            for fn in runs.values():
-                fn()  # oneDNN builds its kernel on the first call
-            for _ in range(5):
-                for key, fn in runs.items():
-                    t0 = time.perf_counter()
-                    fn()
-                    best[key] = min(best[key], time.perf_counter() - t0)
-        except RuntimeError as e:
-            log.warning("oneDNN matmul unavailable, using ATen's mm: %s", e)
-            return False
-    faster = best["onednn"] * _PROBE_MARGIN < best["aten"]
-    log.info("GEMM probe (%d threads, %d^3): ATen %.3f ms, oneDNN %.3f ms -> %s", threads, n,
-             best["aten"] * 1e3, best["onednn"] * 1e3, "oneDNN" if faster else "ATen")
-    return faster
+def cpu_vendor() -> str:
+    """The CPU's vendor string as the kernel reports it ("GenuineIntel", "AuthenticAMD", ...; "" if unknown)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _mkl_takes_a_generic_path() -> bool:
+    """Whether ATen's float32 GEMM is MKL on a CPU where MKL leaves AVX-512 unused and oneDNN does not."""
+    return (torch.backends.mkl.is_available() and cpu_vendor() not in ("", "GenuineIntel")
+            and torch.backends.cpu.get_cpu_capability() == "AVX512")
 
 
 def onednn_is_faster() -> bool:
-    """The library choice for large float32 products in this process (`config.cpp.gemm_library`: "auto"
-    measures once per thread count, "aten" or "onednn" decide)."""
+    """The library choice for large float32 products (`config.cpp.gemm_library`: "auto" takes oneDNN where MKL
+    takes a generic path, "aten" or "onednn" decide)."""
     choice = config.cpp.gemm_library
     if choice not in ("auto", "aten", "onednn"):
         raise ValueError(f"config.cpp.gemm_library (LENS_GEMM) is {choice!r}: expected auto, aten or onednn")
@@ -82,7 +71,15 @@ def onednn_is_faster() -> bool:
         return False
     if choice == "onednn":
         return _onednn_ok()
-    return _probe(torch.get_num_threads())
+    return _auto_choice()
+
+
+@functools.lru_cache(maxsize=None)
+def _auto_choice() -> bool:
+    if not _mkl_takes_a_generic_path() or not _onednn_ok():
+        return False
+    log.info("large float32 products run in oneDNN: MKL takes a generic path on this %s CPU", cpu_vendor())
+    return True
 
 
 def _uses_onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, beta, alpha) -> bool:

@@ -119,19 +119,45 @@ def test_generated_code_calls_the_helper(tmp_path):
     assert "= gemm.mm(arg" in code and "size=(40, 96), stride=(96, 1))" in code
 
 
-def test_the_probe_times_both_libraries_once(monkeypatch, caplog):
+@pytest.mark.parametrize("vendor, capability, mkl, expected", [
+    ("AuthenticAMD", "AVX512", True, True),  # MKL's generic path, oneDNN's AVX-512 kernels: 2.2x measured
+    ("GenuineIntel", "AVX512", True, False),  # MKL at its best: eager's library
+    ("AuthenticAMD", "AVX2", True, False),  # not measured: eager's library
+    ("AuthenticAMD", "AVX512", False, False),  # ATen's BLAS is not MKL
+    ("", "AVX512", True, False),  # vendor unknown
+])
+def test_auto_takes_onednn_only_where_mkl_takes_a_generic_path(monkeypatch, caplog, vendor, capability, mkl,
+                                                                 expected):
     if not gemm._onednn_ok():
         pytest.skip("this torch has no oneDNN")
     monkeypatch.setattr(config.cpp, "gemm_library", "auto")
-    gemm._probe.cache_clear()
-    with caplog.at_level(logging.INFO, logger="compiler.gemm"):
-        first = gemm.onednn_is_faster()
-        assert gemm.onednn_is_faster() is first
-    probes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("GEMM probe")]
-    assert len(probes) == 1 and "ATen" in probes[0] and "oneDNN" in probes[0], probes
-    aten_ms, onednn_ms = (float(probes[0].split(name)[1].split()[0]) for name in ("ATen ", "oneDNN "))
-    assert aten_ms > 0 and onednn_ms > 0
-    assert first == (onednn_ms * gemm._PROBE_MARGIN < aten_ms) or abs(onednn_ms * gemm._PROBE_MARGIN - aten_ms) < 2e-3
+    monkeypatch.setattr(gemm, "cpu_vendor", lambda: vendor)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(torch.backends.mkl, "is_available", lambda: mkl)
+    gemm._auto_choice.cache_clear()
+    try:
+        with caplog.at_level(logging.INFO, logger="compiler.gemm"):
+            assert gemm.onednn_is_faster() is expected
+            assert gemm.onednn_is_faster() is expected
+        said = [r.getMessage() for r in caplog.records if "oneDNN" in r.getMessage()]
+        assert said == ([f"large float32 products run in oneDNN: MKL takes a generic path on this {vendor} CPU"]
+                        if expected else [])
+        a, b = torch.randn(64, 128), torch.randn(128, 96)
+        monkeypatch.setattr(config.cpp, "onednn_min_macs", 1)
+        assert gemm._uses_onednn(a, b, None, 1, 1) is expected
+    finally:
+        gemm._auto_choice.cache_clear()
+
+
+def test_cpu_vendor_reads_this_machine():
+    vendor = gemm.cpu_vendor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            text = f.read()
+    except OSError:
+        assert vendor == ""
+        return
+    assert (f": {vendor}\n" in text) if "vendor_id" in text else vendor == ""
 
 
 def test_a_wrong_library_name_is_a_clear_error(monkeypatch):
