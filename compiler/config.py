@@ -53,10 +53,12 @@ pregraph_markers: bool = _env_flag("LENS_PREGRAPH_MARKERS")
 # LENS_GUARD_CHECK=1); a guard that failed on its own frame, a Dynamo bug, would then show as a recompile
 # instead of an AssertionError (compiler/direct_call.py).
 guard_check: bool = _env_flag("LENS_GUARD_CHECK")
-# CPU attention whose score matrix (batch * heads * queries * keys, float32 or float64) is at most this many
-# bytes runs as two batched GEMMs around a fused softmax kernel instead of ATen's flash attention, which runs
-# its small products at a fraction of the GEMM library's speed (compiler/decompositions.py); 0 turns it off
-# (also LENS_ATTENTION_SCORES_MAX_BYTES).
+# CPU attention over at most `attention_max_keys` keys whose score matrix (batch * heads * queries * keys,
+# float32 or float64) is at most `attention_scores_max_bytes` runs as two batched GEMMs around a fused softmax
+# kernel instead of ATen's flash attention, which is slower there (many small blocked products) and faster
+# over longer key sequences (compiler/decompositions.py); either 0 turns it off (also LENS_ATTENTION_MAX_KEYS,
+# LENS_ATTENTION_SCORES_MAX_BYTES).
+attention_max_keys: int = int(os.environ.get("LENS_ATTENTION_MAX_KEYS") or 128)
 attention_scores_max_bytes: int = int(os.environ.get("LENS_ATTENTION_SCORES_MAX_BYTES") or 32 * 2**20)
 
 

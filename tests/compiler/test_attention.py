@@ -96,11 +96,23 @@ def test_attention_runs_as_bmm_softmax_bmm_without_copying_its_inputs(tmp_path):
     assert _kernel_calls(code) == 2  # the softmax (scale, max, exp, sum, normalize) and the output copy
 
 
-def test_attention_whose_scores_exceed_the_limit_stays_one_aten_call(tmp_path, monkeypatch):
+@pytest.mark.parametrize("limit", ["scores", "keys"])
+def test_attention_past_either_limit_stays_one_aten_call(tmp_path, monkeypatch, limit):
     B, H, L, E = 1, 2, 64, 16
-    monkeypatch.setattr(config, "attention_scores_max_bytes", B * H * L * L * 4 - 1)
-    q, k, v = (torch.randn(B, H, L, E) for _ in range(3))
+    if limit == "scores":
+        monkeypatch.setattr(config, "attention_scores_max_bytes", B * H * L * L * 4 - 1)
+    else:
+        monkeypatch.setattr(config, "attention_max_keys", L - 1)
+    _assert_stays_aten_s_flash_kernel(tmp_path, *(torch.randn(B, H, L, E) for _ in range(3)))
 
+
+def test_attention_over_more_keys_than_the_default_limit_stays_aten_s_flash_kernel(tmp_path):
+    q = torch.randn(1, 2, 8, 16)
+    k, v = (torch.randn(1, 2, config.attention_max_keys + 1, 16) for _ in range(2))
+    _assert_stays_aten_s_flash_kernel(tmp_path, q, k, v)
+
+
+def _assert_stays_aten_s_flash_kernel(tmp_path, q, k, v):
     def fn(q, k, v):
         return F.scaled_dot_product_attention(q, k, v)
 
