@@ -73,9 +73,9 @@ def flash_attention_for_cpu(query, key, value, dropout_p: float = 0.0, is_causal
     layout, as ATen's kernel returns it. Only for short key sequences (`config.attention_max_keys`), where
     ATen's kernel spends its time on many small blocked products (2 cores, 8 heads of 64: 0.84-0.97x its time
     at 32-128 keys); from 256 keys on its blocks amortize and it keeps the score matrix in cache, where ours
-    streams it through memory (1.10x its time at 256 keys, 1.4-1.6x at 512-1024). And only where the score
-    matrix fits `config.attention_scores_max_bytes`, for float32 and float64 without dropout; otherwise the
-    ATen op stays (NotImplemented)."""
+    streams it through memory (1.08-1.17x its time at 256 keys, 1.1-1.6x at 512-1024 across runs). And only
+    where the score matrix fits `config.attention_scores_max_bytes`, for float32 and float64 without dropout;
+    otherwise the ATen op stays (NotImplemented)."""
     if dropout_p != 0.0 or query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
         return NotImplemented
     if query.dtype not in (torch.float32, torch.float64) or not (query.dtype == key.dtype == value.dtype):
