@@ -7,15 +7,17 @@ from typing import Any
 
 from .index import Index
 from .model import Graph, Run
-from .run_loader import debug_dir_for_root, find_run_dirs, load_run
+from .run_loader import debug_dirs_under, find_run_dirs, load_run
 
 
 def build_index(folder: Path) -> Index:
+    """Every run below `folder`, at any depth (a script run from a sub-folder writes its runs there)."""
     index = Index()
-    for run_dir in find_run_dirs(debug_dir_for_root(folder.absolute())):
-        run = load_run(run_dir)
-        if run is not None:
-            index.put_run(run)
+    for debug_dir in debug_dirs_under(folder.absolute()):
+        for run_dir in find_run_dirs(debug_dir):
+            run = load_run(run_dir)
+            if run is not None:
+                index.put_run(run)
     return index
 
 

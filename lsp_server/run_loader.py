@@ -5,12 +5,12 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from .discovery import DEBUG_DIR_NAME, discover
 from .graph_builder import build_graph, load_run_level_compile_error
 from .model import Graph, Run
 
 RUN_NAME = re.compile(r"^run_(\d{4})_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d+)(?:-pid_\d+)?")
 RUN_PID = re.compile(r"-pid_(\d+)$")
-DEBUG_DIR_NAME = "torch_compile_debug"
 # Sub-folder of a run → the run's kind (ours, or real Inductor's).
 RUN_KINDS: dict[str, str] = {"lens": "lens", "torchinductor": "inductor"}
 GRAPH_MARKERS = ("output_code.py", "kernel_map.json", "fx_graph_readable.py", "compile_error.json")
@@ -21,6 +21,15 @@ def debug_dir_for_root(root: Path) -> Path:
     if root.name == DEBUG_DIR_NAME or is_run_dir(root) or any_run_children(root):
         return root
     return root / DEBUG_DIR_NAME
+
+
+def debug_dirs_under(folder: Path) -> list[Path]:
+    """The debug roots `index DIR` reads: DIR itself when it is one (or a run), else every `torch_compile_debug`
+    folder at any depth below it."""
+    direct = debug_dir_for_root(folder)
+    if direct != folder / DEBUG_DIR_NAME:
+        return [direct]
+    return discover(folder).debug_dirs
 
 
 def any_run_children(folder: Path) -> bool:

@@ -12,6 +12,7 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
+from .discovery import discover
 from .index import Index
 from .model import Run
 from .run_loader import debug_dir_for_root, find_run_dirs, load_run
@@ -36,7 +37,8 @@ class KernelLensServer(LanguageServer):
         self.index = Index()
         self.settings = Settings()
         self.watcher: RunWatcher | None = None
-        self.debug_dirs: list[Path] = []
+        self.debug_dirs: list[Path] = []  # replaced, never mutated: the watcher thread adds found folders
+        self.workspaces: list[Path] = []
         self.trace_loader = TraceLoader([])
         self.loop: asyncio.AbstractEventLoop | None = None
         self.index_changed_hooks: list = []  # callables run (in the loop thread) after each index update
@@ -59,6 +61,7 @@ class KernelLensServer(LanguageServer):
         if not roots and params.root_uri and to_fs_path(params.root_uri):
             roots = [Path(to_fs_path(params.root_uri))]
         workspace_roots = list(roots)
+        self.workspaces = [root.absolute() for root in workspace_roots]
         roots += [Path(r).expanduser() for r in self.settings.debug_roots]
         trace_roots = [root.absolute() / TRACE_DIR_NAME for root in workspace_roots]
         for folder in self.settings.trace_dirs:
@@ -78,20 +81,46 @@ class KernelLensServer(LanguageServer):
         while recursive watches were being added can slip past both, so the roots are rescanned once
         more when the watcher has settled."""
         self.loop = asyncio.get_running_loop()
+        self.discover_nested()
         if self.settings.watch:
             self.watcher = RunWatcher(self.debug_dirs, self.index_paths, self.settings.debounce_ms / 1000,
-                                      self.trace_loader.roots)
+                                      self.trace_loader.roots, self.workspaces, self.add_found_root)
             try:
                 self.watcher.start()
             except OSError as exc:  # no watching: `kernelLens.reindex` still works
                 self.show(f"Kernel Lens: cannot watch debug folders ({exc}); use the reindex command")
                 self.watcher = None
-        self.reindex_all()
+        self.reindex_all(discover_first=False)
         if self.watcher is not None:
             self.watcher.rescan_roots(delay_s=SETTLE_RESCAN_S)
 
-    def reindex_all(self) -> int:
-        """Synchronous full scan (loop thread)."""
+    def discover_nested(self) -> None:
+        """`torch_compile_debug/` and `torch_trace/` folders at any depth below the workspace folders (a script
+        run from a sub-folder writes them there)."""
+        for workspace in self.workspaces:
+            found = discover(workspace.resolve() if workspace.is_dir() else workspace)
+            for kind, folders in (("debug", found.debug_dirs), ("trace", found.trace_dirs)):
+                for folder in folders:
+                    if self.add_found_root(kind, folder) and self.watcher is not None:
+                        self.watcher.found(kind, folder)  # found by `reindex`: watch it from now on
+            if found.truncated:
+                self.log(f"Kernel Lens: stopped looking for debug folders below {workspace} after "
+                         f"{found.listed} folders; add deeper ones to kernelLens.debugRoots")
+
+    def add_found_root(self, kind: str, folder: Path) -> bool:
+        """A debug or trace folder found below a workspace (any thread; the lists are replaced, not mutated);
+        False when it was known."""
+        if kind == "trace":
+            return self.trace_loader.add_root(folder)
+        if any(folder == known or folder == known.resolve() for known in self.debug_dirs):
+            return False
+        self.debug_dirs = [*self.debug_dirs, folder]
+        return True
+
+    def reindex_all(self, discover_first: bool = True) -> int:
+        """Synchronous full scan (loop thread), after looking for new nested debug folders."""
+        if discover_first:
+            self.discover_nested()
         loaded: list[tuple[Path, Run | None]] = []
         for debug_dir in self.debug_dirs:
             loaded += [(d, load_run(d)) for d in find_run_dirs(debug_dir)]

@@ -83,6 +83,15 @@ class TraceLoader:
         self.lock = threading.Lock()
         self.indexed: set[str] = set()  # logs whose trace run was handed to the index
 
+    def add_root(self, root: Path) -> bool:
+        """A trace folder found later (any thread); False when it was a root already."""
+        with self.lock:
+            if root in self.roots:
+                return False
+            self.roots = [*self.roots, root]
+            self.directory.roots = [*self.directory.roots, root]
+            return True
+
     def owns(self, path: Path) -> bool:
         """Whether a changed path is a trace root or lies under one."""
         return any(path == root or root in path.parents for root in self.roots)
