@@ -105,6 +105,11 @@ export class CodeServer {
     return `${this.url}/?folder=${encodeURIComponent(folder)}`;
   }
 
+  /** The workbench opened on a multi-root workspace (a `.code-workspace` file). */
+  workspaceUrl(workspaceFile) {
+    return `${this.url}/?workspace=${encodeURIComponent(workspaceFile)}`;
+  }
+
   async stop() {
     const child = this.child;
     this.child = undefined;

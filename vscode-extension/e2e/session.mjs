@@ -43,6 +43,21 @@ function userSettings(trusted) {
   return settings;
 }
 
+/** Polls `condition` until it returns a truthy value, which it returns; throws `describe()` after `timeoutMs`. */
+export async function until(condition, timeoutMs, describe) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value) {
+      return value;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms: ${describe()}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 /** Every process descended from `rootPid` as {pid, line} (read from /proc). */
 export function descendantProcesses(rootPid) {
   const children = new Map();
@@ -76,8 +91,12 @@ export function descendantCommandLines(rootPid) {
 }
 
 export class EditorSession {
-  /** @param {{ trusted: boolean }} options `trusted: false` keeps workspace trust on and the folder untrusted */
-  static async open({ trusted }) {
+  /**
+   * @param {{ trusted: boolean, multiRoot?: boolean }} options `trusted: false` keeps workspace trust on and
+   * the folder untrusted; `multiRoot` opens the folder through a `.code-workspace` file, so that folders can be
+   * added without VS Code reopening the window (`addWorkspaceFolder`)
+   */
+  static async open({ trusted, multiRoot = false }) {
     assert.ok(fs.existsSync(PYTHON), `no interpreter at ${PYTHON} (make the project's .venv first)`);
     assert.ok(fs.existsSync(path.join(EXAMPLES, SCRIPT)), `no ${SCRIPT} in ${EXAMPLES}`);
     assert.ok(fs.existsSync(VSIX), `no ${VSIX}: run npm run package first`);
@@ -93,10 +112,36 @@ export class EditorSession {
     await session.server.start();
     session.browser = await launchBrowser(path.join(session.root, "chromium"));
     session.page = session.browser.pages()[0] ?? (await session.browser.newPage());
-    await session.page.goto(session.server.folderUrl(session.workspace));
+    let url = session.server.folderUrl(session.workspace);
+    if (multiRoot) {
+      session.workspaceFile = path.join(session.root, "kernel-lens-e2e.code-workspace");
+      session.folders = [session.workspace];
+      session.writeWorkspaceFile();
+      url = session.server.workspaceUrl(session.workspaceFile);
+    }
+    await session.page.goto(url);
     await waitForWorkbench(session.page);
     await openFile(session.page, SCRIPT, "def foo1");
     return session;
+  }
+
+  writeWorkspaceFile() {
+    const content = { folders: this.folders.map((folder) => ({ path: folder })), settings: this.workspaceSettings ?? {} };
+    fs.writeFileSync(this.workspaceFile, JSON.stringify(content, null, 2));
+  }
+
+  /** Adds a folder to the open multi-root workspace by editing its file, as VS Code's own command does. */
+  addWorkspaceFolder(folder) {
+    assert.ok(this.workspaceFile, "addWorkspaceFolder needs a session opened with multiRoot: true");
+    this.folders.push(folder);
+    this.writeWorkspaceFile();
+  }
+
+  /** Changes the multi-root workspace's settings by editing its file, as a user saving it would. */
+  updateWorkspaceSettings(changes) {
+    assert.ok(this.workspaceFile, "updateWorkspaceSettings needs a session opened with multiRoot: true");
+    this.workspaceSettings = { ...this.workspaceSettings, ...changes };
+    this.writeWorkspaceFile();
   }
 
   /** Pids of the language servers this code-server's extension host runs. */

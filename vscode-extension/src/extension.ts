@@ -35,6 +35,7 @@ async function interpreterFor(resource?: vscode.Uri): Promise<Interpreter> {
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel(EXTENSION_NAME, { log: true });
   server = new KernelLensServer(output, {
+    isTrusted: () => vscode.workspace.isTrusted,
     interpreter: () => interpreterFor(),
     settings: () => settingsFor(),
     workspaceFolder: () => folderOf()?.uri.fsPath,
@@ -60,14 +61,18 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
         running.scheduleRestart();
       }
     }),
-    vscode.workspace.onDidChangeWorkspaceFolders(() => running.scheduleRestart()),
+    vscode.workspace.onDidChangeWorkspaceFolders(() => {
+      output.info("Workspace folders changed: restarting the server.");
+      running.scheduleRestart();
+    }),
     await onDidChangePythonInterpreter(() => {
       output.info("The Python extension's interpreter changed: restarting the server.");
       running.scheduleRestart();
     }),
   );
 
-  // Starting the server runs an interpreter the workspace may choose: only once the user trusts it.
+  // Starting the server runs an interpreter the workspace may choose: only once the user trusts it. The
+  // server refuses every start before that too, so the restarts wired above start nothing either.
   if (!vscode.workspace.isTrusted) {
     output.info("Untrusted workspace: Kernel Lens runs nothing until the workspace is trusted.");
     context.subscriptions.push(vscode.workspace.onDidGrantWorkspaceTrust(() => void running.start()));

@@ -1,5 +1,6 @@
 /** Owns the language-server process (`<python> -m lsp_server` over stdio): starts it with the current
- * settings, restarts it on crash with a visible message and debounces restarts asked for by changes. */
+ * settings, restarts it on crash with a visible message and debounces restarts asked for by changes; in an
+ * untrusted workspace it starts nothing (`ServerLifecycle`). */
 
 import * as vscode from "vscode";
 import {
@@ -14,7 +15,8 @@ import {
 } from "vscode-languageclient/node";
 import { CONFIG_SECTION, CRASH_WINDOW_MS, EXTENSION_NAME, MAX_CRASHES, RESTART_DEBOUNCE_MS } from "./constants";
 import { describeInterpreter, Interpreter, serverCommandLine } from "./interpreter";
-import { CrashBudget, Debouncer } from "./restartPolicy";
+import { CrashBudget } from "./restartPolicy";
+import { ServerLifecycle } from "./serverLifecycle";
 import { initializationOptions, KernelLensSettings } from "./settings";
 
 export class ServerNotRunningError extends Error {
@@ -25,6 +27,8 @@ export class ServerNotRunningError extends Error {
 
 /** Where the server gets what it needs when (re)started. */
 export interface ServerEnvironment {
+  /** Whether the workspace is trusted: nothing starts before it is. */
+  isTrusted(): boolean;
   interpreter(): Promise<Interpreter>;
   settings(): KernelLensSettings;
   workspaceFolder(): string | undefined;
@@ -32,9 +36,8 @@ export interface ServerEnvironment {
 
 export class KernelLensServer implements vscode.Disposable {
   private client: LanguageClient | undefined;
-  private transition: Promise<void> = Promise.resolve();
   private readonly crashes = new CrashBudget(MAX_CRASHES, CRASH_WINDOW_MS);
-  private readonly debouncedRestart = new Debouncer(RESTART_DEBOUNCE_MS, () => void this.restart());
+  private readonly lifecycle: ServerLifecycle;
   private readonly runningChanged = new vscode.EventEmitter<boolean>();
   /** Fires true when a server finished initializing, false when it stopped. */
   readonly onDidChangeRunning = this.runningChanged.event;
@@ -42,37 +45,43 @@ export class KernelLensServer implements vscode.Disposable {
   constructor(
     private readonly output: vscode.LogOutputChannel,
     private readonly environment: ServerEnvironment,
-  ) {}
+  ) {
+    this.lifecycle = new ServerLifecycle(
+      {
+        isTrusted: () => environment.isTrusted(),
+        launch: () => this.startNow(),
+        shutdown: () => this.stopNow(),
+        refused: () => output.info("Untrusted workspace: the server was not started."),
+      },
+      RESTART_DEBOUNCE_MS,
+    );
+  }
 
   get isRunning(): boolean {
     return this.client?.isRunning() ?? false;
   }
 
   start(): Promise<void> {
-    return this.serialise(() => this.startNow());
+    return this.lifecycle.start();
   }
 
   stop(): Promise<void> {
-    return this.serialise(() => this.stopNow());
+    return this.lifecycle.stop();
   }
 
   restart(): Promise<void> {
-    this.debouncedRestart.cancel();
     this.crashes.reset();
-    return this.serialise(async () => {
-      await this.stopNow();
-      await this.startNow();
-    });
+    return this.lifecycle.restart();
   }
 
   /** Restart after changes settle (several settings often change together). */
   scheduleRestart(): void {
-    this.debouncedRestart.schedule();
+    this.lifecycle.scheduleRestart();
   }
 
   /** Sends `workspace/executeCommand` straight to the server. */
   async executeCommand<T>(command: string, ...args: unknown[]): Promise<T> {
-    await this.transition;
+    await this.lifecycle.settled();
     if (!this.client || !this.client.isRunning()) {
       throw new ServerNotRunningError();
     }
@@ -80,15 +89,9 @@ export class KernelLensServer implements vscode.Disposable {
   }
 
   dispose(): void {
-    this.debouncedRestart.cancel();
+    this.lifecycle.cancelScheduled();
     void this.stop();
     this.runningChanged.dispose();
-  }
-
-  /** Start/stop/restart one at a time, in the order asked. */
-  private serialise(step: () => Promise<void>): Promise<void> {
-    this.transition = this.transition.then(step, step);
-    return this.transition;
   }
 
   private async startNow(): Promise<void> {
