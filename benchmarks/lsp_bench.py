@@ -1,7 +1,8 @@
 """Language-server figures: index time for ≥1,000 kernels, hover latency p50/p99, time from a run landing
-on disk to hover/diagnostics, and server RSS with 100 runs. Prints numbers; asserts nothing.
+on disk to hover/diagnostics, server RSS with 100 runs, and the cost of finding nested debug folders in a
+50,000-file workspace (walk time; a nested run made after start → hover). Prints numbers; asserts nothing.
 
-    .venv/bin/python benchmarks/lsp_bench.py [--kernels 1000] [--runs 100]
+    .venv/bin/python benchmarks/lsp_bench.py [--kernels 1000] [--runs 100] [--files 50000]
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
+from lsp_server.discovery import discover
 from lsp_server.index import Index
 from lsp_server.run_loader import load_run
 
@@ -206,15 +208,72 @@ async def bench_memory(folder: Path, runs: int) -> None:
         await client.stop()
 
 
+def write_workspace_tree(root: Path, files: int) -> None:
+    """A workspace of `files` empty files, 10 a folder: half the user's code, the rest in a .venv (with
+    pyvenv.cfg), node_modules and .git — the trees discovery skips."""
+    shares = {"src": 0.5, ".venv/lib/python3.11/site-packages": 0.2, "web/node_modules": 0.2, ".git/objects": 0.1}
+    for top, share in shares.items():
+        for i in range(int(files * share)):
+            folder = root / top / f"p{i // 1000}" / f"m{(i // 10) % 100}"
+            if i % 10 == 0:
+                folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"f{i}.py").write_text("")
+    (root / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+
+
+async def bench_discovery(folder: Path, files: int) -> None:
+    workspace = folder / "big_ws"
+    write_workspace_tree(workspace, files)
+    source = workspace / "src" / "p3" / "m7" / "model.py"
+    write_source(source, 1, 5)
+    (source.parent / "torch_compile_debug").mkdir()
+    write_run(source.parent / "torch_compile_debug", run_name(0), source, 1, 5)
+    times = []
+    for _ in range(7):
+        started = time.perf_counter()
+        found = discover(workspace)
+        times.append(time.perf_counter() - started)
+    print(f"discovery: {files} files ({found.listed} folders listed, skipped trees not entered): median "
+          f"{statistics.median(times) * 1000:.1f} ms, best {min(times) * 1000:.1f} ms; found {len(found.debug_dirs)}")
+    started = time.perf_counter()
+    client, _ = await start_client(workspace)
+    try:
+        while await hover(client, source, def_line(0, 5) - 1) is None:
+            await asyncio.sleep(0.002)
+        print(f"server start on that workspace → hover shows its nested run: {(time.perf_counter() - started) * 1000:.0f} ms")
+        delays = []
+        for i in range(1, 6):
+            project = workspace / "src" / f"p{i}" / "m1" / "exp"
+            project.mkdir()
+            fresh = project / "model.py"
+            write_source(fresh, 1, 5)
+            staging = project / ".torch_compile_debug"
+            staging.mkdir()
+            write_run(staging, run_name(i), fresh, 1, 5)
+            started = time.perf_counter()
+            os.replace(staging, project / "torch_compile_debug")
+            while await hover(client, fresh, def_line(0, 5) - 1) is None:
+                await asyncio.sleep(0.002)
+            delays.append(time.perf_counter() - started)
+        print(f"new torch_compile_debug/ 4 levels down → hover shows it: median "
+              f"{statistics.median(delays) * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms (5 folders)")
+    finally:
+        await client.shutdown_async(None)
+        client.exit(None)
+        await client.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--files", type=int, default=50_000, help="files in the discovery benchmark's workspace")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         bench_index(Path(folder), options.kernels)
         asyncio.run(bench_server(Path(folder), options.kernels))
         asyncio.run(bench_memory(Path(folder), options.runs))
+        asyncio.run(bench_discovery(Path(folder), options.files))
 
 
 if __name__ == "__main__":

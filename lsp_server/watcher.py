@@ -50,12 +50,15 @@ class RunWatcher(FileSystemEventHandler):
         self.retries: dict[Path, int] = {}
         self.lock = threading.Lock()
         self.timer: threading.Timer | None = None
+        self.setup: threading.Thread | None = None
 
     def start(self) -> None:
+        """The roots' watches now; the workspaces' (thousands of folders: ~0.1 s per 1,000) in a thread, which
+        then walks the workspaces again for what was created meanwhile."""
         self.observer.daemon = True
         self.observer.start()
-        for workspace in self.workspaces:
-            self.watch_workspace(workspace)
+        self.setup = threading.Thread(target=self.watch_workspaces, name="kernel-lens-workspace-watch", daemon=True)
+        self.setup.start()
         roots = self.debug_dirs + self.trace_dirs
         for parent in dict.fromkeys(root.parent for root in roots):  # sees a root created after start
             if parent.is_dir() and not self.covered(parent):
@@ -93,6 +96,18 @@ class RunWatcher(FileSystemEventHandler):
     def covered(self, folder: Path) -> bool:
         """Whether a recursive workspace watch already reports changes below `folder`."""
         return any(tree == folder or tree in folder.parents for tree in self.subtrees)
+
+    def watch_workspaces(self) -> None:
+        for workspace in self.workspaces:
+            self.watch_workspace(workspace)
+        for root, (observer, watch) in list(self.watches.items()):
+            if self.covered(root):  # a root's own watch, now also reported through a workspace watch
+                self.watches.pop(root, None)
+                try:
+                    observer.unschedule(watch)
+                except (KeyError, ValueError):
+                    pass
+        self.rediscover()
 
     def watch_workspace(self, workspace: Path) -> None:
         """The folder itself (new top-level folders) and each top-level folder that is not skipped, recursively."""
@@ -215,14 +230,15 @@ class RunWatcher(FileSystemEventHandler):
         return False
 
     def rescan_roots(self, delay_s: float) -> None:
-        """After `delay_s`: walk the workspaces again, then report every root as changed (each is then rescanned
+        """After `delay_s` (and the workspace watches): report every root as changed (each is then rescanned
         whole): folders created while the watches were being added can slip past both watch and first scan."""
         timer = threading.Timer(delay_s, self.settle)
         timer.daemon = True
         timer.start()
 
     def settle(self) -> None:
-        self.rediscover()
+        if self.setup is not None:
+            self.setup.join()
         roots = {d for d in self.debug_dirs if d.is_dir()} | {d for d in self.trace_dirs if d.exists()}
         for root in roots:
             if root not in self.watches and root.is_dir():
