@@ -9,14 +9,15 @@ import math
 import os
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from compiler.accuracy import compare
 from compiler.saved_tensors import load_graph_tensors
 from compiler.testgen import graph_dirs
 
 DIFF_VERSION = 1
-NodeKey = tuple  # (source file name, function, statement text, target, occurrence)
+NodeKey = tuple  # (source file name, function, statement text, target, occurrence); align_edited_lines
+# then gives a B node matching none by text the key of the A node on its line with its op and position
 
 
 class RunNotFound(Exception):
@@ -132,6 +133,37 @@ def match_graphs(a: list[GraphInfo], b: list[GraphInfo]) -> list[tuple[GraphInfo
     return out
 
 
+def _line_keys(g: GraphInfo) -> dict[tuple, NodeInfo]:
+    """Each node with a source by (file name, function, line, target, position among that line's nodes of
+    that target)."""
+    seen: Counter = Counter()
+    out: dict[tuple, NodeInfo] = {}
+    for n in g.nodes.values():
+        if n.source:
+            base = (os.path.basename(n.source["file"]), n.source["function"], n.source["line"], n.target)
+            seen[base] += 1
+            out[(*base, seen[base])] = n
+    return out
+
+
+def align_edited_lines(ga: GraphInfo, gb: GraphInfo) -> GraphInfo:
+    """B, where a node that no A node matches by statement text, but one does by source line, op and position
+    among that line's nodes of that op, takes the A node's key. Editing one token of a line changes the
+    statement text of every node the line produced; that alone makes none of them new."""
+    ka, kb = ga.keys(), gb.keys()
+    lines_a = {line: n for line, n in _line_keys(ga).items() if n.key not in kb}
+    renamed: dict[str, NodeKey] = {}
+    for line, nb in _line_keys(gb).items():
+        na = lines_a.get(line)
+        if nb.key not in ka and na is not None:
+            renamed[nb.name] = na.key
+    if not renamed:
+        return gb
+    nodes = {name: replace(n, key=renamed.get(name, n.key)) for name, n in gb.nodes.items()}
+    kernels = [replace(k, keys=frozenset(nodes[x].key for x in k.nodes if x in nodes)) for k in gb.kernels]
+    return replace(gb, nodes=nodes, kernels=kernels)
+
+
 @dataclass
 class KernelChange:
     change: str  # same | code_changed | split | merged | regrouped | nodes_changed | added | removed
@@ -242,6 +274,7 @@ def diff_graph(ga: GraphInfo | None, gb: GraphInfo | None) -> dict:
         return entry | {"change": "removed" if ga else "added", "nodes_added": [], "nodes_removed": [],
                         "kernels": kernels if some.kernels else [], "time_ms": None,
                         "outputs": {"status": "not_saved", "max_abs_error": None, "max_rel_error": None}}
+    gb = align_edited_lines(ga, gb)
     ka, kb = ga.keys(), gb.keys()
     kernels = [c.to_json() for c in diff_kernels(ga, gb)]
     outputs = diff_outputs(ga, gb)

@@ -167,3 +167,49 @@ def test_diff_text_report_and_exit_codes(run_pair, tmp_path, capsys):
     assert "outputs: same (bit for bit)" in capsys.readouterr().out
     assert kernel_lens(["diff", str(a), str(tmp_path / "missing")]) == 2
     assert kernel_lens(["diff", str(a), str(tmp_path)]) == 2
+
+
+EDITED_LINE = '''
+import torch
+
+
+def block(x, y):
+    a = torch.relu(x)
+    h = torch.softmax(a * 0.5, dim=-1) + torch.tanh(y)
+    return h.sum(dim=0)
+'''
+
+
+def compiled_run(root, prog, monkeypatch):
+    """`block` compiled with lens and its debug folder written under `root`; the run folder."""
+    monkeypatch.setattr(config, "debug", True)
+    monkeypatch.setattr(config, "debug_dir_root", str(root))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    torch.compile(prog.block, backend="lens")(torch.randn(16, 32), torch.randn(16, 32))
+    (run,) = list(root.glob("run_*"))
+    return run
+
+
+@pytest.mark.parametrize("edit, added, removed", [
+    (("a * 0.5", "a * 0.25"), [], []),  # the same ops: nothing is new, the kernel's code changed
+    (("+ torch.tanh", "- torch.tanh"), ["aten.sub.Tensor"], ["aten.add.Tensor"]),  # one op became another
+])
+def test_one_token_edited_on_one_line_changes_only_its_nodes(tmp_path, monkeypatch, edit, added, removed):
+    runs = []
+    for version, text in (("a", EDITED_LINE), ("b", EDITED_LINE.replace(*edit))):
+        (tmp_path / f"src_{version}").mkdir()  # one file name, prog.py, in both versions
+        prog = load_program(tmp_path / f"src_{version}", text, f"block_{version}")
+        runs.append(compiled_run(tmp_path / f"debug_{version}", prog, monkeypatch))
+    doc = diff_runs(str(runs[0]), str(runs[1]))
+    (graph,) = doc["graphs"]
+    assert [n["target"] for n in graph["nodes_added"]] == added
+    assert [n["target"] for n in graph["nodes_removed"]] == removed
+    assert all(n["source"]["code"].startswith("h = torch.softmax")
+               for n in graph["nodes_added"] + graph["nodes_removed"])
+    nodes = [n for k in graph["kernels"] for n in k["nodes"]]
+    edited = [n for n in nodes if n["source"] and n["source"]["code"].startswith("h = ")]
+    assert len([n for n in edited if n["a"] and n["b"]]) >= 5  # the line's softmax nodes matched, not replaced
+    if not added:
+        assert {k["change"] for k in graph["kernels"]} <= {"same", "code_changed"}
+        assert doc["summary"]["code_changed"] >= 1
