@@ -6,6 +6,7 @@ buffer instrumented), runs it on the recorded inputs, and compares values in top
 from __future__ import annotations
 
 import copy
+import math
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -28,38 +29,150 @@ def accuracy_settings() -> float | None:
 
 
 @dataclass
+class WorstElement:
+    """The failing element furthest outside its allowance atol + rtol * |expected|."""
+    index: tuple[int, ...]
+    expected: float
+    got: float
+    abs_error: float
+    rel_error: float | None  # None where expected is 0: no relative error exists there
+
+    def to_json(self) -> dict:
+        return {"index": list(self.index), "expected": self.expected, "got": self.got,
+                "abs_error": self.abs_error, "rel_error": self.rel_error}
+
+
+@dataclass
 class Difference:
+    """How `got` differs from `expected`, judged as torch.testing.assert_close judges: an element fails when
+    |got - expected| > atol + rtol * |expected|. The errors describe the failing elements only, and the
+    relative error only those with |expected| > atol: dividing by a near-zero expected value measures
+    nothing (it once reported 7.8e12 for an output of zeros)."""
     max_abs_error: float
-    max_rel_error: float
+    max_rel_error: float  # nan when no failing element has |expected| > atol
+    atol: float = 0.0
+    rtol: float = 0.0
+    mismatched: int = 0
+    numel: int = 0
+    worst: WorstElement | None = None
+    # which bound the failing elements exceeded (_TOLERANCE_TEXT): atol | rtol | both; exact (no tolerance:
+    # an integer dtype or atol = rtol = 0); infinity (only infinities differ); "" (a structural difference)
+    failed_tolerance: str = ""
+    reason: str = ""  # a structural difference: length, type, shape, dtype or where NaNs are
+    output: int | None = None  # which element of a list of outputs differs
+
+    def describe(self) -> str:
+        """One line for a person: what failed, by how much, and against which tolerance."""
+        where = f"output {self.output}: " if self.output is not None else ""
+        if self.reason:
+            return where + self.reason
+        if self.failed_tolerance == "exact":
+            head = f"{self.mismatched} of {self.numel} element(s) differ (compared exactly)"
+        else:
+            head = (f"{self.mismatched} of {self.numel} element(s) outside |got - expected| <= atol + rtol * "
+                    f"|expected| (atol {self.atol:g}, rtol {self.rtol:g}); {self._which_bound()}")
+        w = self.worst
+        worst = ""
+        if w is not None:
+            rel = (f"{w.rel_error:.6g}" if w.rel_error is not None
+                   else "none (expected 0)" if w.expected == 0 else "none (an infinity)")
+            worst = (f"; worst at {list(w.index)}: expected {w.expected:.6g}, got {w.got:.6g}, abs error "
+                     f"{w.abs_error:.6g}, rel error {rel}")
+        rel = (f"{self.max_rel_error:.6g}" if not math.isnan(self.max_rel_error)
+               else "none (no failing element has |expected| > atol)")
+        return f"{where}{head}{worst}; max abs error {self.max_abs_error:.6g}, max rel error {rel}"
+
+    def _which_bound(self) -> str:
+        # below |expected| = atol/rtol the atol term is the larger part of an element's allowance, above it
+        # the rtol term: that is the tolerance whose loosening would let the failing elements pass
+        if self.failed_tolerance == "infinity":
+            return "an infinity differs (infinities match only themselves, whatever the tolerance)"
+        if self.rtol == 0:
+            return "the atol bound failed (rtol is 0)"
+        edge = f"atol/rtol = {self.atol / self.rtol:g}"
+        return {"atol": f"the atol bound failed: every failing element has |expected| <= {edge}, where atol is "
+                        f"the larger part of the allowance",
+                "rtol": f"the rtol bound failed: every failing element has |expected| > {edge}, where rtol * "
+                        f"|expected| is the larger part of the allowance",
+                "both": f"both bounds failed: failing elements on both sides of |expected| = {edge}"
+                }[self.failed_tolerance]
+
+
+def _structural(reason: str) -> Difference:
+    return Difference(float("inf"), float("inf"), reason=reason)
 
 
 def compare(expected, got, tol: float) -> Difference | None:
     """None when `got` matches `expected` (floats within atol=rtol=tol, NaN where NaN; others exact)."""
     if isinstance(expected, (list, tuple)):
         if not isinstance(got, (list, tuple)) or len(got) != len(expected):
-            return Difference(float("inf"), float("inf"))
-        for e, g in zip(expected, got):
+            return _structural(f"{len(expected)} output(s) expected, got "
+                               f"{len(got) if isinstance(got, (list, tuple)) else type(got).__name__}")
+        for i, (e, g) in enumerate(zip(expected, got)):
             d = compare(e, g, tol)
             if d is not None:
+                d.output = i if d.output is None else d.output
                 return d
         return None
     if not isinstance(expected, torch.Tensor):
-        return None if expected == got else Difference(float("inf"), float("inf"))
-    if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dtype != expected.dtype:
-        return Difference(float("inf"), float("inf"))
+        return None if expected == got else _structural(f"expected {expected!r}, got {got!r}")
+    if not isinstance(got, torch.Tensor):
+        return _structural(f"expected a tensor, got {type(got).__name__}")
+    if got.shape != expected.shape or got.dtype != expected.dtype:
+        return _structural(f"expected {tuple(expected.shape)} {expected.dtype}, got {tuple(got.shape)} {got.dtype}")
+    return _compare_tensors(expected, got, tol)
+
+
+def _compare_tensors(expected: torch.Tensor, got: torch.Tensor, tol: float) -> Difference | None:
+    exact = not expected.dtype.is_floating_point and not expected.dtype.is_complex
+    atol = rtol = 0.0 if exact else tol
     e, g = expected.detach().double(), got.detach().double()
     nan_e, nan_g = torch.isnan(e), torch.isnan(g)
     if not torch.equal(nan_e, nan_g):
-        return Difference(float("nan"), float("nan"))
+        n = int((nan_e != nan_g).sum())
+        return Difference(float("nan"), float("nan"), atol, rtol, n, e.numel(),
+                          reason=f"NaN pattern differs at {n} of {e.numel()} element(s)")
     e, g = e.masked_fill(nan_e, 0), g.masked_fill(nan_g, 0)
-    same_inf = (e == g)  # equal infinities have nan differences otherwise
-    diff = (e - g).abs().masked_fill(same_inf, 0)
-    rel = diff / e.abs().clamp_min(1e-12)
-    exact = not expected.dtype.is_floating_point and not expected.dtype.is_complex
-    bad = diff > 0 if exact else diff > tol + tol * e.abs()
+    diff = (e - g).abs().masked_fill(e == g, 0)  # equal infinities have nan differences otherwise
+    allowed = atol + rtol * e.abs()
+    finite = torch.isfinite(e) & torch.isfinite(g)
+    # an infinity matches only itself, whatever the tolerance (as in assert_close)
+    bad = torch.where(finite, diff > allowed, e != g)
     if not bool(bad.any()):
         return None
-    return Difference(float(diff.max()), float(rel.masked_fill(diff == 0, 0).max()))
+    infinite_bad = bad & ~finite
+    bad_e, bad_diff = e.abs()[bad & finite], diff[bad & finite]
+    meaningful = bad_e > atol
+    max_rel = float((bad_diff[meaningful] / bad_e[meaningful]).max()) if bool(meaningful.any()) else float("nan")
+    if bool(infinite_bad.any()):
+        over = infinite_bad.double()
+    else:  # the element furthest outside its allowance; where none is allowed, the error itself decides
+        over = torch.where(bad, diff / allowed, torch.zeros_like(diff))
+        if bool(torch.isinf(over).any()):
+            over = torch.where(torch.isinf(over), diff, torch.zeros_like(diff))
+    flat = int(over.flatten().argmax())
+    idx = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), e.shape)) if e.dim() else ()
+    we, wg, wd = float(e[idx]), float(g[idx]), float(diff[idx])
+    worst = WorstElement(idx, we, wg, wd, wd / abs(we) if we != 0 and math.isfinite(we + wd) else None)
+    if atol == rtol == 0:
+        failed = "exact"
+    elif bad_e.numel() == 0:
+        failed = "infinity"
+    else:
+        rtol_side = rtol * bad_e > atol
+        failed = "rtol" if bool(rtol_side.all()) else "both" if bool(rtol_side.any()) else "atol"
+    max_abs = float("inf") if bool(infinite_bad.any()) else float(bad_diff.max())
+    return Difference(max_abs, max_rel, atol, rtol, int(bad.sum()), e.numel(), worst, failed)
+
+
+def difference_fields(d: Difference) -> dict:
+    """accuracy.json's fields for a difference (docs/debug-directory.md). max_abs_error and max_rel_error
+    keep their names for older readers; max_rel_error is null when no failing element has |expected| > atol
+    (JSON has no nan)."""
+    no_rel = math.isnan(d.max_rel_error) and not d.reason
+    return {"max_abs_error": d.max_abs_error, "max_rel_error": None if no_rel else d.max_rel_error,
+            "mismatched_elements": d.mismatched, "elements": d.numel, "failed_tolerance": d.failed_tolerance,
+            "worst": d.worst.to_json() if d.worst else None, "output": d.output, "summary": d.describe()}
 
 
 @dataclass
@@ -123,8 +236,7 @@ def accuracy_report(graph, node: DivergingNode | None, tol: float) -> dict:
     src = graph.readable.sources.get(node.name)
     kernel = next((k["name"] for k in kmap.kernels if node.name in k["nodes"]), None) if kmap else None
     data.update({"node": node.name, "target": node.target, "readable_line": graph.readable.lines.get(node.name),
-                 "kernel": kernel, "source": src.to_json() if src else None,
-                 "max_abs_error": node.difference.max_abs_error, "max_rel_error": node.difference.max_rel_error})
+                 "kernel": kernel, "source": src.to_json() if src else None, **difference_fields(node.difference)})
     return data
 
 
@@ -168,8 +280,7 @@ def check_on_first_call(eager: Callable, compiled: Callable, graphs: list, tol: 
 def _report(graph, node: DivergingNode | None, tol: float, mismatch: Difference | None) -> None:
     data = accuracy_report(graph, node, tol)
     if mismatch is not None and node is None:
-        data.update({"status": "mismatch", "node": None, "max_abs_error": mismatch.max_abs_error,
-                     "max_rel_error": mismatch.max_rel_error})
+        data.update({"status": "mismatch", "node": None, **difference_fields(mismatch)})
     if graph.debug:
         graph.debug.accuracy(data)
         if data["status"] == "mismatch" and graph.kernel_map is not None:
@@ -178,8 +289,8 @@ def _report(graph, node: DivergingNode | None, tol: float, mismatch: Difference 
     if data["status"] == "mismatch":
         src = data.get("source")
         where = f" at {src['file']}:{src['line']} `{src['code']}`" if src else ""
-        print(f"kernel-lens accuracy: {graph.graph_id}: MISMATCH; first diverging node "
-              f"{data.get('node')} ({data.get('target')}){where}: max abs error {data['max_abs_error']:.6g}, "
-              f"max rel error {data['max_rel_error']:.6g} (tol {tol})", flush=True)
+        found = (f"first diverging node {data['node']} ({data.get('target')}){where}" if data.get("node")
+                 else "no single diverging node found; the graph's outputs")
+        print(f"kernel-lens accuracy: {graph.graph_id}: MISMATCH; {found}: {data['summary']}", flush=True)
     else:
-        print(f"kernel-lens accuracy: {graph.graph_id}: ok (tol {tol})", flush=True)
+        print(f"kernel-lens accuracy: {graph.graph_id}: ok (atol {tol:g}, rtol {tol:g})", flush=True)
