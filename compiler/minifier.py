@@ -20,8 +20,16 @@ Candidate = tuple[torch.fx.GraphModule, list]
 
 @dataclass
 class Failure:
-    kind: str  # compile_error | accuracy | exception
+    kind: str  # compile_error | accuracy | exception | invalid
     message: str
+
+    def describe(self) -> str:
+        """"a C++ compile error (...)": the failure as a noun phrase for repro.py's header."""
+        return f"{FAILURE_NOUNS.get(self.kind, self.kind)} ({self.message})"
+
+
+FAILURE_NOUNS = {"compile_error": "a C++ compile error", "accuracy": "an accuracy mismatch",
+                 "exception": "an exception", "invalid": "an eager failure"}
 
 
 class NothingToMinify(Exception):
@@ -211,9 +219,9 @@ def write_repro(debug_dir: str, candidate: Candidate, failure: Failure) -> str:
     from compiler.repro_code import input_specs, runnable_graph_code
     gm, inputs = candidate
     torch.save(inputs, os.path.join(debug_dir, "repro_inputs.pt"))
-    title = f"Minified repro of a {failure.kind} ({failure.message}); written by kernel-lens minify"
-    text = runnable_graph_code(gm, input_specs(inputs), title, tensors_file="repro_inputs.pt")
-    path = os.path.join(debug_dir, "repro.py")
+    path = os.path.abspath(os.path.join(debug_dir, "repro.py"))
+    title = f"Minified repro of {failure.describe()}; written by kernel-lens minify"
+    text = runnable_graph_code(gm, input_specs(inputs), title, tensors_file="repro_inputs.pt", run_path=path)
     with open(path, "w") as f:
         f.write(text)
     return path

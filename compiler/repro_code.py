@@ -1,6 +1,7 @@
 """Standalone Python for an FX graph: `fx_graph_runnable.py` and the minifier's `repro.py`."""
 from __future__ import annotations
 
+import shlex
 import textwrap
 
 import torch
@@ -14,10 +15,12 @@ def input_specs(example_inputs) -> list[tuple[tuple[int, ...], tuple[int, ...], 
     return [(tuple(t.shape), tuple(t.stride()), t.dtype) for t in example_inputs if isinstance(t, torch.Tensor)]
 
 
-def runnable_graph_code(gm: torch.fx.GraphModule, specs, title: str, tensors_file: str | None = None) -> str:
+def runnable_graph_code(gm: torch.fx.GraphModule, specs, title: str, tensors_file: str | None = None,
+                        run_path: str = "fx_graph_runnable.py") -> str:
     """A script defining `class Repro(torch.nn.Module)` and `load_args()`, which runs the graph eagerly
     and with the lens backend and compares them. The inputs saved at `tensors_file` (relative to the
-    script; default the graph's `tensors/inputs.pt`) are used when that file exists, else random ones."""
+    script; default the graph's `tensors/inputs.pt`) are used when that file exists, else random ones.
+    `run_path` is the file the script is written to, as its header tells the reader to run it."""
     body = textwrap.indent(gm.code.strip("\n"), "    ")
     args = ", ".join(f"rand_strided({py_repr(s)}, {py_repr(st)}, {d})" for s, st, d in specs)
     saved = repr(tensors_file or GRAPH_INPUTS_FILE)
@@ -25,7 +28,7 @@ def runnable_graph_code(gm: torch.fx.GraphModule, specs, title: str, tensors_fil
     overrides = (f"\nimport compiler.config\ncompiler.config.cpp.op_overrides = {dict(config.cpp.op_overrides)!r}"
                  "  # the codegen setting this graph was compiled with\n") if config.cpp.op_overrides else ""
     return f'''# {title}
-# Runs standalone: `python fx_graph_runnable.py` (eager vs lens, compared).
+# Runs standalone: `python {shlex.quote(run_path)}` (eager vs lens, compared).
 import os
 import torch
 from torch import tensor, device
