@@ -134,3 +134,9 @@ def cache_dir() -> str:
         return root
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "kernel-lens")
+
+
+# Round every bfloat16/float16 op's result to its dtype, as eager materializes it, instead of keeping float
+# intermediates inside a fused kernel (Inductor's `emulate_precision_casts`; compiler/codegen/half.py; also
+# LENS_EMULATE_PRECISION_CASTS=1).
+emulate_precision_casts: bool = _env_flag("LENS_EMULATE_PRECISION_CASTS")

@@ -11,6 +11,7 @@ import math
 import sympy
 import torch
 
+from compiler.codegen import half
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, SIMD_REDUCTION_OPS
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBuffer
@@ -64,7 +65,7 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
         if phases:
             _render_split(renderer, size, x, bodies, m, phases)
             return
-    block = max(1, min(size, BLOCK_BYTES // max(n.dtype.itemsize for n in k.nodes[:m])))
+    block = max(1, min(size, BLOCK_BYTES // max(half.compute_itemsize(n.dtype) for n in k.nodes[:m])))
     if parallel and size > block:
         renderer.emit("#pragma omp parallel for", list(k.origins))
     renderer.emit(f"for (int64_t {x.name}_base = 0; {x.name}_base < {size}; {x.name}_base += {block})",
@@ -87,12 +88,12 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
         for _ in rvars:
             renderer.close()
         if n.name in renderer.locals:  # later reductions and the epilogue read this lane's value
-            renderer.locals[n.name] = LocalBuffer(f"static_cast<{t}>({acc}[{x.name}_lane])", True, 1)
+            renderer.locals[n.name] = LocalBuffer(half.round_to(n.dtype, f"static_cast<{t}>({acc}[{x.name}_lane])"), True, 1)
             renderer.local_stores[n.name] = sympy.expand(b["store"])
         else:  # stored before the next reduction, which may read it
             _lane_loop(renderer, x, width, n.origins)
             renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(sympy.expand(b['store']))}] = "
-                               f"{acc}[{x.name}_lane];", n.origin)
+                               f"{half.store(n.dtype, f'{acc}[{x.name}_lane]')};", n.origin)
             renderer.close()
     if m == len(k.nodes):
         renderer.close()
@@ -144,12 +145,13 @@ def _split_phases(k, bodies: list[dict], m: int, size: int) -> list[list[int]] |
 
 def _padded(size: int, dtype: torch.dtype) -> int:
     """Bytes of `size` values, rounded up to whole cache lines."""
-    return -(-size * dtype.itemsize // 64) * 64
+    return -(-size * half.compute_itemsize(dtype) // 64) * 64
 
 
 def _partial_dtype(n) -> torch.dtype:
     """What a thread's partial of node `n` is kept in."""
-    return torch.float64 if n.dtype == torch.float32 and n.reduction_type == "sum" else n.dtype
+    floats = (torch.float32, *half.HALF_DTYPES)
+    return torch.float64 if n.dtype in floats and n.reduction_type == "sum" else n.dtype
 
 
 def _render_split(renderer, size: int, x: sympy.Symbol, bodies: list[dict], m: int,
@@ -222,7 +224,7 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
         pd = _partial_dtype(n)
         pt = CTYPES[pd]
         renderer.statement(f"{pt}* __restrict__ acc{i}_mine = acc{i}_parts + "
-                           f"{_padded(size, pd) // pd.itemsize} * lens_tid;", n.origin)
+                           f"{_padded(size, pd) // half.compute_itemsize(pd)} * lens_tid;", n.origin)
         renderer.simd_line(X, size, f"acc{i}_mine[{X}] = {REDUCTION_INIT[n.reduction_type].format(t=pt)};",
                            [n.origin])
         _chunk(renderer, n, bodies[i], f"acc{i}", CTYPES[n.dtype], _padded(size, n.dtype) + PAGE,
@@ -262,18 +264,18 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
     for i, n in zip(phase, nodes):
         pd = _partial_dtype(n)
         t, pt = CTYPES[n.dtype], CTYPES[pd]
-        other = f"acc{i}_parts[{_padded(size, pd) // pd.itemsize} * lens_t + {X}]"
+        other = f"acc{i}_parts[{_padded(size, pd) // half.compute_itemsize(pd)} * lens_t + {X}]"
         renderer.statement(f"{pt} acc{i}_all = acc{i}_parts[{X}];", n.origin)
         renderer.emit(f"for (int64_t lens_t = 1; lens_t < lens_team; lens_t++) acc{i}_all = "
                       f"{REDUCTION_COMBINE[n.reduction_type].format(acc=f'acc{i}_all', v=other)};", [n.origin])
         renderer.emit(f"acc{i}_parts[{X}] = acc{i}_all;", [n.origin])
         store = sympy.expand(bodies[i]["store"])
         if n.name in renderer.locals:  # later passes and the epilogue read the combined value
-            renderer.locals[n.name] = LocalBuffer(f"static_cast<{t}>(acc{i}_parts[{X}])", True, 1)
+            renderer.locals[n.name] = LocalBuffer(half.round_to(n.dtype, f"static_cast<{t}>(acc{i}_parts[{X}])"), True, 1)
             renderer.local_stores[n.name] = store
         else:
-            renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(store)}] = static_cast<{t}>(acc{i}_all);",
-                               n.origin)
+            value = half.store(n.dtype, f"static_cast<{t}>(acc{i}_all)")
+            renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(store)}] = {value};", n.origin)
     renderer.close()
 
 
@@ -339,9 +341,12 @@ def render_total(renderer, bodies: list[dict]) -> None:
     renderer.close()
     store = sympy.expand(b["store"])
     if n.name in renderer.locals:
+        if half.is_half(n.dtype):
+            renderer.statement(f"{acc} = {half.round_to(n.dtype, acc)};", n.origin)
         renderer.local_stores[n.name] = store
     else:
-        renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(store)}] = {acc};", n.origin)
+        renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(store)}] = {half.store(n.dtype, acc)};",
+                           n.origin)
     renderer.close()
     for node, nb in zip(renderer.k.nodes[1:], bodies[1:]):
         renderer._render_node_block(node, nb, parallel_inner=False)

@@ -8,14 +8,14 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import (column_reduction, exp_lanes, lane_reduction, loop_nest, pipeline, prefetch,
+from compiler.codegen import (column_reduction, exp_lanes, half, lane_reduction, loop_nest, pipeline, prefetch,
                               sibling_loops, streaming)
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
 from compiler.codegen.inplace import KernelArg, kernel_params, unique
 from compiler.codegen.kernel_locals import plan_locals
-from compiler.ir import ComputedBuffer, IndexValue, Layout, Load, substitute, walk
+from compiler.ir import Cast, ComputedBuffer, IndexValue, Layout, Load, substitute, walk
 from compiler.scheduler import FusedKernel
 
 
@@ -237,7 +237,7 @@ class KernelRenderer(ExpressionRenderer):
                 self.open_loop(v, s, pragma, n.origins)
                 opened += 1
             else:
-                self.statement(f"{self.store_target(n, store)} = {self.body_value(b)};", n.origin)
+                self.store_body(n, b, store)
             for _ in range(opened):
                 self.close()
         self.indent -= 1
@@ -258,6 +258,26 @@ class KernelRenderer(ExpressionRenderer):
             return local.name
         return f"{local.name}[{cpp_index(self.local_index(store))}]"
 
+    def stored_value(self, n: ComputedBuffer, value: str) -> str:
+        """What a store of node `n` writes: a half dtype's bits to memory (a buffer, a streamed line), a float
+        rounded to the half dtype to a kernel-local buffer (codegen/half.py); other dtypes' values as they are."""
+        if n.name in self.locals and n.name not in self.stream_stage:
+            return half.round_to(n.dtype, value)
+        return half.store(n.dtype, value)
+
+    def stored_body(self, n: ComputedBuffer, b: dict) -> str:
+        """The stored value of node `n`'s body at the current indices; a body ending in a cast to `n`'s half
+        dtype (a graph's `_to_copy`, an autocast) is rounded once by the store, not once more before it."""
+        body = b["body"]
+        if isinstance(body, Cast) and half.is_half(n.dtype) and body.arg.dtype.is_floating_point:
+            b = dict(b, body=body.arg)
+        return self.stored_value(n, self.body_value(b))
+
+    def store_body(self, n: ComputedBuffer, b: dict, store: sympy.Expr) -> None:
+        """`target = value;`: node `n`'s body at the current indices stored at flat index `store`."""
+        target = self.store_target(n, store)
+        self.statement(f"{target} = {self.stored_body(n, b)};", n.origin)
+
     def accumulator(self, n: ComputedBuffer) -> str:
         local = self.locals.get(n.name)
         return local.name if local is not None else f"acc_{self.params[n.name].param}"
@@ -277,7 +297,7 @@ class KernelRenderer(ExpressionRenderer):
         rvars, rsizes = b["red"]
         rtype = n.reduction_type
         acc = self.accumulator(n)
-        lanes = 64 // n.dtype.itemsize
+        lanes = 64 // half.compute_itemsize(n.dtype)
         if rtype in ("max", "min") and n.dtype != torch.bool and rvars and rsizes[-1] >= 2 * lanes:
             lane_reduction.render(self, n, b, acc, lanes)
         elif self.row_prefetch.into == n.name:
@@ -300,8 +320,10 @@ class KernelRenderer(ExpressionRenderer):
     def store_reduction(self, n: ComputedBuffer, store: sympy.Expr, acc: str) -> None:
         """After the reduction loops: the result goes to its buffer, or stays in its local accumulator."""
         if n.name not in self.locals:
-            self.statement(f"{self.params[n.name].param}[{cpp_index(store)}] = {acc};", n.origin)
+            self.statement(f"{self.params[n.name].param}[{cpp_index(store)}] = {half.store(n.dtype, acc)};", n.origin)
         else:
+            if half.is_half(n.dtype):  # (a float accumulator: what later nodes read is the rounded result)
+                self.statement(f"{acc} = {half.round_to(n.dtype, acc)};", n.origin)
             self.local_stores[n.name] = store
 
     def combine(self, n: ComputedBuffer, b: dict, acc: str, into: str) -> None:

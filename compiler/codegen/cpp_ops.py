@@ -10,11 +10,13 @@ import math
 import torch
 
 from compiler import config
-from compiler.codegen import math_prelude, special_math, streaming
+from compiler.codegen import half, math_prelude, special_math, streaming
 
 CTYPES = {
     torch.float32: "float", torch.float64: "double", torch.int8: "int8_t", torch.int16: "int16_t",
     torch.int32: "int32_t", torch.int64: "int64_t", torch.uint8: "uint8_t", torch.bool: "bool",
+    # a half value in a register or a kernel-local buffer is a float (its buffers' type: half.STORAGE_CTYPES)
+    torch.bfloat16: "float", torch.float16: "float",
 }
 
 # Same-type arithmetic is wrapped in decltype(x)(...) so small integers wrap like eager (C++ would
@@ -106,6 +108,11 @@ def render_op(name: str, operands: list[str], dtypes: list[torch.dtype]) -> str:
 
 
 def render_cast(operand: str, src: torch.dtype, dst: torch.dtype) -> str:
+    converted = half.cast(operand, src, dst)
+    if converted is not None:
+        return converted
+    if half.is_half(src) and not dst.is_floating_point:  # the half value eager converts, not a float near it
+        operand = half.round_to(src, operand)
     # Float -> small int goes through int64 like c10::convert, so out-of-range values wrap the same way.
     if src.is_floating_point and not dst.is_floating_point and dst not in (torch.bool, torch.int64):
         return f"static_cast<{CTYPES[dst]}>(static_cast<int64_t>({operand}))"
@@ -122,7 +129,7 @@ def render_constant(value, dtype: torch.dtype) -> str:
         if math.isinf(v):
             return f"{'-' if v < 0 else ''}std::numeric_limits<{CTYPES[dtype]}>::infinity()"
         text = repr(v)
-        return f"{text}f" if dtype == torch.float32 else text
+        return f"{text}f" if CTYPES[dtype] == "float" else text
     v = int(value)
     if dtype == torch.int64:
         return f"static_cast<int64_t>({v}LL)" if v >= -2**63 + 1 else "std::numeric_limits<int64_t>::min()"
@@ -146,7 +153,7 @@ PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
 
 PRELUDE = r"""#include <cstdint>
 #include <omp.h>
-""" + math_prelude.PRELUDE + r"""template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
+""" + math_prelude.PRELUDE + half.PRELUDE + r"""template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
 template <typename T> inline T lens_max(T a, T b) { return a < b ? b : a; }  // (which costs g++ ~40 ms a build)
 template <typename T> inline T max_propagate_nan(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }

@@ -34,7 +34,8 @@ class LaneLoop:
 
 def inlines(dtype: torch.dtype) -> bool:
     """Whether an exp of `dtype` in a lane loop is cut out of it."""
-    return config.cpp.inline_exp and dtype == torch.float32 and "exp" not in config.cpp.op_overrides
+    floats = (torch.float32, torch.bfloat16, torch.float16)  # (half values compute as floats: codegen/half.py)
+    return config.cpp.inline_exp and dtype in floats and "exp" not in config.cpp.op_overrides
 
 
 def applies(r, dtype: torch.dtype) -> LaneLoop | None:

@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
+import torch
 
-from compiler.codegen import exp_lanes
-from compiler.codegen.cpp_ops import CTYPES, render_cast, render_constant, render_op
+from compiler import config
+from compiler.codegen import exp_lanes, half
+from compiler.codegen.cpp_ops import render_cast, render_constant, render_op
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBufferError
 from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Op, walk
@@ -67,7 +69,7 @@ class ExpressionRenderer:
         if isinstance(node, Constant):
             return render_constant(node.value, node.dtype)
         if isinstance(node, IndexValue):
-            return f"static_cast<{CTYPES[node.dtype]}>({cpp_index(node.expr)})"
+            return render_cast(cpp_index(node.expr), torch.int64, node.dtype)
         if isinstance(node, Op) and id(node) in self.exp_values:  # an exp cut before in this lane loop
             return self._temp(f"{self.exp_values[id(node)]}[{self.lane_loops[-1].var}_lane]", node.origin)
         if isinstance(node, Load):
@@ -83,7 +85,7 @@ class ExpressionRenderer:
             else:
                 idx = cpp_index(self.flat(node))
                 key = ("load", node.buffer, idx)
-                text = f"{self.params[node.buffer].param}[{idx}]"
+                text = half.load(node.dtype, f"{self.params[node.buffer].param}[{idx}]")
         elif isinstance(node, Cast):
             src = self._operands(node, names, block)[0]
             key = ("cast", node.dtype, src)
@@ -92,6 +94,8 @@ class ExpressionRenderer:
             operands = self._operands(node, names, block)
             key = ("op", node.name, node.dtype, tuple(operands))
             text = render_op(node.name, operands, [a.dtype for a in node.args])
+            if config.emulate_precision_casts:  # each half op's result as eager materializes it (half.py)
+                text = half.round_to(node.dtype, text)
         else:
             raise TypeError(f"unknown IR expression {node!r}")
         got = block.temps.get(key)

@@ -20,6 +20,7 @@ import sympy
 import torch
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
+from compiler.codegen import half
 from compiler.codegen.cpp_ops import CTYPES
 from compiler.ir import ComputedBuffer, ExternCall, Layout, contiguous_strides
 from compiler.scheduler import FusedKernel, ScheduledGraph
@@ -42,7 +43,9 @@ def kernel_params(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]]
     def add(buffer: str, kind: str) -> KernelArg:
         if buffer not in params:
             count = len({id(a) for a in params.values() if a.param.startswith(kind + "_ptr")})
-            params[buffer] = KernelArg(f"{kind}_ptr{count}", buffer, CTYPES[layouts[buffer][0]], kind != "in")
+            dtype = layouts[buffer][0]
+            ctype = half.STORAGE_CTYPES.get(dtype, CTYPES[dtype])
+            params[buffer] = KernelArg(f"{kind}_ptr{count}", buffer, ctype, kind != "in")
         return params[buffer]
 
     for n in k.nodes:

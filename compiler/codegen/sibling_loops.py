@@ -64,7 +64,7 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
         op = simd_reduction_op(b.dtype, b.reduction_type)
         r.open_loop(x, size, f"#pragma omp simd reduction({op}:{acc})", a.origins + b.origins)
     store = sympy.expand(ba["store"])
-    r.statement(f"{r.store_target(a, store)} = {r.body_value(ba)};", a.origin)
+    r.store_body(a, ba, store)
     r.combine(b, fused, acc, into)
     if blocked:
         prefetch.close_blocks(r, x)
@@ -92,7 +92,7 @@ def _render_lane_blocks(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, fused
     store = r.store_target(a, sympy.expand(ba["store"]))
     r.open_loop(sympy.Symbol(f"{x.name}_base"), main, None, a.origins + b.origins, step=lanes)
     r.open_lanes(x, lanes, a.origins + b.origins)
-    r.statement(f"{store} = {r.body_value(ba)};", a.origin)
+    r.statement(f"{store} = {r.stored_body(a, ba)};", a.origin)
     r.combine(b, fused, acc, f"{part}[{x.name}_lane]")
     r.close()
     r.close()
@@ -101,7 +101,7 @@ def _render_lane_blocks(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, fused
         r.indent += 1
         r.emit(f"const int64_t {x.name}_base = {main};")
         r.open_lanes(x, lanes, a.origins + b.origins, count=size - main)
-        r.statement(f"{store} = {r.body_value(ba)};", a.origin)
+        r.statement(f"{store} = {r.stored_body(a, ba)};", a.origin)
         r.combine(b, fused, acc, f"{part}[{x.name}_lane]")
         r.close()
         r.close()

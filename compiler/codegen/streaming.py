@@ -156,7 +156,7 @@ def render_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, stor
     r.close()
     if main < size:
         r.open_loop(var, size, "#pragma omp simd", n.origins, start=main)
-        r.statement(f"{r.store_target(n, store)} = {r.body_value(b)};", n.origin)
+        r.store_body(n, b, store)
         r.close()
     return True
 
@@ -179,7 +179,7 @@ def _render_peeled_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: i
         r.emit(f"for (int64_t {var.name} = {lo}; {var.name} < {hi}; {var.name}++)", n.origins)
         r.emit("{")
         r.indent += 1
-        r.statement(f"{r.store_target(n, store)} = {r.body_value(b)};", n.origin)
+        r.store_body(n, b, store)
         r.close()
         if lo == 0:
             r.emit(f"for (int64_t {base.name} = {head}; {base.name} < {last}; {base.name} += {lanes})", n.origins)
@@ -195,7 +195,7 @@ def render_line(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, store: sympy.E
     lanes = line_lanes(n)
     r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
     r.open_lanes(var, lanes, n.origins)
-    r.statement(f"{n.name}_line[{var.name}_lane] = {r.body_value(b)};", n.origin)
+    r.statement(f"{n.name}_line[{var.name}_lane] = {r.stored_body(n, b)};", n.origin)
     r.close()
     _stream_lines(r, n, store, var, lanes)
 

@@ -19,13 +19,21 @@ from compiler.lowering.values import (TensorValue, UnsupportedLowering, broadcas
 
 aten, prims = torch.ops.aten, torch.ops.prims
 
-SUPPORTED_DTYPES = {torch.float32, torch.float64, torch.int8, torch.int16, torch.int32, torch.int64,
-                    torch.uint8, torch.bool}
+SUPPORTED_DTYPES = {torch.float32, torch.float64, torch.bfloat16, torch.float16, torch.int8, torch.int16,
+                    torch.int32, torch.int64, torch.uint8, torch.bool}
 
 
 def check_dtype(dtype: torch.dtype) -> None:
     if dtype not in SUPPORTED_DTYPES:
         raise UnsupportedLowering(f"dtype {dtype} has no generated code")
+
+
+def half_scalar(value, dtype: torch.dtype):
+    """A Python number as eager holds it where it takes it as a tensor of the result's half dtype (add and sub,
+    where, fills: rounded to that dtype; mul and div keep their scalars in float); other dtypes unchanged."""
+    if dtype in (torch.bfloat16, torch.float16) and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(float(value)).to(dtype).item()
+    return value
 
 
 def _as_value(x, dtype: torch.dtype) -> TensorValue:
@@ -133,6 +141,7 @@ for _op, _name in TEST_OPS.items():
 @register(aten.add, aten.sub)
 def _add_sub(ctx, a, b, alpha=1):
     name = "add" if ctx.node.target.overloadpacket is aten.add else "sub"
+    a, b = half_scalar(a, ctx.out_dtype), half_scalar(b, ctx.out_dtype)
     if alpha != 1:
         b = elementwise("mul", [b, alpha], ctx.out_dtype)
     return elementwise(name, [a, b], ctx.out_dtype)
@@ -140,6 +149,7 @@ def _add_sub(ctx, a, b, alpha=1):
 
 @register(aten.rsub)
 def _rsub(ctx, a, b, alpha=1):
+    a, b = half_scalar(a, ctx.out_dtype), half_scalar(b, ctx.out_dtype)
     if alpha != 1:
         a = elementwise("mul", [a, alpha], ctx.out_dtype)
     return elementwise("sub", [b, a], ctx.out_dtype)
@@ -169,7 +179,7 @@ def _where(ctx, cond, a, b):
     cond_v = _as_value(cond, torch.bool)
     size = broadcast_shapes(cond_v.size, *[x.size for x in (a, b) if isinstance(x, TensorValue)])
     cond_b = broadcast_to(to_dtype(cond_v, torch.bool), size)
-    vals = [broadcast_to(_as_value(x, out), size) for x in (a, b)]
+    vals = [broadcast_to(_as_value(half_scalar(x, out), out), size) for x in (a, b)]
     org = origin()
     check_dtype(out)
 
@@ -236,7 +246,7 @@ def _full(ctx, *args, **kwargs):
                 return cast(src.load(zero), out)
 
         return TensorValue(out, ctx.out_size, loader, None, src.inlined | {org})
-    c = constant(value, ctx.out_dtype)
+    c = constant(half_scalar(value, ctx.out_dtype), ctx.out_dtype)
     check_dtype(ctx.out_dtype)
     return TensorValue(ctx.out_dtype, ctx.out_size, lambda idx: c, None, frozenset({origin()}))
 
