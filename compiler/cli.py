@@ -3,6 +3,7 @@ Exit codes: 0 ok, 1 the user's program failed or mismatched, 2 usage error."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -46,33 +47,51 @@ class ScriptRun:
 
 
 def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | None = None,
-               launcher: tuple[str, ...] = ()) -> ScriptRun:
+               launcher: tuple[str, ...] = (), progress: bool = False) -> ScriptRun:
     """Run the user's script in a child Python (its own cwd = its folder), showing its output live;
-    `launcher` runs it through a module first (e.g. ("-m", "compiler.narrow_child"))."""
+    `launcher` runs it through a module first (e.g. ("-m", "compiler.narrow_child")); `progress` prints a
+    line per graph as its debug folder lands (compile_progress.py)."""
+    from compiler.compile_progress import CompileProgress
     script = os.path.abspath(script)
     folder = os.path.dirname(script)
     before = _runs(debug_root(folder))
-    proc = subprocess.Popen([sys.executable, *launcher, script, *script_args], cwd=folder,
-                            env=script_env(script, extra_env),
-                            stderr=subprocess.PIPE, text=True, errors="replace")
+    watcher = CompileProgress(debug_root(folder), before) if progress else contextlib.nullcontext()
     tail: list[str] = []
-    size = 0
-    assert proc.stderr is not None
-    for line in proc.stderr:
-        sys.stderr.write(line)
-        tail.append(line)
-        size += len(line)
-        while size > STDERR_KEEP and len(tail) > 1:
-            size -= len(tail.pop(0))
-    code = proc.wait()
+    with watcher:
+        proc = subprocess.Popen([sys.executable, *launcher, script, *script_args], cwd=folder,
+                                env=script_env(script, extra_env),
+                                stderr=subprocess.PIPE, text=True, errors="replace")
+        size = 0
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            sys.stderr.flush()  # whole lines, so the progress thread's lines never land inside one
+            tail.append(line)
+            size += len(line)
+            while size > STDERR_KEEP and len(tail) > 1:
+                size -= len(tail.pop(0))
+        code = proc.wait()
     return ScriptRun(code, sorted(_runs(debug_root(folder)) - before), "".join(tail))
+
+
+def _trace_logs(trace_dir: str) -> set[str]:
+    return set(glob.glob(os.path.join(trace_dir, "**", "*.log"), recursive=True))
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
     env = {"LENS_SAVE_TENSORS": "1"} if args.save_tensors else {}
     if args.save_tensors_max_bytes is not None:
         env["LENS_SAVE_TENSORS_MAX_BYTES"] = str(args.save_tensors_max_bytes)
-    result = run_script(args.script, args.script_args, env)
+    # the three outputs, named before the script runs: a long run can be inspected while it goes
+    folder = os.path.dirname(os.path.abspath(args.script))
+    trace_dir = script_env(args.script, env)["TORCH_TRACE"]
+    logs_before = _trace_logs(trace_dir)
+    print(f"kernel-lens compile: running {args.script}\n"
+          f"  debug directory: {debug_root(folder)}/run_*/ (lens/ ours, torchinductor/ real Inductor's)\n"
+          f"  TORCH_TRACE:     {trace_dir}/\n"
+          f"  Inductor C++ compile errors mapped to source: compile_error.json beside Inductor's graph folders",
+          flush=True)
+    result = run_script(args.script, args.script_args, env, progress=True)
     code, runs = result.exit_code, result.runs
     for path in write_inductor_compile_errors(result.stderr, runs):
         print(f"Inductor C++ compile error mapped to source: {path}")
@@ -81,6 +100,9 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(f"debug directory: {run} ({len(graphs)} graph folder(s))")
     if not runs:
         print("no debug directory was written (did the script call torch.compile?)")
+    logs = sorted(_trace_logs(trace_dir) - logs_before)
+    print(f"TORCH_TRACE: {trace_dir} ({len(logs)} new log(s)" + (f": {', '.join(map(os.path.basename, logs))})"
+                                                                   if logs else ")"))
     if code != 0:
         print(f"the script exited with code {code}", file=sys.stderr)
         return EXIT_USER_FAILURE
@@ -214,31 +236,41 @@ def _delegate_to_server(args: argparse.Namespace, verb: str) -> int:
     return subprocess.run(cmd).returncode
 
 
+SCRIPT_USAGE = "%(prog)s [options] SCRIPT [-- SCRIPT_ARGS ...]"
+SCRIPT_EPILOG = ("Our options may come before or after SCRIPT; everything after `--` is passed to the script "
+                 "(e.g. %(prog)s train.py -- --epochs 2 --data ./small).")
+
+
+def _script_command(sub, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand that runs SCRIPT. The script's own arguments come after `--` only: argparse's REMAINDER
+    handed every option written after SCRIPT (ours included) to the script, silently."""
+    c = sub.add_parser(name, help=help, usage=SCRIPT_USAGE, epilog=SCRIPT_EPILOG,
+                       allow_abbrev=False)  # a script's `--in` must never pass for our `--inductor`
+    c.add_argument("script")
+    c.set_defaults(script_args=[], command_parser=c)
+    return c
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kernel-lens", description=__doc__)
+    p = argparse.ArgumentParser(prog="kernel-lens", description=__doc__, allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("compile", help="run SCRIPT with debug directories on and print where they went")
+    c = _script_command(sub, "compile", "run SCRIPT with debug directories on, print graphs as they compile and "
+                                        "where the debug folders and TORCH_TRACE logs went")
     c.add_argument("--save-tensors", action="store_true",
                    help="save each graph's and kernel's inputs and outputs into its debug folder (tensors/)")
     c.add_argument("--save-tensors-max-bytes", type=int, metavar="N",
                    help="cap on the bytes saved per process (default config.save_tensors_max_bytes)")
-    c.add_argument("script")
-    c.add_argument("script_args", nargs=argparse.REMAINDER)
     c.set_defaults(func=cmd_compile)
-    pr = sub.add_parser("profile", help="run SCRIPT, time each compiled graph eager vs compiled, profile "
-                                        "per kernel; writes profile.json and trace.json into the debug dirs")
+    pr = _script_command(sub, "profile", "run SCRIPT, time each compiled graph eager vs compiled, profile per "
+                                         "kernel; writes profile.json and trace.json into the debug dirs")
     pr.add_argument("--warmup", type=int, default=3)
     pr.add_argument("--iters", type=int, default=20)
-    pr.add_argument("script")
-    pr.add_argument("script_args", nargs=argparse.REMAINDER)
     pr.set_defaults(func=cmd_profile)
-    ca = sub.add_parser("check-accuracy", help="run SCRIPT comparing each compiled graph with eager; on a "
-                                               "mismatch, find the first diverging FX node (accuracy.json)")
+    ca = _script_command(sub, "check-accuracy", "run SCRIPT comparing each compiled graph with eager; on a "
+                                                "mismatch, find the first diverging FX node (accuracy.json)")
     ca.add_argument("--tol", type=float, default=1e-4, help="atol = rtol for floating outputs (default 1e-4)")
     ca.add_argument("--op-override", action="append", metavar="OP=FORMAT",
                     help="replace an op's C++ (e.g. 'neg=decltype({x})(2 * {x})') to reproduce a codegen bug")
-    ca.add_argument("script")
-    ca.add_argument("script_args", nargs=argparse.REMAINDER)
     ca.set_defaults(func=cmd_check_accuracy)
     mi = sub.add_parser("minify", help="shrink the failing graph of DEBUG_DIR (a run_*/lens/graph_N folder) and "
                                        "write repro.py")
@@ -258,11 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     di.add_argument("--json", action="store_true", help="print the document described in docs/debug-directory.md")
     di.add_argument("--no-code", action="store_true", help="leave out generated-code diffs in the text report")
     di.set_defaults(func=cmd_diff)
-    na = sub.add_parser("narrow", help="run SCRIPT with backends eager, aot_eager and lens (and inductor) and "
-                                       "report which stage first fails or mismatches")
+    na = _script_command(sub, "narrow", "run SCRIPT with backends eager, aot_eager and lens (and inductor) and "
+                                        "report which stage first fails or mismatches")
     na.add_argument("--inductor", action="store_true", help="also try the default inductor backend")
-    na.add_argument("script")
-    na.add_argument("script_args", nargs=argparse.REMAINDER)
     na.set_defaults(func=cmd_narrow)
     for verb, text in (("index", "print the kernel maps the language server indexes under DIR"),
                        ("trace", "print graph breaks, recompiles and failures of the TORCH_TRACE logs in DIR")):
@@ -273,8 +303,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def parse_command_line(argv: list[str]) -> argparse.Namespace:
+    """Our options anywhere before the first `--`, the script's arguments after it; anything else before
+    `--` is a usage error (exit 2), never an option quietly ignored or quietly given to the script."""
+    parser = build_parser()
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args, extras = parser.parse_known_args(argv[:cut])
+    if not hasattr(args, "script"):  # not a script command: argparse's own rules, `--` included
+        return parser.parse_args(argv)
+    if extras:
+        args.command_parser.error(
+            f"unrecognized arguments: {' '.join(extras)}\nkernel-lens's options go anywhere before `--`; the "
+            f"script's own arguments go after it: kernel-lens {args.command} [options] SCRIPT -- SCRIPT_ARGS")
+    args.script_args = argv[cut + 1:]
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_command_line(sys.argv[1:] if argv is None else list(argv))
     if hasattr(args, "script") and not os.path.isfile(args.script):
         print(f"kernel-lens: no such script: {args.script}", file=sys.stderr)
         return EXIT_USAGE

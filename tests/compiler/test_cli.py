@@ -7,6 +7,8 @@ import textwrap
 
 import pytest
 
+from compiler.cli import parse_command_line
+
 EXAMPLE = pathlib.Path(__file__).resolve().parents[2] / "examples" / "foo1.py"
 
 
@@ -99,10 +101,11 @@ def test_minify_shrinks_a_compile_error_and_writes_a_failing_repro(tmp_path):
 
 def test_profile_writes_consistent_profile_and_trace(tmp_path):
     script = write_script(tmp_path, SEED.format(setup=""))
-    proc = kernel_lens("profile", "--iters", "5", "--warmup", "1", str(script))
+    proc = kernel_lens("profile", str(script), "--iters", "5", "--warmup", "1")  # options after SCRIPT count too
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     graph = next(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0"))
     prof = json.loads((graph / "profile.json").read_text())
+    assert prof["iters"] == 5
     assert prof["eager_ms"] > 0 and prof["compiled_ms"] > 0 and prof["speedup"] > 0
     kernels = prof["kernels"]
     assert [k["name"] for k in kernels] == ["cpp_fused_cat_maximum_neg_0"]
@@ -153,3 +156,59 @@ def test_narrow_reports_lens_as_the_first_failing_stage(tmp_path):
     assert "eager             1  ok" in table and "aot_eager         1  ok" in table
     assert "lens              1  accuracy mismatch in 1 graph(s)" in table
     assert "first failing stage: lens" in proc.stdout
+
+
+ARGV_SCRIPT = SEED.format(setup="") + "\nimport json, sys\nopen('argv.json', 'w').write(json.dumps(sys.argv[1:]))\n"
+
+
+def test_options_after_the_script_are_ours_and_its_own_arguments_follow_double_dash(tmp_path):
+    script = write_script(tmp_path, ARGV_SCRIPT)
+    proc = kernel_lens("compile", str(script), "--save-tensors", "--", "--lr", "0.1", "--save-tensors")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((tmp_path / "argv.json").read_text()) == ["--lr", "0.1", "--save-tensors"]
+    assert list(tmp_path.glob("torch_compile_debug/run_*/lens/graph_0/tensors/inputs.pt"))
+    assert parse_command_line(["narrow", "prog.py", "--inductor"]).inductor
+    args = parse_command_line(["check-accuracy", "f1.py", "--op-override", "relu=x", "--", "--tol", "1"])
+    assert (args.op_override, args.tol, args.script_args) == (["relu=x"], 1e-4, ["--tol", "1"])
+
+
+def test_unknown_options_before_double_dash_are_usage_errors(tmp_path):
+    script = write_script(tmp_path, ARGV_SCRIPT)
+    for args in (["compile", str(script), "--lr", "0.1"], ["profile", str(script), "--iter", "2"],
+                 ["narrow", str(script), "--in"], ["check-accuracy", str(script), "data.txt"]):
+        proc = kernel_lens(*args)
+        assert proc.returncode == 2, (args, proc.stderr[-2000:])
+        assert "unrecognized arguments" in proc.stderr and "SCRIPT -- SCRIPT_ARGS" in proc.stderr
+    assert not (tmp_path / "argv.json").exists(), "the script never ran"
+
+
+PROGRESS = """
+import sys, time, torch
+
+def f(x):
+    return torch.relu(x) * 2
+
+def g(x):
+    return torch.tanh(x) + 1
+
+torch.compile(f, backend="lens")(torch.randn(8))
+time.sleep(2)
+print("SCRIPT: between graphs", file=sys.stderr, flush=True)
+torch.compile(g, backend="lens")(torch.randn(8))
+"""
+
+
+def test_compile_reports_graphs_as_they_land_and_where_its_outputs_go(tmp_path):
+    script = write_script(tmp_path, PROGRESS)
+    proc = kernel_lens("compile", str(script))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    err, out = proc.stderr, proc.stdout
+    first = err.index("kernel-lens: compiled graph_0 (inference); 1 graph(s) so far")
+    second = err.index("kernel-lens: compiled graph_1 (inference); 2 graph(s) so far")
+    assert first < err.index("SCRIPT: between graphs") < second  # live, not at the end
+    (run,) = tmp_path.glob("torch_compile_debug/run_*")
+    start, end = out.split("running " + str(script))[1], out.split(f"debug directory: {run}")[1]
+    assert f"debug directory: {tmp_path / 'torch_compile_debug'}/run_*/" in start
+    assert f"TORCH_TRACE:     {tmp_path / 'torch_trace'}/" in start and "compile_error.json" in start
+    assert end.startswith(" (2 graph folder(s))")
+    assert f"TORCH_TRACE: {tmp_path / 'torch_trace'} (1 new log(s): " in end
