@@ -82,6 +82,9 @@ def build_graph(graph: Graph) -> bool:
     attach_compile_error(graph, files.parse("compile_error.json"))
     graph.accuracy = files.parse("accuracy.json")
     graph.not_vectorized = files.parse("vectorization.txt") or {}
+    graph.notes = files.parse("notes.txt") or graph.notes
+    if graph.eager_reason is not None and not graph.kernels and graph.status == "ok":
+        graph.status = "eager"
     graph.profile = files.parse("profile.json") or profile_from_benchmark(files)
     apply_profile(graph)
     return files.incomplete

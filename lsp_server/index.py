@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,21 @@ class LineHit:
     ref: KernelRef
     generated_lines: list[int]
     nodes: list[str]
+
+
+@dataclass
+class FunctionGraph:
+    """A graph holding (some of) a function's FX nodes, and how those nodes run (notes.txt, kernel kinds)."""
+
+    graph: Graph
+    native: list[str]  # computed by generated kernels
+    aten: list[str]  # run as ATen calls (extern kernels)
+    eager: str | None  # why the whole graph runs eagerly (no generated code), when it does
+
+
+def compile_order(graph_id: str) -> tuple[int, ...]:
+    """graph_2 < graph_10; Inductor's model__0_inference_0.0 < model__1_inference_1.1."""
+    return tuple(int(number) for number in re.findall(r"\d+", graph_id))
 
 
 @dataclass
@@ -61,6 +77,21 @@ class RunView:
     by_function: dict[tuple[str, str], list[KernelRef]] = field(default_factory=dict)
     line_share: dict[SourceKey, float] = field(default_factory=dict)
     files: set[str] = field(default_factory=set)
+    graphs_by_function: dict[tuple[str, str], list[FunctionGraph]] = field(default_factory=dict)  # compile order
+
+
+def function_graphs(graph: Graph) -> dict[tuple[str, str], FunctionGraph]:
+    """(file, function) → this graph's nodes from that function's code (any frame), native or ATen."""
+    extern = {n for k in graph.kernels if k.kind == "extern" for n in k.nodes} | {e.node for e in graph.notes.externs}
+    native = {n for k in graph.kernels if k.kind != "extern" for n in k.nodes} - extern
+    found: dict[tuple[str, str], FunctionGraph] = {}
+    for node in graph.nodes.values():
+        for frame in node.frames:
+            entry = found.setdefault((frame.file, frame.function), FunctionGraph(graph, [], [], graph.eager_reason))
+            for names, kind in ((entry.native, native), (entry.aten, extern)):
+                if node.name in kind and node.name not in names:
+                    names.append(node.name)
+    return found
 
 
 def build_view(run: Run) -> RunView:
@@ -92,6 +123,10 @@ def build_view(run: Run) -> RunView:
             if kernel.percent and lines_touched:
                 for key in lines_touched:
                     view.line_share[key] = view.line_share.get(key, 0.0) + kernel.percent / len(lines_touched)
+    for graph in sorted(run.graphs, key=lambda g: compile_order(g.id)):
+        for key, entry in function_graphs(graph).items():
+            view.files.add(key[0])  # a run that ran the file's code eagerly answers for it too
+            view.graphs_by_function.setdefault(key, []).append(entry)
     return view
 
 
@@ -195,6 +230,11 @@ class Index:
     def kernels_of_function(self, file: str, function: str) -> list[KernelRef]:
         view = self.view_for_file(file)
         return view.by_function.get((normalize_path(file), function), []) if view else []
+
+    def graphs_of_function(self, file: str, function: str) -> list[FunctionGraph]:
+        """The answering run's graphs holding the function's nodes, oldest compile first."""
+        view = self.view_for_file(file)
+        return view.graphs_by_function.get((normalize_path(file), function), []) if view else []
 
     def functions_in(self, file: str) -> dict[str, list[KernelRef]]:
         view = self.view_for_file(file)

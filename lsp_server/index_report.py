@@ -31,6 +31,9 @@ def graph_json(graph: Graph) -> dict[str, Any]:
     return {"id": graph.id, "path": str(graph.path), "status": graph.status, "problems": graph.problems,
             "nodes": [{"name": n.name, "target": n.target, "readable_line": n.readable_line,
                        "source": source(n.name)} for n in graph.nodes.values()],
+            "notes": {"eager": graph.eager_reason,
+                      "externs": [{"node": e.node, "target": e.target, "reason": e.reason} for e in graph.notes.externs],
+                      "other": graph.notes.other},
             "kernels": [{"name": k.name, "kind": k.kind, "language": k.language,
                          "output_code_lines": [k.start_line, k.end_line], "nodes": k.nodes,
                          "lines": [{"output_code_line": kl.line, "nodes": kl.nodes} for kl in k.lines],
@@ -59,6 +62,10 @@ def print_index(folder: str, as_json: bool) -> int:
             print(f"  {graph.id}  status={graph.status}  {len(graph.nodes)} nodes")
             for problem in graph.problems:
                 print(f"    ! {problem}")
+            if graph.eager_reason is not None:
+                print(f"    runs eagerly: {graph.eager_reason}")
+            for note in graph.notes.externs:
+                print(f"    ATen call {note.node} -> {note.target}" + (f": {note.reason}" if note.reason else ""))
             for kernel in graph.kernels:
                 print(f"    {kernel.name} ({kernel.kind}) output_code.py:{kernel.start_line}-{kernel.end_line}")
                 for name in kernel.nodes:

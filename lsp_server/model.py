@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .parsers.accuracy import AccuracyReport
 from .parsers.compile_error import CompileError
+from .parsers.notes import GraphNotes
 from .parsers.profile import GraphProfile
 from .parsers.torch_trace_findings import TraceDiagnostic
 
@@ -59,7 +60,7 @@ class Graph:
     id: str
     path: Path
     run_id: str
-    status: str = "ok"
+    status: str = "ok"  # ok | compile_error | accuracy_error | eager (notes.txt: no generated code)
     nodes: dict[str, FxNode] = field(default_factory=dict)
     kernels: list[Kernel] = field(default_factory=list)
     output_code_lines: list[str] = field(default_factory=list)
@@ -69,6 +70,12 @@ class Graph:
     problems: list[str] = field(default_factory=list)
     not_vectorized: dict[int, list[str]] = field(default_factory=dict)  # output_code line -> g++'s reasons
     direction: str | None = None  # forward | backward | inference (AOTAutograd's graph), when known
+    notes: GraphNotes = field(default_factory=GraphNotes)  # notes.txt: ATen fallbacks, eager graphs
+
+    @property
+    def eager_reason(self) -> str | None:
+        """Why the graph runs eagerly (no generated code), when it does."""
+        return self.notes.eager.reason if self.notes.eager is not None else None
 
     @property
     def output_code(self) -> Path:

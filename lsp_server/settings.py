@@ -16,6 +16,7 @@ class Settings:
     recompile_severity: str = "information"
     compile_failure_severity: str = "error"
     rank_divergence_severity: str = "warning"
+    note_severity: str = "information"  # notes.txt: nodes run as ATen calls, graphs that run eagerly
     debounce_ms: int = 50
     watch: bool = True
     inlay_hints: bool = True
@@ -35,6 +36,7 @@ SETTING_KEYS: dict[str, tuple[str, Any]] = {
     "recompileSeverity": ("recompile_severity", lambda v: v in SEVERITIES),
     "compileFailureSeverity": ("compile_failure_severity", lambda v: v in SEVERITIES),
     "rankDivergenceSeverity": ("rank_divergence_severity", lambda v: v in SEVERITIES),
+    "noteSeverity": ("note_severity", lambda v: v in SEVERITIES),
     "debounceMs": ("debounce_ms", lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 10_000),
     "watch": ("watch", lambda v: isinstance(v, bool)),
     "inlayHints": ("inlay_hints", lambda v: isinstance(v, bool)),

@@ -6,11 +6,12 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index, KernelRef
-from .describe import count_label, short_kernel_names, trace_lens_titles
+from .describe import count_label, newest_eager, node_split, short_kernel_names, trace_lens_titles
 from .failsafe import failsafe
 from .lookup import def_lines, path_of, trace_functions_at
 
 SHOW_KERNELS_COMMAND = "kernelLens.showKernelsForFunction"  # the extension's command: opens the kernels beside
+MAX_TITLE = 100
 
 
 def profile_label(refs: list[KernelRef]) -> str | None:
@@ -44,10 +45,18 @@ def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:
             lenses += [types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND,
                                                            arguments=[argument]))
                        for title in trace_lens_titles(traced)]
+        graphs = index.graphs_of_function(path, name)
+        eager = newest_eager(graphs)
+        if eager is not None:  # every later call runs eagerly: say so before any older graph's kernels
+            title = f"runs eagerly: {eager.eager}"
+            title = title if len(title) <= MAX_TITLE else title[:MAX_TITLE - 1] + "…"
+            lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND,
+                                                              arguments=[argument])))
         refs = functions.get(name)
         if not refs:
             continue
-        title = f"{count_label(len(refs), 'kernel')} · {short_kernel_names(refs)}"
+        split = node_split(graphs)
+        title = f"{count_label(len(refs), 'kernel')} · {split or short_kernel_names(refs)}"
         lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND, arguments=[argument])))
         timing = profile_label(refs)
         if timing is not None:

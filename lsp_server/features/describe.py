@@ -1,7 +1,7 @@
 """Markdown and short-text renderings of index objects, shared by hover, code lens and inlay hints."""
 from __future__ import annotations
 
-from ..index import KernelRef
+from ..index import FunctionGraph, KernelRef
 from ..model import FxNode, Graph, Kernel, SourceLocation, TraceFunction
 from ..parsers.torch_trace_findings import TraceDiagnostic
 from .lookup import uri_of
@@ -80,6 +80,46 @@ def short_kernel_names(refs: list[KernelRef], limit: int = 2) -> str:
 
 def count_label(count: int, noun: str) -> str:
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+MAX_ATEN_LINES = 12
+
+
+def node_split(graphs: list[FunctionGraph]) -> str | None:
+    """"5 nodes native, 2 ATen" over a function's graphs; None when every node has generated code."""
+    native, aten = sum(len(g.native) for g in graphs), sum(len(g.aten) for g in graphs)
+    return f"{count_label(native, 'node')} native, {aten} ATen" if aten else None
+
+
+def newest_eager(graphs: list[FunctionGraph]) -> FunctionGraph | None:
+    """The function's newest graph when it runs eagerly (so every later call does)."""
+    return graphs[-1] if graphs and graphs[-1].eager is not None else None
+
+
+def eager_head(function: str, newest: FunctionGraph, kernels: int) -> str:
+    text = (f"**Kernel Lens** — `{function}` runs eagerly: its newest graph `{newest.graph.id}` has no generated "
+            f"code ({newest.eager})")
+    if kernels:
+        text += f"\n\nAn older graph compiled it into {count_label(kernels, 'kernel')}:"
+    return text
+
+
+def notes_block(graphs: list[FunctionGraph]) -> str | None:
+    """Hover section from notes.txt: the function's nodes that run as ATen calls and why, older eager graphs."""
+    lines = [f"- graph `{g.graph.id}` runs eagerly: {g.eager}" for g in graphs[:-1] if g.eager is not None]
+    for entry in graphs:
+        for name in entry.aten:
+            note = entry.graph.notes.extern_for(name)
+            node = entry.graph.nodes.get(name)
+            target = note.target if note is not None else (node.target if node is not None else "")
+            why = f": {note.reason}" if note is not None and note.reason else ""
+            where = (f" — {link(node.source.file, node.source.line, f'line {node.source.line}')}"
+                     if node is not None and node.source is not None else "")
+            lines.append(f"- `{name}` → ATen `{target}`{why}{where}")
+    if not lines:
+        return None
+    more = [f"- … {len(lines) - MAX_ATEN_LINES} more in notes.txt"] if len(lines) > MAX_ATEN_LINES else []
+    return "**Not compiled** (notes.txt):\n" + "\n".join(lines[:MAX_ATEN_LINES] + more)
 
 
 def rank_label(rank: int | None) -> str:

@@ -1,4 +1,5 @@
-"""Diagnostics from compile_error.json and accuracy.json, on the user's lines and on the kernel lines, plus
+"""Diagnostics from compile_error.json and accuracy.json, on the user's lines and on the kernel lines; from
+notes.txt (nodes run as ATen calls, on their lines; graphs that run eagerly, on the function's `def`); plus
 the structured-trace findings (features/trace_diagnostics.py).
 
 Recomputed after each index change; a file's diagnostics come from the run that answers for that file
@@ -8,14 +9,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from lsprotocol import types
 
 from ..graph_builder import normalize_path
 from ..index import Index
 from ..model import Graph, Run, SourceLocation
-from .lookup import uri_of
+from .lookup import def_line_above, uri_of
 from .trace_diagnostics import trace_diagnostics_by_uri
 
 log = logging.getLogger(__name__)
@@ -23,6 +24,7 @@ SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.Diagnostic
             "information": types.DiagnosticSeverity.Information, "hint": types.DiagnosticSeverity.Hint}
 SOURCE_NAME = "kernel-lens"
 LINE_END = 1000  # clients clamp the range to the line's length
+DefLineOf = Callable[[str, str, int], "int | None"]  # (file, function, a line in it) -> its `def` line
 
 
 @dataclass
@@ -33,6 +35,7 @@ class Finding:
     column: int
     message: str
     code: str
+    severity: str | None = None  # None: the configured severity of compile errors and mismatches
 
 
 def line_range(line: int, column: int = 0) -> types.Range:
@@ -76,8 +79,29 @@ def graph_findings(run: Run, graph: Graph) -> list[Finding]:
     return found
 
 
-def compute_diagnostics(index: Index, severity: str) -> dict[str, list[types.Diagnostic]]:
-    findings = [f for view in index.views.values() for g in view.run.graphs for f in graph_findings(view.run, g)]
+def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLineOf | None) -> list[Finding]:
+    """notes.txt: each ATen fallback on its node's line; an eager graph on its function's `def` line."""
+    found = []
+    for note in graph.notes.externs:
+        node = graph.nodes.get(note.node)
+        if node is not None and node.source is not None:
+            why = f": {note.reason}" if note.reason else ""
+            found.append(Finding(run, node.source.file, node.source.line, 0,
+                                 f"`{note.node}` runs as an ATen call ({note.target}){why}", "extern-call",
+                                 note_severity))
+    reason = graph.eager_reason
+    frame = next((n.frames[0] for n in graph.nodes.values() if n.frames), None)
+    if reason is not None and frame is not None:
+        line = (def_line_of(frame.file, frame.function, frame.line) if def_line_of else None) or frame.line
+        found.append(Finding(run, frame.file, line, 0, f"runs eagerly (no generated code): {reason}",
+                             "runs-eagerly", note_severity))
+    return found
+
+
+def compute_diagnostics(index: Index, severity: str, note_severity: str = "information",
+                        def_line_of: DefLineOf | None = None) -> dict[str, list[types.Diagnostic]]:
+    findings = [f for view in index.views.values() for g in view.run.graphs
+                for f in graph_findings(view.run, g) + note_findings(view.run, g, note_severity, def_line_of)]
     newest: dict[str, Run] = {}
     for finding in findings:
         if finding.file not in newest or finding.run.time > newest[finding.file].time:
@@ -94,9 +118,12 @@ def compute_diagnostics(index: Index, severity: str) -> dict[str, list[types.Dia
             owner = newest[finding.file]
         if owner is not finding.run:
             continue
-        by_uri.setdefault(uri_of(finding.file), []).append(types.Diagnostic(
-            line_range(finding.line, finding.column), finding.message, severity=level, code=finding.code,
-            source=SOURCE_NAME))
+        diagnostic = types.Diagnostic(line_range(finding.line, finding.column), finding.message,
+                                      severity=SEVERITY.get(finding.severity or "", level), code=finding.code,
+                                      source=SOURCE_NAME)
+        published = by_uri.setdefault(uri_of(finding.file), [])
+        if diagnostic not in published:  # the same note from each recompiled graph
+            published.append(diagnostic)
     return by_uri
 
 
@@ -105,8 +132,13 @@ class DiagnosticsPublisher:
         self.server = server
         self.published: dict[str, list[types.Diagnostic]] = {}
 
+    def def_line_of(self, file: str, function: str, line: int) -> int | None:
+        return def_line_above(self.server, uri_of(file), function, line)
+
     def publish(self) -> None:
-        current = compute_diagnostics(self.server.index, self.server.settings.diagnostic_severity)
+        settings = self.server.settings
+        current = compute_diagnostics(self.server.index, settings.diagnostic_severity, settings.note_severity,
+                                      self.def_line_of)
         try:
             for uri, found in trace_diagnostics_by_uri(self.server.index, self.server.settings).items():
                 current.setdefault(uri, []).extend(found)

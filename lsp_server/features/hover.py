@@ -6,8 +6,8 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index
-from .describe import (count_label, direction, kernel_block, kernel_time, link, node_block, source_block,
-                       trace_function_block)
+from .describe import (count_label, direction, eager_head, kernel_block, kernel_time, link, newest_eager,
+                       node_block, node_split, notes_block, source_block, trace_function_block)
 from .failsafe import failsafe
 from .lookup import def_name_at, path_of, trace_functions_at
 
@@ -28,9 +28,18 @@ def hover_text(server: Any, index: Index, uri: str, line0: int) -> str | None:
             findings = [d for d in index.trace.findings_in(path) if d.function == function]
             parts.append(trace_function_block(traced, findings))
         refs = index.kernels_of_function(path, function)
-        if refs:
-            head = f"**Kernel Lens** — `{function}` compiled into {count_label(len(refs), 'kernel')}"
-            parts += [head] + [kernel_block(ref) for ref in refs]
+        graphs = index.graphs_of_function(path, function)
+        eager = newest_eager(graphs)
+        if eager is not None:
+            parts.append(eager_head(function, eager, len(refs)))
+        elif refs:
+            split = node_split(graphs)
+            parts.append(f"**Kernel Lens** — `{function}` compiled into {count_label(len(refs), 'kernel')}"
+                         + (f" · {split}" if split else ""))
+        notes = notes_block(graphs)
+        if notes:
+            parts.append(notes)
+        parts += [kernel_block(ref) for ref in refs]
         if parts:
             return "\n\n".join(parts)
     return source_line_text(index, path, line0 + 1)
@@ -86,6 +95,9 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
         scalar = not_vectorized_block(graph, kernel, _loop_lines(graph, kernel, hit.generated_lines))
         if scalar:
             parts.append(scalar)
+        why = [note for name in hit.nodes if (note := graph.notes.extern_for(name)) is not None and note.reason]
+        if why:
+            parts.append("\n".join(f"`{n.node}` runs as an ATen call (`{n.target}`): {n.reason}" for n in why))
     first = hits[0].ref
     node = first.graph.nodes.get(hits[0].nodes[0]) if hits[0].nodes else None
     if node is not None and node.source is not None:

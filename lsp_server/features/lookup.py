@@ -39,6 +39,16 @@ def def_name_at(server: Any, uri: str, line0: int) -> str | None:
     return None
 
 
+def def_line_above(server: Any, uri: str, function: str, line: int) -> int | None:
+    """1-based line of the nearest `def function(` at or above `line` (1-based) of the document."""
+    lines = document_lines(server, uri)
+    for number in range(min(line, len(lines)) - 1, -1, -1):
+        match = DEF_LINE.match(lines[number])
+        if match and match["name"] == function:
+            return number + 1
+    return None
+
+
 def def_lines(server: Any, uri: str) -> list[tuple[int, str, int]]:
     """(0-based line, function name, column of the name) for each `def` in the document."""
     found = []

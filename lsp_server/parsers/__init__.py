@@ -14,6 +14,7 @@ from .fx_graph_readable import parse_fx_graph_readable
 from .inductor_benchmark import BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_FILE, read_benchmark_output, read_chrome_trace
 from .ir_post_fusion import parse_ir_post_fusion
 from .kernel_map import parse_kernel_map
+from .notes import parse_notes
 from .output_code import parse_output_code
 from .profile import parse_profile
 from .provenance import parse_provenance
@@ -29,6 +30,7 @@ PARSERS: dict[str, Callable[[Path], Any]] = {
     "accuracy.json": parse_accuracy,
     "profile.json": parse_profile,
     "vectorization.txt": parse_vectorization,  # loops g++ left scalar (ours)
+    "notes.txt": parse_notes,  # ATen fallbacks and eager graphs, and why (ours)
     BENCHMARK_OUTPUT_FILE: read_benchmark_output,  # `python output_code.py -p` stdout (real Inductor)
     BENCHMARK_TRACE_FILE: read_chrome_trace,  # the Chrome trace it writes
 }
