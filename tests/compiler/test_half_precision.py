@@ -1,0 +1,206 @@
+"""bfloat16 and float16 in generated kernels (compiler/codegen/half.py): conversions bit for bit, ops against eager
+at the dtype's default tolerances, fused graphs against the float32 reference (lens keeps float intermediates
+inside a kernel, as Inductor does) or, rounding each op, against eager; autocast's casts in the kernels around
+the GEMMs. Every test also checks that the ops became generated kernels, not extern ATen calls."""
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from compiler import config
+from tests.compiler.conftest import compile_with_debug
+
+HALF = [torch.bfloat16, torch.float16]
+SHAPES = [(33, 17), (64, 1024), (5, 3, 64), (4096,)]
+
+
+def _flat(x):
+    return [t for v in x for t in _flat(v)] if isinstance(x, (list, tuple)) else [x]
+
+
+def _compiled(tmp_path, fn, *args):
+    """fn compiled with lens (debug directory under tmp_path): its outputs and the graph's kernels by kind."""
+    out, graph = compile_with_debug(tmp_path, fn, *args)
+    kernels = json.loads((graph / "kernel_map.json").read_text())["kernels"]
+    return out, kernels, graph
+
+
+def _generated(kernels, externs: tuple[str, ...] = ()) -> None:
+    """No extern call in the graph but those of `externs` (op names such as "addmm")."""
+    extern = [k["name"] for k in kernels if k["kind"] == "extern" and not any(e in k["name"] for e in externs)]
+    assert not extern and any(k["kind"] != "extern" for k in kernels), [k["name"] for k in kernels]
+
+
+def _close(got, expected, **kw):
+    for g, e in zip(_flat(got), _flat(expected), strict=True):
+        assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, g.shape, e.dtype, e.shape)
+        if e.dtype.is_floating_point:
+            torch.testing.assert_close(g, e, equal_nan=True, **kw)
+        else:
+            assert torch.equal(g, e), (g, e)
+
+
+def _inputs(shape, dtype, n=2, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(shape, generator=g).to(dtype) for _ in range(n)]
+
+
+# -- conversions ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_every_half_bit_pattern_converts_to_float_exactly(dtype, tmp_path):
+    bits = torch.arange(-2**15, 2**15, dtype=torch.int32).to(torch.int16).view(dtype)
+    out, kernels, _ = _compiled(tmp_path, lambda h: h.float() * 1.0, bits)
+    expected = bits.float()
+    nan = expected.isnan()
+    assert torch.equal(out.isnan(), nan) and torch.equal(out[~nan].view(torch.int32), expected[~nan].view(torch.int32))
+    _generated(kernels)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_float_to_half_rounds_to_nearest_even_like_eager(dtype, tmp_path):
+    g = torch.Generator().manual_seed(0)
+    specials = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 65504.0, 65519.99, 65520.0,
+                             1e-8, 2.98e-8, 6e-8, -3e-41, 3.4e38, 1.00390625, 1.01171875, 1 + 2**-11, 1 + 3 * 2**-11])
+    ties = torch.arange(-2**15, 2**15, dtype=torch.int32).to(torch.int16).view(dtype).float()
+    ties = ties[ties.isfinite()] * (1 + 2**-9 if dtype == torch.bfloat16 else 1 + 2**-11)  # half-way and near
+    x = torch.cat([specials, ties, torch.randint(-2**31, 2**31 - 1, (1 << 16,), generator=g,
+                                                 dtype=torch.int32).view(torch.float32)])
+    out, kernels, _ = _compiled(tmp_path, lambda x: (x.to(dtype), x.double().to(dtype)), x)
+    for got in out:
+        expected = x.to(dtype)
+        nan = expected.isnan()
+        assert torch.equal(got.isnan(), nan)
+        assert torch.equal(got[~nan].view(torch.int16), expected[~nan].view(torch.int16))
+    _generated(kernels)
+
+
+# -- single ops: eager computes each in float and rounds once, as the kernel does ---------------------------
+POINTWISE = {
+    "add": lambda x, y: x + y, "sub_scalar": lambda x, y: x - 0.1, "mul_scalar": lambda x, y: x * 0.1,
+    "div": lambda x, y: x / (y.abs() + 1), "exp": lambda x, y: x.exp(), "log": lambda x, y: x.abs().log(),
+    "sigmoid": lambda x, y: x.sigmoid(), "tanh": lambda x, y: x.tanh(), "relu": lambda x, y: x.relu(),
+    "gelu": lambda x, y: F.gelu(x), "gelu_tanh": lambda x, y: F.gelu(x, approximate="tanh"),
+    "silu": lambda x, y: F.silu(x), "where": lambda x, y: torch.where(x > y, x, 0.3),
+    "compare": lambda x, y: (x > 0.5, x == y, x.isnan()), "clamp": lambda x, y: x.clamp(-0.5, 0.5),
+    "pow": lambda x, y: x.pow(2), "rsqrt": lambda x, y: (x.abs() + 1).rsqrt(), "full": lambda x, y: x + torch.full_like(x, 0.3),
+    "casts": lambda x, y: (x.float(), x.double(), (x * 10).to(torch.int32), x.to(torch.bool),
+                           (x.float() * 3).to(x.dtype), x.to(torch.bfloat16 if x.dtype == torch.float16 else torch.float16)),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("op", list(POINTWISE), ids=str)
+def test_pointwise_ops_match_eager(op, dtype, shape, tmp_path):
+    x, y = _inputs(shape, dtype)
+    out, kernels, _ = _compiled(tmp_path, POINTWISE[op], x, y)
+    _close(out, POINTWISE[op](x, y))
+    _generated(kernels)
+
+
+REDUCTIONS = {
+    "sum": lambda x: (x.sum(-1), x.sum(0), x.sum()), "mean": lambda x: (x.mean(-1), x.mean()),
+    "max_min": lambda x: (x.amax(-1), x.amin(0), x.argmax(-1), x.argmin(0)), "prod": lambda x: (x.prod(-1),),
+    "var_std": lambda x: (x.var(-1), x.std(0)),
+    "softmax": lambda x: (x.softmax(-1), x.log_softmax(-1), x.softmax(0)),
+    "layer_norm": lambda x: F.layer_norm(x, x.shape[-1:]),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("op", list(REDUCTIONS), ids=str)
+def test_reductions_accumulate_in_float_like_eager(op, dtype, shape, tmp_path):
+    x = _inputs(shape, dtype, 1)[0]
+    expected = REDUCTIONS[op](x)
+    if op == "prod":  # eager's CPU prod multiplies in the half dtype itself: the kernel's float product is nearer
+        x = x * 0.1 + 1  # the exact one, so it is compared with the float32 product rounded to the dtype
+        expected = [t.to(dtype) for t in REDUCTIONS[op](x.float())]
+    out, kernels, _ = _compiled(tmp_path, REDUCTIONS[op], x)
+    _close(out, expected)
+    _generated(kernels)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_layer_norm_with_half_weights(dtype, tmp_path):
+    ln = torch.nn.LayerNorm(1024).to(dtype)
+    with torch.no_grad():
+        ln.weight.normal_()
+        ln.bias.normal_()
+    x = _inputs((64, 1024), dtype, 1)[0]
+    with torch.no_grad():
+        out, kernels, _ = _compiled(tmp_path, ln, x)
+        _close(out, ln(x))
+    _generated(kernels)
+
+
+# -- fused graphs ----------------------------------------------------------------------------------------
+def _mixed(x):
+    return F.layer_norm(F.gelu(x) * 2 + 1, x.shape[-1:])
+
+
+def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    return (a.double() - b.double()).pow(2).mean().sqrt().item()
+
+
+@pytest.mark.parametrize("shape", [(64, 1024), (33, 17), (2, 8, 96)], ids=str)
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_fused_graph_keeps_float_intermediates_like_inductor(dtype, shape, tmp_path):
+    """Eager rounds gelu(x) * 2 + 1 to the half dtype after each op; the fused kernel (one kernel) rounds only where
+    the graph casts (gelu's decomposition ends in one) and where it stores. Judged as torch's own accuracy checks
+    judge Inductor in low precision (torch._dynamo.utils.same with an fp64 reference): no farther from the float64
+    result than eager (root mean square), and near eager."""
+    x = _inputs(shape, dtype, 1)[0]
+    out, kernels, _ = _compiled(tmp_path, _mixed, x)
+    expected, exact = _mixed(x), _mixed(x.double())
+    assert out.dtype == dtype and _rmse(out, exact) <= _rmse(expected, exact)
+    torch.testing.assert_close(out, expected, atol=0.05, rtol=0.02)
+    assert [k["kind"] for k in kernels] == ["reduction"], [k["name"] for k in kernels]
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_emulated_precision_casts_round_each_op_as_eager(dtype, tmp_path, monkeypatch):
+    monkeypatch.setattr(config, "emulate_precision_casts", True)
+    x = _inputs((64, 1024), dtype, 1)[0]
+    out, kernels, graph = _compiled(tmp_path, _mixed, x)
+    _close(out, _mixed(x))
+    fn = lambda x: x * 3 + 1  # noqa: E731  (two roundings in eager, two in the kernel: the same bits)
+    out, _, _ = _compiled(tmp_path, fn, x)
+    assert torch.equal(out, fn(x))
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_half_kernels_vectorize_where_float_ones_do(dtype, tmp_path):
+    """g++'s missed-vectorization report lists the same loops for a half kernel as for its float32 twin (outer
+    loops, lane loops whose body is vectorized; calls and copies that g++ notes are left out): the conversions keep
+    every inner loop vectorized."""
+    for fn in (lambda x: x * 2 + 1, F.gelu, lambda x: x.softmax(-1), lambda x: x.sum(0), _mixed):
+        counts = []
+        for dt in (dtype, torch.float32):
+            _, _, graph = _compiled(tmp_path, fn, _inputs((64, 1024), dt, 1)[0])
+            report = (graph / "vectorization.txt").read_text().splitlines()[1:]
+            counts.append(len([line for line in report if "statement clobbers memory" not in line]))
+        assert counts[0] == counts[1], counts
+
+
+# -- autocast --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("rows", [256, 37])
+def test_autocast_mlp_casts_fuse_around_the_gemms(dtype, rows, tmp_path):
+    """Linear -> GELU -> Linear under autocast: the weights' and input's casts are generated kernels, and the
+    cast of the first product to float, the GELU and its cast back are one kernel (written over the product)."""
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).eval()
+    x = torch.randn(rows, 512)
+
+    def f(x):
+        with torch.autocast("cpu", dtype=dtype):
+            return mlp(x)
+
+    with torch.no_grad():
+        out, kernels, graph = _compiled(tmp_path, f, x)
+        _close(out, f(x))
+    _generated(kernels, externs=("addmm", "mm"))
+    gelu = [k for k in kernels if "gelu" in k["name"]]
+    assert len(gelu) == 1 and {"_to_copy_3", "erf", "_to_copy_4"} <= set(gelu[0]["nodes"]), gelu
