@@ -5,11 +5,10 @@ import sys
 from pathlib import Path
 
 import pytest_lsp
+from lens_foo1_fixture import KERNEL, KERNEL_END, KERNEL_LOAD_X2_LINE, KERNEL_START, KERNEL_TIMED, PROFILED
 from lsp_workspaces import ACCURACY_RUN, OK_RUN, SERVER, copy_run, lens_workspace_with, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
-
-KERNEL = "cpp_fused_cat_maximum_neg_0"
 
 
 async def execute(client: LanguageClient, command: str, *arguments):
@@ -42,9 +41,10 @@ async def test_kernels_at_def_and_source_line(lens_client: LanguageClient, lens_
     output_code = (lens_workspace / "torch_compile_debug" / OK_RUN / "lens" / "graph_0" / "output_code.py").as_uri()
     on_def = await execute(lens_client, "kernelLens.kernelsAt", {"uri": uri, "line": 3})
     assert on_def == [{"name": KERNEL, "kind": "pointwise", "graph_id": "graph_0", "run_id": OK_RUN, "uri": output_code,
-                       "start_line": 5, "end_line": 25, "line": 5, "time_ms": 0.016}]
+                       "start_line": KERNEL_START, "end_line": KERNEL_END, "line": KERNEL_START,
+                       "time_ms": KERNEL_TIMED["total_ms"]}]
     on_max = await execute(lens_client, "kernelLens.kernelsAt", {"uri": uri, "line": 5})
-    assert [(k["name"], k["line"]) for k in on_max] == [(KERNEL, 20)]
+    assert [(k["name"], k["line"]) for k in on_max] == [(KERNEL, KERNEL_LOAD_X2_LINE)]  # maximum's first line
     assert await execute(lens_client, "kernelLens.kernelsAt", {"uri": uri, "line": 0}) == []
 
 
@@ -52,10 +52,12 @@ async def test_get_profile(lens_client: LanguageClient, lens_workspace: Path):
     profile = await execute(lens_client, "kernelLens.getProfile", {"run_id": None})
     graph_dir = lens_workspace / "torch_compile_debug" / OK_RUN / "lens" / "graph_0"
     assert profile == {"run_id": OK_RUN, "graphs": [{
-        "graph_id": "graph_0", "eager_ms": 0.062, "compiled_ms": 0.02, "speedup": 3.1,
-        "categories": [{"kind": "pointwise", "total_ms": 0.016, "percent": 80.0}],
-        "kernels": [{"name": KERNEL, "kind": "pointwise", "calls": 1, "total_ms": 0.016, "percent": 80.0,
-                     "uri": (graph_dir / "output_code.py").as_uri(), "line": 5,
+        "graph_id": "graph_0", "eager_ms": PROFILED["eager_ms"], "compiled_ms": PROFILED["compiled_ms"],
+        "speedup": PROFILED["speedup"],
+        "categories": [{"kind": "pointwise", "total_ms": PROFILED["categories"][0]["total_ms"],
+                        "percent": PROFILED["categories"][0]["percent"]}],
+        "kernels": [{"name": KERNEL, "kind": "pointwise", "calls": 1, "total_ms": KERNEL_TIMED["total_ms"],
+                     "percent": KERNEL_TIMED["percent"], "uri": (graph_dir / "output_code.py").as_uri(), "line": KERNEL_START,
                      "source": {"uri": (lens_workspace / "foo1.py").as_uri(), "line": 4}}],
         "busy_percent": None, "device": "cpu"}]}
     assert await execute(lens_client, "kernelLens.getProfile", {"run_id": "run_nope"}) is None
@@ -71,6 +73,7 @@ async def fake_compiler_client(lsp_client: LanguageClient, tmp_path: Path):
     (workspace / "compiler" / "__main__.py").write_text(
         "import sys, shutil\n"
         "print('compiling', sys.argv[1], sys.argv[2], flush=True)\n"
+        "print('interpreter', sys.executable, flush=True)\n"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from lsp_workspaces import copy_run, OK_RUN\n"
         "from pathlib import Path\n"
@@ -95,4 +98,4 @@ async def test_run_job_streams_output_and_reindexes(fake_compiler_client: Langua
     assert fake_compiler_client.progress_reports  # work-done progress begin/report/end arrived
     bad = await execute(fake_compiler_client, "kernelLens.runJob", {"kind": "explode", "uri": (workspace / "foo1.py").as_uri()})
     assert bad["exit_code"] == 2 and "unknown job kind" in bad["output_tail"]
-    assert sys.executable  # the job ran with the server's interpreter (the same venv)
+    assert f"interpreter {sys.executable}\n" in result["output_tail"]  # the server's interpreter (the same venv)

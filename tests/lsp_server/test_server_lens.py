@@ -6,11 +6,11 @@ from pathlib import Path
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+from lens_foo1_fixture import (KERNEL, KERNEL_CALL_LINE, KERNEL_CAT_LINE, KERNEL_END, KERNEL_MAX_LINE, KERNEL_NEG_LINE,
+                               KERNEL_START, KERNEL_TIMED, PROFILED)
 from lsp_workspaces import OK_RUN
 
-KERNEL = "cpp_fused_cat_maximum_neg_0"
 DEF_LINE, NEG_LINE, MAX_LINE, CAT_LINE = 3, 4, 5, 6  # 0-based lines of foo1.py
-KERNEL_NEG_LINE = 17  # 0-based line of `auto tmp1 = -tmp0;` in output_code.py
 
 
 def graph_dir(workspace: Path) -> Path:
@@ -32,17 +32,18 @@ async def test_hover_on_def_lists_the_functions_kernels_with_source_and_time(len
     assert text is not None
     assert "`foo1` compiled into 1 kernel" in text
     assert KERNEL in text and "pointwise" in text
-    assert "max_propagate_nan(tmp2, tmp1)" in text  # the kernel's C++ source block
-    assert (graph_dir(lens_workspace) / "output_code.py").as_uri() + "#L6" in text
-    assert "0.016 ms (80.0%)" in text
+    assert "max_propagate_nan(tmp0, tmp2)" in text  # the kernel's C++ source block
+    assert (graph_dir(lens_workspace) / "output_code.py").as_uri() + f"#L{KERNEL_START + 1}" in text
+    ms, percent = KERNEL_TIMED["total_ms"], KERNEL_TIMED["percent"]
+    assert ms < 0.01 and f"{ms * 1000:.2f} µs ({percent:.1f}%)" in text  # well under 0.01 ms: shown in µs
 
 
 async def test_hover_on_source_line_shows_its_generated_line(lens_client: LanguageClient, lens_workspace: Path):
     text = await hover_text(lens_client, lens_workspace / "foo1.py", NEG_LINE)
     assert text is not None
     assert "line 5 became 1 kernel" in text
-    assert "auto tmp1 = -tmp0;" in text
-    assert "#L18" in text
+    assert "auto tmp2 = decltype(tmp1)(-tmp1);" in text
+    assert f"#L{KERNEL_NEG_LINE + 1}" in text
     assert await hover_text(lens_client, lens_workspace / "foo1.py", 0) is None  # `import torch`: nothing
 
 
@@ -57,7 +58,7 @@ async def test_hover_on_kernel_line_shows_fx_node_and_source(lens_client: Langua
 async def test_definition_chain_kernel_line_to_fx_node_to_source(lens_client: LanguageClient, lens_workspace: Path):
     output_code = graph_dir(lens_workspace) / "output_code.py"
     first = await lens_client.text_document_definition_async(
-        types.DefinitionParams(doc(output_code), types.Position(KERNEL_NEG_LINE + 3, 8)))  # the maximum line
+        types.DefinitionParams(doc(output_code), types.Position(KERNEL_MAX_LINE, 12)))
     assert [(loc.uri, loc.range.start.line) for loc in first] == [
         ((graph_dir(lens_workspace) / "fx_graph_readable.py").as_uri(), 6)]
     second = await lens_client.text_document_definition_async(
@@ -70,14 +71,16 @@ async def test_references_from_source_line_are_generated_lines(lens_client: Lang
         text_document=doc(lens_workspace / "foo1.py"), position=types.Position(CAT_LINE, 4),
         context=types.ReferenceContext(include_declaration=False)))
     output_code = (graph_dir(lens_workspace) / "output_code.py").as_uri()
-    assert [(r.uri, r.range.start.line) for r in refs] == [(output_code, 22)]
+    # the kernel's store of `cat`, and the call of the kernel (which runs all three of its nodes)
+    assert [(r.uri, r.range.start.line) for r in refs] == [(output_code, KERNEL_CAT_LINE), (output_code, KERNEL_CALL_LINE)]
 
 
 async def test_code_lens_above_compiled_function(lens_client: LanguageClient, lens_workspace: Path):
     lenses = await lens_client.text_document_code_lens_async(types.CodeLensParams(doc(lens_workspace / "foo1.py")))
     titles = [(lens.range.start.line, lens.command.title) for lens in lenses]
     assert (DEF_LINE, f"1 kernel · {KERNEL}") in titles
-    assert (DEF_LINE, "0.02 ms · 3.1× vs eager") in titles
+    speed = f"{PROFILED['compiled_ms']:.2f} ms · {PROFILED['eager_ms'] / PROFILED['compiled_ms']:.1f}× vs eager"
+    assert (DEF_LINE, speed) in titles
 
 
 async def test_inlay_hints_at_line_ends_with_time_share(lens_client: LanguageClient, lens_workspace: Path):
@@ -85,11 +88,12 @@ async def test_inlay_hints_at_line_ends_with_time_share(lens_client: LanguageCli
         doc(lens_workspace / "foo1.py"), types.Range(types.Position(0, 0), types.Position(20, 0))))
     by_line = {h.position.line: (h.position.character, h.label) for h in hints}
     assert sorted(by_line) == [NEG_LINE, MAX_LINE, CAT_LINE]
-    assert by_line[NEG_LINE] == (len("    a = torch.neg(x1)"), f"→ {KERNEL} · 26.7%")
+    share = KERNEL_TIMED["percent"] / 3  # the kernel's time, split over the three lines it computes
+    assert by_line[NEG_LINE] == (len("    a = torch.neg(x1)"), f"→ {KERNEL} · {share:.1f}%")
 
 
 async def test_document_symbols_one_per_kernel(lens_client: LanguageClient, lens_workspace: Path):
     symbols = await lens_client.text_document_document_symbol_async(
         types.DocumentSymbolParams(doc(graph_dir(lens_workspace) / "output_code.py")))
-    assert [(s.name, s.range.start.line, s.range.end.line) for s in symbols] == [(KERNEL, 5, 25)]
+    assert [(s.name, s.range.start.line, s.range.end.line) for s in symbols] == [(KERNEL, KERNEL_START, KERNEL_END)]
     assert symbols[0].detail == "pointwise · neg, maximum, cat"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from pathlib import Path
 
@@ -19,14 +20,23 @@ async def hover_on_def(client: LanguageClient, workspace: Path) -> str | None:
     return None if result is None else result.contents.value
 
 
-async def poll_hover(client: LanguageClient, workspace: Path, predicate, timeout: float = 30.0) -> str | None:
+async def poll(fetch, predicate, timeout: float = 30.0):
+    """`await fetch()` again until `predicate` accepts its answer, which it returns."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        text = await hover_on_def(client, workspace)
-        if predicate(text):
-            return text
-        assert asyncio.get_running_loop().time() < deadline, f"hover never matched; last: {text!r}"
+        answer = await fetch()
+        if predicate(answer):
+            return answer
+        assert asyncio.get_running_loop().time() < deadline, f"never matched; last: {answer!r}"
         await asyncio.sleep(0.02)
+
+
+async def poll_hover(client: LanguageClient, workspace: Path, predicate, timeout: float = 30.0) -> str | None:
+    return await poll(lambda: hover_on_def(client, workspace), predicate, timeout)
+
+
+async def list_runs(client: LanguageClient) -> list[dict]:
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(command="kernelLens.listRuns"))
 
 
 @pytest_lsp.fixture(config=SERVER)
@@ -55,10 +65,11 @@ async def test_half_written_kernel_map_is_retried_not_fatal(empty_client: Langua
     kernel_map.write_text(full[: len(full) // 2])  # as a non-atomic writer leaves it mid-write
     target = workspace / "torch_compile_debug" / OK_RUN
     target.parent.mkdir()
-    shutil.copytree(staged, target)
-    await asyncio.sleep(0.3)  # let the watcher see the broken file (and schedule its retries)
-    assert (await empty_client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command="kernelLens.listRuns")))[0]["id"] == OK_RUN  # still answering
+    os.replace(staged, target)  # the rest of the run lands whole: the watcher sees just this file broken
+    # The watcher indexes the run with its broken file (no kernels) and keeps retrying; the server still answers.
+    runs = await poll(lambda: list_runs(empty_client), lambda runs: bool(runs))
+    assert [(r["id"], r["graphs"], r["kernels"]) for r in runs] == [(OK_RUN, 1, 0)]
+    assert await hover_on_def(empty_client, workspace) is None
     (target / "lens" / "graph_0" / "kernel_map.json").write_text(full)
     text = await poll_hover(empty_client, workspace, lambda t: t is not None and KERNEL in t)
     assert "`foo1` compiled into 1 kernel" in text
