@@ -19,6 +19,7 @@ from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.debug import DebugDir
 from compiler.decompositions import decomposition_table
 from compiler.direct_call import direct_inference_call, without_guard_check, without_pregraph_markers
+from compiler.dynamo_skip import skip_compiler_package
 from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
 from compiler.kernel_map import KernelMap, build_kernel_map
@@ -29,6 +30,7 @@ from compiler.runtime import load_output_code
 from compiler.scheduler import format_schedule, schedule
 
 log = logging.getLogger(__name__)
+skip_compiler_package()
 _GRAPH_IDS = itertools.count()
 COMPILED: list["CompiledGraph"] = []  # every graph this process compiled, in order
 

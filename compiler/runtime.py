@@ -14,6 +14,7 @@ import torch
 
 from compiler import config
 from compiler.build import build_shared_library
+from compiler.dynamo_skip import skip_dynamo_in
 from compiler.memory import empty_strided  # noqa: F401  (generated code allocates through the pool)
 
 # torch's own CPU allocation without the dispatcher (what Inductor's generated code calls): 6 us instead of
@@ -112,6 +113,7 @@ def load_output_code(text: str) -> types.ModuleType:
 def import_output_code(path: str) -> types.ModuleType:
     """Import an output_code.py that is already in the cache (`load_output_code` wrote it)."""
     key = os.path.basename(path)[len("output_code_"):-len(".py")]
+    skip_dynamo_in(os.path.dirname(path))
     spec = importlib.util.spec_from_file_location(f"lens_output_code_{key}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
