@@ -1,5 +1,6 @@
 """The debug directory (docs/debug-directory.md): one writer method per file, written atomically.
-A failure while writing debug output is logged and never breaks compilation."""
+A failure while writing debug output (no folder can be made, a file where a folder should be, a read-only
+disk, data JSON cannot hold) is logged once per cause and never breaks compilation."""
 from __future__ import annotations
 
 import datetime
@@ -12,6 +13,15 @@ from compiler import config
 
 log = logging.getLogger(__name__)
 _RUN_DIRS: dict[str | None, str] = {}
+_WARNED: set[str] = set()  # causes already logged: a broken folder is said once, not once per file
+
+
+def _warn_once(cause: str, what: str, error: BaseException) -> None:
+    if cause in _WARNED:
+        log.debug("kernel-lens: %s: %s", what, error)
+        return
+    _WARNED.add(cause)
+    log.warning("kernel-lens: %s: %s: %s (compiling goes on without it)", what, type(error).__name__, error)
 
 
 def run_dir() -> str:
@@ -42,20 +52,33 @@ class DebugDir:
     """Files of one graph's folder `<run>/lens/<graph_id>/`."""
 
     def __init__(self, graph_id: str, path: str | None = None):
+        """`path`: None where no run folder could be made (then every writer is a no-op)."""
         self.graph_id = graph_id
-        self.path = path or os.path.join(run_dir(), "lens", graph_id)
+        if path is None:
+            try:
+                path = os.path.join(run_dir(), "lens", graph_id)
+            except OSError as e:
+                _warn_once(f"run_dir:{config.debug_dir_root}", "no debug directory could be made", e)
+        self.path: str | None = path
 
     def _write(self, name: str, text: str) -> str | None:
+        if self.path is None:
+            return None
         target = os.path.join(self.path, name)
         try:
             write_atomic(target, text)
             return target
         except OSError as e:
-            log.warning("kernel-lens: could not write debug file %s: %s", target, e)
+            _warn_once(f"write:{self.path}", f"could not write debug file {target}", e)
             return None
 
     def _write_json(self, name: str, data: dict) -> str | None:
-        return self._write(name, json.dumps(data, indent=1) + "\n")
+        try:
+            text = json.dumps(data, indent=1) + "\n"
+        except (TypeError, ValueError) as e:  # a value JSON cannot hold: the file is left out, not the compile
+            _warn_once(f"json:{name}", f"could not write debug file {name} of {self.graph_id}", e)
+            return None
+        return self._write(name, text)
 
     def fx_graph_readable(self, text: str) -> None:
         self._write("fx_graph_readable.py", text)
@@ -93,6 +116,8 @@ class DebugDir:
     def tensors(self, relpath: str, obj) -> str | None:
         """`tensors/...` (config.save_tensors): `obj` in torch.save format, written atomically."""
         import torch
+        if self.path is None:
+            return None
         target = os.path.join(self.path, relpath)
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
@@ -102,7 +127,7 @@ class DebugDir:
             os.replace(tmp, target)
             return target
         except (OSError, RuntimeError) as e:
-            log.warning("kernel-lens: could not write debug file %s: %s", target, e)
+            _warn_once(f"write:{self.path}", f"could not write debug file {target}", e)
             return None
 
     def tensors_manifest(self, data: dict, readme: str) -> None:

@@ -327,7 +327,7 @@ def _profile_graphs(eager: Callable, compiled: Callable, graphs: list, args: tup
     kmap = target.kernel_map.to_json()
     kinds = {k["name"]: k["kind"] for k in kmap["kernels"]}
     externs = extern_targets(kmap)
-    trace = os.path.join(target.debug.path, "trace.json") if target.debug else None
+    trace = os.path.join(target.debug.path, "trace.json") if target.debug and target.debug.path else None
     with torch.no_grad():
         p = profile_graph(target.graph_id, lambda: eager(*clone), lambda: compiled(*clone), kinds, externs,
                           warmup, iters, trace)
