@@ -62,7 +62,7 @@ class RowPrefetch:
 def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pairs: bool) -> RowPrefetch:
     """Which inputs of renderer `r`'s kernel to prefetch a row ahead, and where (`pairs`: the kernel fuses
     sibling loops)."""
-    passes = [i for i, b in enumerate(bodies) if b["inner"][0] or b["red"][0]]
+    passes = _passes(r, bodies, pairs)
     if not config.cpp.prefetch_rows or not ovars or osizes[-1] < 2 or len(passes) < 2:
         return RowPrefetch()  # (a kernel without loops inside its outer loops is flat: that loop is the vector one)
     row, rows = ovars[-1], osizes[-1]
@@ -88,6 +88,20 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
         out.into = r.k.nodes[passes[1]].name
     else:
         out.after = passes[0]
+    return out
+
+
+def _passes(r, bodies: list[dict], pairs: bool) -> list[int]:
+    """Indices of the nodes that open a pass over the row: those with loops of their own, but not a reduction
+    that shares its producer's loop (sibling_loops.py: the pair is one pass, and its producer names it)."""
+    from compiler.codegen import sibling_loops
+    nodes, out, i = r.k.nodes, [], 0
+    while i < len(nodes):
+        if bodies[i]["inner"][0] or bodies[i]["red"][0]:
+            out.append(i)
+        pair = pairs and i + 1 < len(nodes) and sibling_loops.fused_body(r, nodes[i], bodies[i], nodes[i + 1],
+                                                                         bodies[i + 1]) is not None
+        i += 1 + pair
     return out
 
 

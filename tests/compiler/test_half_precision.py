@@ -159,6 +159,23 @@ def test_fused_graph_keeps_float_intermediates_like_inductor(dtype, shape, tmp_p
     assert [k["kind"] for k in kernels] == ["reduction"], [k["name"] for k in kernels]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, *HALF], ids=str)
+def test_fused_rows_with_a_sibling_pair_first_prefetch_and_pipeline_in_their_second_pass(dtype, tmp_path,
+                                                                                          stream_everything):
+    """gelu(x) * 2 + 1 and its row sum share a loop (sibling_loops.py), so the row's second pass is the sum of
+    squares: the next row is asked for there, and the streamed output pass of the row before runs in it
+    (pipeline.py). (The prefetch plan once named the pair's sum as the second pass: the output pass then ran for
+    each thread's last row only.)"""
+    x = _inputs((512, 1024), dtype, 1)[0]
+    out, kernels, graph = _compiled(tmp_path, _mixed, x)
+    code = (graph / "output_code.py").read_text()
+    assert code.count("__builtin_prefetch(in_ptr0") == 1 and code.count("if (lens_prev_row >= 0)") == 2
+    if dtype == torch.float32:
+        torch.testing.assert_close(out, _mixed(x), atol=1e-4, rtol=1e-4)
+    else:
+        assert _rmse(out, _mixed(x.double())) <= _rmse(_mixed(x), _mixed(x.double()))
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 def test_emulated_precision_casts_round_each_op_as_eager(dtype, tmp_path, monkeypatch):
     monkeypatch.setattr(config, "emulate_precision_casts", True)
