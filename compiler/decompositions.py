@@ -56,11 +56,11 @@ def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     """aten._softmax as ATen's CPU kernel computes it: exp(x - max) once, then a multiply by 1/sum (one
     division per row, not per element)."""
     x = x.contiguous()
-    computation_dtype, result_dtype = elementwise_dtypes(x, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
-    x = x.to(computation_dtype)
     if x.ndim and x.shape[dim] == 0:  # an empty row: torch's own decomposition (no max to take)
         from torch._decomp.decompositions import _softmax
         return _softmax(x, dim, half_to_float)
+    computation_dtype, result_dtype = elementwise_dtypes(x, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    x = x.to(computation_dtype)
     unnormalized = torch.exp(x - torch.amax(x, dim, keepdim=True))
     result = unnormalized * torch.reciprocal(torch.sum(unnormalized, dim, keepdim=True))
     return result if half_to_float else result.to(result_dtype)
