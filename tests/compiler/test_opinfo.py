@@ -1,11 +1,13 @@
 """PyTorch's OpInfo database judges `backend="lens"`: each sample input (float32, float64, int64, bool)
 compiled and compared with eager, with the OpInfo's tolerances. Default run: the OpInfos whose aten op has
-a lowering of ours (a spread subset of samples); `-m slow`: every OpInfo, every sample. The judge itself
-lives in benchmarks/opinfo_*.py (also a CLI: benchmarks/opinfo_coverage.py)."""
+a lowering of ours (a spread subset of samples); `-m slow`: every OpInfo, every sample, and again in bfloat16
+and float16 (the OpInfo's own per-dtype tolerances; the summary gives each dtype's native share and pass
+rate). The judge itself lives in benchmarks/opinfo_*.py (also a CLI: benchmarks/opinfo_coverage.py)."""
 import pathlib
 import sys
 
 import pytest
+import torch
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 import opinfo_coverage as coverage  # noqa: E402
@@ -15,6 +17,7 @@ from opinfo_samples import family, find_ops, op_db, op_key  # noqa: E402
 # Samples per OpInfo and dtype in the default run (spread over the OpInfo's list); the slow run takes all.
 DEFAULT_MAX_SAMPLES = 24
 NATIVE_TARGET = 0.90  # share of judged elementwise/reduction samples generated without an extern call
+HALF_DTYPES = (torch.bfloat16, torch.float16)
 
 DEFAULT_OPS = find_ops()
 ALL_OPS = list(op_db())
@@ -38,6 +41,24 @@ class _CoverageTable:
         if _REPORTS:
             terminalreporter.write_sep("-", "lens vs eager on OpInfo samples")
             terminalreporter.write_line(coverage.format_table(list(_REPORTS.values())))
+            for line in per_dtype_lines(list(_REPORTS.values())):
+                terminalreporter.write_line(line)
+
+
+def per_dtype_lines(reports) -> list[str]:
+    """Per sample dtype: the share of judged samples generated natively (no extern call) and the pass rate
+    (native or fallback, i.e. not a failure), over all OpInfos and over the elementwise/reduction ones."""
+    lines = []
+    for dtype in dict.fromkeys(r.dtype for report in reports for r in report.results if r.dtype != "-"):
+        for label, fams in (("all", None), ("elementwise+reduction", ("elementwise", "reduction"))):
+            judged = [r for report in reports if not fams or report.family in fams for r in report.results
+                      if r.dtype == dtype and r.status != "skipped"]
+            if judged:
+                native = sum(r.status == "native" for r in judged)
+                passed = sum(r.status != "failure" for r in judged)
+                lines.append(f"{dtype} {label}: {len(judged)} judged samples, native {100 * native / len(judged):.1f}%, "
+                             f"pass {100 * passed / len(judged):.1f}%")
+    return lines
 
 
 @pytest.fixture(scope="module")
@@ -47,9 +68,9 @@ def judge(tmp_path_factory, request):
     return LensJudge(str(tmp_path_factory.mktemp("opinfo")))
 
 
-def _check(judge, op, max_samples):
-    report = judge.check(op, max_samples=max_samples)
-    _REPORTS[op_key(op)] = report
+def _check(judge, op, max_samples, dtypes=None):
+    report = judge.check(op, max_samples=max_samples, **({"dtypes": dtypes} if dtypes else {}))
+    _REPORTS[op_key(op) + (" (half)" if dtypes else "")] = report
     return report
 
 
@@ -75,4 +96,11 @@ def test_elementwise_and_reduction_samples_are_mostly_native(judge):
 @pytest.mark.parametrize("op", ALL_OPS, ids=_ids(ALL_OPS))
 def test_every_op_every_sample_matches_eager(judge, op):
     report = _check(judge, op, None)
+    assert not report.failures, coverage.format_failures([report])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", ALL_OPS, ids=_ids(ALL_OPS))
+def test_every_op_every_sample_matches_eager_in_half_precision(judge, op):
+    report = _check(judge, op, None, HALF_DTYPES)
     assert not report.failures, coverage.format_failures([report])
