@@ -79,12 +79,62 @@ def _locate(cpp_lines: list[str], cpp_line: int, blocks) -> tuple[str, int] | No
     return None
 
 
-def _nodes_for(kernel: str | None, line_text: str, nodes: list[dict]) -> list[dict]:
+_TMP_DEFINITION = re.compile(r"\btmp(?P<number>\d+)\s*=(?!=)")
+_CALLED = re.compile(r"([A-Za-z_][\w:]*)\s*\(")
+_BINARY = re.compile(r"[\w)\]]\s*([*/+-])\s*[\w(]")
+_OPERATORS = {"*": "mul", "+": "add", "-": "sub", "/": "div"}
+
+
+def _statement_ops(text: str) -> set[str]:
+    """Op names a C++ statement shows: functions it calls (namespace dropped, helpers renamed) and operators."""
+    rhs = text.split("=", 1)[1] if _TMP_DEFINITION.search(text) else text
+    names = {n.rsplit("::", 1)[-1] for n in _CALLED.findall(rhs)}
+    ops = {_HELPER_OPS.get(n, n) for n in names} | {_OPERATORS[o] for o in _BINARY.findall(rhs)}
+    if re.search(r"(?:^|[=(,])\s*-\s*[\w(]", rhs):
+        ops |= {"neg", "sub"}
+    return ops
+
+
+def _statements(cpp_lines: list[str], failing: int) -> tuple[list[str], int]:
+    """The `tmpN = ...` statements of the loop holding line `failing` (0-based; always included) and its
+    position among them. A vectorised kernel's tail loop starts again at tmp0: a new run of statements."""
+    runs: list[list[tuple[int, str]]] = [[]]
+    last = -1
+    for index, text in enumerate(cpp_lines):
+        found = _TMP_DEFINITION.search(text)
+        if found is not None:
+            if int(found["number"]) <= last and runs[-1]:
+                runs.append([])
+            last = int(found["number"])
+        if found is not None or index == failing:
+            runs[-1].append((index, text))
+    run = next((r for r in runs if any(i == failing for i, _ in r)), [])
+    return [t for _, t in run], next((p for p, (i, _) in enumerate(run) if i == failing), -1)
+
+
+def _nodes_for(kernel: str | None, cpp_lines: list[str], cpp_line: int, nodes: list[dict]) -> list[dict]:
+    """The node the failing statement computes. Inductor's C++ has no per-statement origin, but a kernel's
+    statements follow its nodes in topological order: statements naming an op anchor that order, and a
+    statement naming none (a broken `bad_tanh(tmp2)`) belongs to the node between its anchored neighbours."""
     ops = kernel[len("cpp_fused_"):].rsplit("_", 1)[0] if kernel and kernel.startswith("cpp_fused_") else ""
     in_kernel = [n for n in nodes if n["target"].split(".")[1] in ops] if ops else []
-    called = {_HELPER_OPS.get(f, f) for f in re.findall(r"(\w+)\s*\(", line_text)}
-    on_line = [n for n in in_kernel if n["target"].split(".")[1] in called]
-    return on_line or in_kernel
+    statements, failing = _statements(cpp_lines, cpp_line - 1)
+    if not in_kernel or failing < 0:
+        return in_kernel
+    anchors: dict[int, int] = {}
+    at = 0
+    for position, text in enumerate(statements):
+        shown = _statement_ops(text)
+        matching = [k for k in range(at, len(in_kernel)) if in_kernel[k]["target"].split(".")[1] in shown]
+        fresh = [k for k in matching if k not in anchors.values()]
+        if matching:
+            anchors[position] = at = (fresh or matching)[0]
+    if failing in anchors:
+        return [in_kernel[anchors[failing]]]
+    before = max((k for p, k in anchors.items() if p < failing), default=-1)
+    after = min((k for p, k in anchors.items() if p > failing), default=len(in_kernel))
+    between = [k for k in range(before + 1, after) if k not in anchors.values()] or list(range(before + 1, after))
+    return [in_kernel[between[0] if between else max(before, 0)]]
 
 
 def map_inductor_compile_error(text: str, graph_dir: str) -> dict:
@@ -100,8 +150,7 @@ def map_inductor_compile_error(text: str, graph_dir: str) -> dict:
             cpp_lines = []
         found = _locate(cpp_lines, d.line, blocks) if cpp_lines else None
         kernel, oc_line = found if found else (None, None)
-        line_text = cpp_lines[d.line - 1] if 0 < d.line <= len(cpp_lines) else ""
-        matched = _nodes_for(kernel, line_text, nodes) if d.severity == "error" else []
+        matched = _nodes_for(kernel, cpp_lines, d.line, nodes) if d.severity == "error" else []
         source = next((n["source"] for n in matched if n["source"]), None)
         diagnostics.append({"severity": d.severity, "message": d.message, "cpp_file": d.file, "cpp_line": d.line,
                             "column": d.column, "output_code_line": oc_line, "kernel": kernel,

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .graph_builder import normalize_path
-from .model import FxNode, Graph, Kernel, KernelLine, Run, SourceLocation, TraceFacts, TraceFunction
+from .model import FxNode, Graph, Kernel, KernelLine, Run, SourceLocation, TraceFacts, TraceFunction, compile_order
 
 SourceKey = tuple[str, int]
 
@@ -42,11 +41,6 @@ class FunctionGraph:
     native: list[str]  # computed by generated kernels
     aten: list[str]  # run as ATen calls (extern kernels)
     eager: str | None  # why the whole graph runs eagerly (no generated code), when it does
-
-
-def compile_order(graph_id: str) -> tuple[int, ...]:
-    """graph_2 < graph_10; Inductor's model__0_inference_0.0 < model__1_inference_1.1."""
-    return tuple(int(number) for number in re.findall(r"\d+", graph_id))
 
 
 @dataclass

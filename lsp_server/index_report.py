@@ -31,6 +31,13 @@ def graph_json(graph: Graph) -> dict[str, Any]:
     return {"id": graph.id, "path": str(graph.path), "status": graph.status, "problems": graph.problems,
             "nodes": [{"name": n.name, "target": n.target, "readable_line": n.readable_line,
                        "source": source(n.name)} for n in graph.nodes.values()],
+            "compile_error": None if graph.compile_error is None else {
+                "command": graph.compile_error.command,
+                "diagnostics": [{"severity": d.severity, "message": d.message, "output_code_line": d.output_code_line,
+                                 "kernel": d.kernel, "nodes": d.nodes,
+                                 "source": None if d.source is None else {"file": d.source.file, "line": d.source.line,
+                                                                          "code": d.source.code}}
+                                for d in graph.compile_error.diagnostics]},
             "notes": {"eager": graph.eager_reason,
                       "externs": [{"node": e.node, "target": e.target, "reason": e.reason} for e in graph.notes.externs],
                       "other": graph.notes.other},
@@ -62,6 +69,9 @@ def print_index(folder: str, as_json: bool) -> int:
             print(f"  {graph.id}  status={graph.status}  {len(graph.nodes)} nodes")
             for problem in graph.problems:
                 print(f"    ! {problem}")
+            for d in graph.compile_error.diagnostics if graph.compile_error else []:
+                where = f" -> {d.source.file}:{d.source.line}  {d.source.code}" if d.source else ""
+                print(f"    C++ {d.severity}: {d.message} ({d.kernel or 'no kernel'} {', '.join(d.nodes)}){where}")
             if graph.eager_reason is not None:
                 print(f"    runs eagerly: {graph.eager_reason}")
             for note in graph.notes.externs:

@@ -2,6 +2,7 @@
 what structured traces say about the user's functions (TraceFacts)."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -90,6 +91,11 @@ class Graph:
 
     def kernel_source(self, kernel: Kernel) -> str:
         return "\n".join(self.output_code_lines[kernel.start_line - 1:kernel.end_line])
+
+
+def compile_order(graph_id: str) -> tuple[int, ...]:
+    """graph_2 < graph_10; Inductor's model__0_inference_0.0 < model__1_inference_1.1."""
+    return tuple(int(number) for number in re.findall(r"\d+", graph_id))
 
 
 @dataclass

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from .discovery import DEBUG_DIR_NAME, discover
 from .graph_builder import build_graph, load_run_level_compile_error
+from .inductor_build_errors import attach_trace_build_errors
 from .model import Graph, Run
 
 RUN_NAME = re.compile(r"^run_(\d{4})_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d+)(?:-pid_\d+)?")
@@ -91,4 +92,5 @@ def load_run(run_dir: Path, run_id: str | None = None) -> Run | None:
         run.incomplete |= build_graph(graph)
         run.graphs.append(graph)
     run.incomplete |= load_run_level_compile_error(run.graphs, run_dir, run.id)
+    attach_trace_build_errors(run, run_dir.parent)  # a plain TORCH_COMPILE_DEBUG=1 run whose C++ build failed
     return run

@@ -14,6 +14,7 @@ from pygls.uris import to_fs_path
 
 from .discovery import discover
 from .index import Index
+from .inductor_build_errors import TLPARSE_DIR
 from .model import Run
 from .run_loader import debug_dir_for_root, find_run_dirs, load_run
 from .settings import Settings, parse_settings
@@ -145,6 +146,10 @@ class KernelLensServer(LanguageServer):
             if path in self.debug_dirs:
                 rescanned.append(path)
                 loaded += [(d, load_run(d)) for d in find_run_dirs(path)]
+            elif path.name == TLPARSE_DIR and path.parent in self.debug_dirs:
+                # the trace TORCH_COMPILE_DEBUG writes beside the runs grew (a build failure is logged after
+                # the run's files): the newest run reads it again
+                loaded += [(d, load_run(d)) for d in find_run_dirs(path.parent)[-1:]]
             else:
                 loaded.append((path, load_run(path)))
         retry = {path for path, run in loaded if run is not None and run.incomplete}
