@@ -11,6 +11,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from compiler import inductor_profile
 from compiler.inductor_errors import write_inductor_compile_errors
 
 EXIT_OK, EXIT_USER_FAILURE, EXIT_USAGE = 0, 1, 2
@@ -294,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
                                         "report which stage first fails or mismatches")
     na.add_argument("--inductor", action="store_true", help="also try the default inductor backend")
     na.set_defaults(func=cmd_narrow)
+    inductor_profile.add_subcommand(sub)
     for verb, text in (("index", "print the kernel maps the language server indexes under DIR"),
                        ("trace", "print graph breaks, recompiles and failures of the TORCH_TRACE logs in DIR")):
         s = sub.add_parser(verb, help=text)
