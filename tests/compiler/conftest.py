@@ -18,6 +18,14 @@ def _flat(x):
     return [x]
 
 
+def significant_strides(t: torch.Tensor) -> tuple[int, ...] | None:
+    """The strides that decide a dense tensor's memory layout: those of dimensions longer than 1 (a size-1
+    dimension's stride is never used); None for a tensor that is not dense (a view with gaps or overlaps)."""
+    if not torch._prims_common.is_non_overlapping_and_dense_or_false(t):
+        return None
+    return tuple(stride for size, stride in zip(t.shape, t.stride()) if size > 1)
+
+
 def assert_same(fn, *args, atol=1e-5, rtol=1.3e-6, **kwargs):
     """fn compiled with lens gives what eager gives: same dtypes, shapes, strides of dense outputs,
     exactly equal integers/bools, floats within tolerance, NaN where eager has NaN."""
@@ -27,6 +35,9 @@ def assert_same(fn, *args, atol=1e-5, rtol=1.3e-6, **kwargs):
     for e, g in zip(_flat(expected), _flat(got), strict=True):
         if isinstance(e, torch.Tensor):
             assert g.dtype == e.dtype and g.shape == e.shape, (g.dtype, g.shape, e.dtype, e.shape)
+            if significant_strides(e) is not None:
+                assert g.stride() == e.stride() or significant_strides(g) == significant_strides(e), \
+                    f"strides {g.stride()} where eager's are {e.stride()} (shape {tuple(e.shape)})"
             if e.dtype.is_floating_point:
                 torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True)
             else:
