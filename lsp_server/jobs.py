@@ -1,4 +1,4 @@
-"""Runs `python -m compiler <kind> <file>` for the editor, streaming its output line by line."""
+"""Runs `python -m compiler <kind> <path>` for the editor, streaming its output line by line."""
 from __future__ import annotations
 
 import asyncio
@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-JOB_KINDS = ("compile", "profile", "check-accuracy")
+JOB_KINDS = ("compile", "profile", "check-accuracy", "profile-inductor")
+FOLDER_JOBS = ("profile-inductor",)  # take a folder (a run, a graph) as well as a file
 TAIL_CHARS = 4000
 
 
@@ -26,10 +27,11 @@ async def run_job(kind: str, file: Path, on_line: Callable[[str], None],
     """Run the compiler CLI in the file's folder; `on_line` gets each output line as it arrives."""
     if kind not in JOB_KINDS:
         raise JobError(f"unknown job kind {kind!r}; expected one of {', '.join(JOB_KINDS)}")
-    if not file.is_file():
+    folder = kind in FOLDER_JOBS and file.is_dir()
+    if not file.is_file() and not folder:
         raise JobError(f"{file}: no such file")
     process = await asyncio.create_subprocess_exec(
-        python, "-m", "compiler", kind, str(file), cwd=str(file.parent),
+        python, "-m", "compiler", kind, str(file), cwd=str(file if folder else file.parent),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL)
     tail = ""
     assert process.stdout is not None

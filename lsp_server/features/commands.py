@@ -13,6 +13,8 @@ from ..model import Run
 from .failsafe import failsafe
 from .lookup import kernels_at, path_of, uri_of
 
+PROFILE_INDUCTOR_COMMAND = "kernelLens.profileInductor"
+
 
 def run_summary(index: Index, run: Run) -> dict[str, Any]:
     return {"id": run.id, "path": str(run.path), "kind": run.kind, "time": run.time.isoformat(),
@@ -60,6 +62,29 @@ def kernel_locations(index: Index, run_id: str, graph_id: str | None, names: lis
         return []
     return [{"name": k.name, "uri": uri_of(graph.output_code), "start_line": k.start_line - 1,
              "end_line": k.end_line - 1} for k in graph.kernels if k.name in names]
+
+
+def inductor_profile_target(index: Index, request: dict[str, Any]) -> Path | str:
+    """What `profileInductor` profiles: the output_code.py named, else the run of the file, the run named or
+    the current run; a message when that is not a real Inductor run."""
+    uri, run_id = request.get("uri"), request.get("run_id")
+    run = None
+    if isinstance(uri, str):
+        generated = index.generated_file(path_of(uri))
+        if generated is not None and generated.run.kind != "lens":
+            return generated.graph.output_code
+        view = index.view_for_file(path_of(uri))
+        run = view.run if view is not None else None
+    else:
+        view = index.views.get(run_id if isinstance(run_id, str) else index.current_run_id() or "")
+        run = view.run if view is not None else None
+    if run is None:
+        return "no indexed run to profile (open an output_code.py or a file a run compiled)"
+    if run.kind == "lens":
+        return f"run {run.id} is ours: profile it with `kernel-lens profile SCRIPT` (profile.json)"
+    if not any(g.output_code.is_file() for g in run.graphs):
+        return f"run {run.id} has no output_code.py to profile"
+    return run.path  # a trace run's graph folders (rebuilt from its log) profile as well
 
 
 def first_argument(args: tuple[Any, ...]) -> dict[str, Any]:
@@ -140,26 +165,40 @@ def register(server: Any) -> None:
         kind, uri = request.get("kind"), request.get("uri")
         if not isinstance(kind, str) or not isinstance(uri, str):
             return {"exit_code": 2, "output_tail": "runJob expects {\"kind\": str, \"uri\": str}"}
-        file = Path(path_of(uri))
-        token = str(uuid.uuid4())
-        window = server.client_capabilities.window
-        progress = bool(window and window.work_done_progress)
+        return await job_with_progress(server, kind, Path(path_of(uri)))
+
+    @server.command(PROFILE_INDUCTOR_COMMAND)
+    @failsafe(server, PROFILE_INDUCTOR_COMMAND)
+    async def profile_inductor_command(*args: Any) -> dict[str, Any]:
+        """{} (the current run), {"uri": an output_code.py or a user file} or {"run_id": id}: `kernel-lens
+        profile-inductor` on those real Inductor graphs, so their category breakdown shows."""
+        target = inductor_profile_target(server.index, first_argument(args))
+        if isinstance(target, str):
+            return {"exit_code": 2, "output_tail": target}
+        return await job_with_progress(server, "profile-inductor", target)
+
+
+async def job_with_progress(server: Any, kind: str, file: Path) -> dict[str, Any]:
+    """Run a compiler job with work-done progress and its output in the log; reindex after it."""
+    token = str(uuid.uuid4())
+    window = server.client_capabilities.window
+    progress = bool(window and window.work_done_progress)
+    if progress:
+        await server.work_done_progress.create_async(token)
+        server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+            f"Kernel Lens: {kind}", message=file.name, cancellable=False))
+
+    def on_line(line: str) -> None:
+        server.log(line, types.MessageType.Info)
         if progress:
-            await server.work_done_progress.create_async(token)
-            server.work_done_progress.begin(token, types.WorkDoneProgressBegin(
-                f"Kernel Lens: {kind}", message=file.name, cancellable=False))
+            server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line[:80]))
 
-        def on_line(line: str) -> None:
-            server.log(line, types.MessageType.Info)
-            if progress:
-                server.work_done_progress.report(token, types.WorkDoneProgressReport(message=line[:80]))
-
-        try:
-            result = await run_job(kind, file, on_line)
-        except JobError as exc:
-            return {"exit_code": 2, "output_tail": str(exc)}
-        finally:
-            if progress:
-                server.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
-        server.reindex_all()
-        return {"exit_code": result.exit_code, "output_tail": result.output_tail}
+    try:
+        result = await run_job(kind, file, on_line)
+    except JobError as exc:
+        return {"exit_code": 2, "output_tail": str(exc)}
+    finally:
+        if progress:
+            server.work_done_progress.end(token, types.WorkDoneProgressEnd(message="done"))
+    server.reindex_all()
+    return {"exit_code": result.exit_code, "output_tail": result.output_tail}
