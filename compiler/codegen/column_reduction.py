@@ -88,7 +88,8 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
         for _ in rvars:
             renderer.close()
         if n.name in renderer.locals:  # later reductions and the epilogue read this lane's value
-            renderer.locals[n.name] = LocalBuffer(half.round_to(n.dtype, f"static_cast<{t}>({acc}[{x.name}_lane])"), True, 1)
+            value = half.round_to(n.dtype, f"static_cast<{t}>({acc}[{x.name}_lane])")
+            renderer.locals[n.name] = LocalBuffer(value, True, 1)
             renderer.local_stores[n.name] = sympy.expand(b["store"])
         else:  # stored before the next reduction, which may read it
             _lane_loop(renderer, x, width, n.origins)
@@ -271,7 +272,8 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
         renderer.emit(f"acc{i}_parts[{X}] = acc{i}_all;", [n.origin])
         store = sympy.expand(bodies[i]["store"])
         if n.name in renderer.locals:  # later passes and the epilogue read the combined value
-            renderer.locals[n.name] = LocalBuffer(half.round_to(n.dtype, f"static_cast<{t}>(acc{i}_parts[{X}])"), True, 1)
+            value = half.round_to(n.dtype, f"static_cast<{t}>(acc{i}_parts[{X}])")
+            renderer.locals[n.name] = LocalBuffer(value, True, 1)
             renderer.local_stores[n.name] = store
         else:
             value = half.store(n.dtype, f"static_cast<{t}>(acc{i}_all)")

@@ -1,7 +1,8 @@
 """C++ for each IR op, as data: op name -> format string over operands {x}, {y}, {z}.
 
-An entry may be a dict keyed by the operand's dtype class ("float", "int", "bool") when C++ needs
-different code per type. `config.cpp.op_overrides` replaces entries (to reproduce codegen bugs).
+An entry may be a dict keyed by the operand's dtype class ("float", "int", "bool"; "half" for bfloat16 and
+float16 values, which are floats in the kernel: a "half" entry where they need other code, else "float") when C++
+needs different code per type. `config.cpp.op_overrides` replaces entries (to reproduce codegen bugs).
 """
 from __future__ import annotations
 
@@ -67,7 +68,8 @@ CPP_OPS: dict[str, str | dict[str, str]] = {
     "isnan": {"float": "std::isnan({x})", "default": "false"},
     "isinf": {"float": "std::isinf({x})", "default": "false"},
     "isfinite": {"float": "std::isfinite({x})", "default": "true"},
-    "signbit": {"float": "std::signbit({x})", "bool": "false", "default": "({x} < 0)"},
+    # (g++ 12 fails with an internal error vectorizing __builtin_signbit of a float made from half bits)
+    "signbit": {"half": "lens_signbit({x})", "float": "std::signbit({x})", "bool": "false", "default": "({x} < 0)"},
     "where": "{x} ? {y} : {z}",
 }
 CPP_OPS.update(special_math.POLYNOMIAL_OPS)
@@ -99,7 +101,10 @@ def render_op(name: str, operands: list[str], dtypes: list[torch.dtype]) -> str:
     if template is None:
         raise UnknownOpError(f"no C++ for op {name!r} with operand dtypes {dtypes} ({operands})")
     if isinstance(template, dict):
-        cls = dtype_class(dtypes[-1] if name == "where" else dtypes[0]) if dtypes else "default"
+        dtype = (dtypes[-1] if name == "where" else dtypes[0]) if dtypes else None
+        cls = dtype_class(dtype) if dtype is not None else "default"
+        if half.is_half(dtype) and "half" in template:
+            cls = "half"
         template = template.get(cls, template.get("default"))
         if template is None:
             raise UnknownOpError(f"no C++ for op {name!r} on {cls} operands {dtypes}")

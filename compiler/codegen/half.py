@@ -75,7 +75,7 @@ inline float lens_fp16_to_float(lens_fp16 h) {
   // normal: exponent rebiased by a multiply; subnormal: the mantissa as a float minus 0.5 (exact)
   const float normal = __builtin_bit_cast(float, (two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
   const float denormal = __builtin_bit_cast(float, (two_w >> 17) | (126u << 23)) - 0.5f;
-  const uint32_t bits = two_w < (1u << 27) ? __builtin_bit_cast(uint32_t, denormal) : __builtin_bit_cast(uint32_t, normal);
+  const uint32_t bits = __builtin_bit_cast(uint32_t, two_w < (1u << 27) ? denormal : normal);
   return __builtin_bit_cast(float, sign | bits);
 }
 inline lens_fp16 lens_float_to_fp16(float f) {  // round to nearest even; overflow -> inf, NaN -> 0x7E00 (c10)
@@ -88,4 +88,5 @@ inline lens_fp16 lens_float_to_fp16(float f) {  // round to nearest even; overfl
   return lens_fp16((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
 inline float lens_round_fp16(float f) { return lens_fp16_to_float(lens_float_to_fp16(f)); }
+inline bool lens_signbit(float f) { return (__builtin_bit_cast(uint32_t, f) >> 31) != 0; }
 """

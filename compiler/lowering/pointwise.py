@@ -162,6 +162,9 @@ def _div(ctx, a, b, rounding_mode=None):
         if ctx.node.target.namespace == "prims" and not out.is_floating_point:
             return elementwise("truncdiv", [a, b], out)
         return elementwise("div", [a, b], out)
+    if rounding_mode == "trunc" and out in (torch.bfloat16, torch.float16):  # eager truncates the rounded quotient
+        quotient = to_dtype(elementwise("div", [a, b], torch.float32), out)
+        return elementwise("trunc", [quotient], out)
     return elementwise("floordiv" if rounding_mode == "floor" else "truncdiv", [a, b], out)
 
 

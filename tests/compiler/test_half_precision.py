@@ -83,9 +83,13 @@ POINTWISE = {
     "gelu": lambda x, y: F.gelu(x), "gelu_tanh": lambda x, y: F.gelu(x, approximate="tanh"),
     "silu": lambda x, y: F.silu(x), "where": lambda x, y: torch.where(x > y, x, 0.3),
     "compare": lambda x, y: (x > 0.5, x == y, x.isnan()), "clamp": lambda x, y: x.clamp(-0.5, 0.5),
-    "pow": lambda x, y: x.pow(2), "rsqrt": lambda x, y: (x.abs() + 1).rsqrt(), "full": lambda x, y: x + torch.full_like(x, 0.3),
-    "casts": lambda x, y: (x.float(), x.double(), (x * 10).to(torch.int32), x.to(torch.bool),
-                           (x.float() * 3).to(x.dtype), x.to(torch.bfloat16 if x.dtype == torch.float16 else torch.float16)),
+    "signbit": lambda x, y: (x.signbit(), (x * 2).signbit()),
+    "div_rounding": lambda x, y: [torch.div(x * 8, y.abs().clamp(min=0.5), rounding_mode=m)  # (exact operands)
+                                  for m in ("trunc", "floor")],
+    "pow": lambda x, y: x.pow(2), "rsqrt": lambda x, y: (x.abs() + 1).rsqrt(),
+    "full": lambda x, y: x + torch.full_like(x, 0.3),
+    "casts": lambda x, y: (x.float(), x.double(), (x * 10).to(torch.int32), x.to(torch.bool), (x.float() * 3).to(x.dtype),
+                           x.to(torch.bfloat16 if x.dtype == torch.float16 else torch.float16)),
 }
 
 

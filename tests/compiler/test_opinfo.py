@@ -56,8 +56,8 @@ def per_dtype_lines(reports) -> list[str]:
             if judged:
                 native = sum(r.status == "native" for r in judged)
                 passed = sum(r.status != "failure" for r in judged)
-                lines.append(f"{dtype} {label}: {len(judged)} judged samples, native {100 * native / len(judged):.1f}%, "
-                             f"pass {100 * passed / len(judged):.1f}%")
+                lines.append(f"{dtype} {label}: {len(judged)} judged samples, "
+                             f"native {100 * native / len(judged):.1f}%, pass {100 * passed / len(judged):.1f}%")
     return lines
 
 
