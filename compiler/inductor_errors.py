@@ -81,7 +81,7 @@ def _locate(cpp_lines: list[str], cpp_line: int, blocks) -> tuple[str, int] | No
 
 _TMP_DEFINITION = re.compile(r"\btmp(?P<number>\d+)\s*=(?!=)")
 _CALLED = re.compile(r"([A-Za-z_][\w:]*)\s*\(")
-_BINARY = re.compile(r"[\w)\]]\s*([*/+-])\s*[\w(]")
+_BINARY = re.compile(r"\btmp\d+\)?\s*([*/+-])\s*[\w(]")  # a value's arithmetic, not an index's (`in_ptr0 + x0`)
 _OPERATORS = {"*": "mul", "+": "add", "-": "sub", "/": "div"}
 
 

@@ -12,7 +12,7 @@ import re
 
 TMP_DEFINITION = re.compile(r"\btmp(?P<number>\d+)\s*=(?!=)")
 CALLED = re.compile(r"([A-Za-z_][\w:]*)\s*\(")
-BINARY = re.compile(r"[\w)\]]\s*([*/+-])\s*[\w(]")
+BINARY = re.compile(r"\btmp\d+\)?\s*([*/+-])\s*[\w(]")  # a value's arithmetic, not an index's (`in_ptr0 + x0`)
 UNARY_MINUS = re.compile(r"(?:^|[=(,])\s*-\s*[\w(]")
 OPERATORS = {"*": "mul", "+": "add", "-": "sub", "/": "div"}
 # C++ helper → the aten op it computes, where the names differ.

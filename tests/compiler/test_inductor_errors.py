@@ -51,3 +51,13 @@ def test_statement_order_decides_between_nodes_of_a_fused_kernel():
     assert [n["name"] for n in _nodes_for(kernel, cpp, 5, nodes)] == ["tanh"]
     assert [n["name"] for n in _nodes_for(kernel, cpp, 7, nodes)] == ["exp"]
     assert [n["name"] for n in _nodes_for(kernel, cpp, 4, nodes)] == ["mul"]
+
+
+def test_vectorised_statements_index_arithmetic_is_not_an_add_node():
+    nodes = [{"name": n, "target": f"aten.{n}.default"} for n in ("mul", "tanh", "exp", "add")]
+    cpp = ["auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), 16);",
+           "auto tmp1 = static_cast<float>(2.0);", "auto tmp2 = at::vec::Vectorized<float>(tmp1);",
+           "auto tmp3 = tmp0 * tmp2;", "auto tmp4 = bad_vtanh(tmp3);", "auto tmp5 = tmp4.exp();",
+           "auto tmp6 = static_cast<float>(1.0);", "auto tmp7 = at::vec::Vectorized<float>(tmp6);",
+           "auto tmp8 = tmp5 + tmp7;"]
+    assert [n["name"] for n in _nodes_for("cpp_fused_add_exp_mul_tanh_0", cpp, 5, nodes)] == ["tanh"]

@@ -85,6 +85,15 @@ def test_statement_between_its_anchored_neighbours_is_the_middle_node():
     statements, at = kernel_statements(tail, 5)
     assert (len(statements), at) == (3, 2)
     assert statement_node(statements, at, [("mul", "mul"), ("exp", "exp")]) == "exp"
+    # Inductor's vectorised form (torch 2.13): the load's index arithmetic is not a node's `add`
+    vector = ["auto tmp0 = at::vec::Vectorized<float>::loadu(in_ptr0 + static_cast<int64_t>(x0), 16);",
+              "auto tmp1 = static_cast<float>(2.0);", "auto tmp2 = at::vec::Vectorized<float>(tmp1);",
+              "auto tmp3 = tmp0 * tmp2;", "auto tmp4 = bad_vtanh(tmp3);", "auto tmp5 = tmp4.exp();",
+              "auto tmp6 = static_cast<float>(1.0);", "auto tmp7 = at::vec::Vectorized<float>(tmp6);",
+              "auto tmp8 = tmp5 + tmp7;", "tmp8.store(out_ptr0 + static_cast<int64_t>(x0));"]
+    statements, at = kernel_statements(vector, 4)
+    assert statement_node(statements, at, [("mul", "mul"), ("tanh", "tanh"), ("exp", "exp"), ("add", "add")]) \
+        == "tanh"
     assert statement_node(["auto tmp0 = max_propagate_nan(tmp1, tmp2);"], 0,
                           [("neg", "neg"), ("maximum", "maximum")]) == "maximum"
 
