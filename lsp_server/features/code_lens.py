@@ -55,9 +55,12 @@ def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:
         refs = functions.get(name)
         if not refs:
             continue
-        split = node_split(graphs)
-        title = f"{count_label(len(refs), 'kernel')} · {split or short_kernel_names(refs)}"
+        title = f"{count_label(len(refs), 'kernel')} · {short_kernel_names(refs)}"
         lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND, arguments=[argument])))
+        split = node_split(graphs)
+        if split is not None:  # beside the kernels: "2 kernels · ... | 5 nodes native, 2 ATen"
+            lenses.append(types.CodeLens(where, types.Command(title=split, command=SHOW_KERNELS_COMMAND,
+                                                              arguments=[argument])))
         timing = profile_label(refs)
         if timing is not None:
             lenses.append(types.CodeLens(where, types.Command(title=timing, command=SHOW_KERNELS_COMMAND, arguments=[argument])))
