@@ -43,6 +43,11 @@ def line_range(line: int, column: int = 0) -> types.Range:
     return types.Range(types.Position(line0, max(column - 1, 0)), types.Position(line0, LINE_END))
 
 
+def _compiler_severity(severity: str) -> str | None:
+    """g++'s own level: a note or warning beside the error is not an Error (None: the configured severity)."""
+    return {"warning": "warning", "note": "information"}.get(severity)
+
+
 def graph_findings(run: Run, graph: Graph) -> list[Finding]:
     found: list[Finding] = []
     error = graph.compile_error
@@ -51,18 +56,24 @@ def graph_findings(run: Run, graph: Graph) -> list[Finding]:
             where = f" (kernel `{d.kernel}`" + (f", node {', '.join(d.nodes)}" if d.nodes else "") + ")" if d.kernel else ""
             message = f"C++ compile error: {d.message}{where}"
             if d.source is not None:
-                found.append(Finding(run, normalize_path(d.source.file), d.source.line, 0, message, "compile-error"))
+                found.append(Finding(run, normalize_path(d.source.file), d.source.line, 0, message, "compile-error",
+                                     _compiler_severity(d.severity)))
             if d.output_code_line:
                 found.append(Finding(run, normalize_path(str(graph.output_code)), d.output_code_line, d.column or 0,
-                                     message, "compile-error"))
+                                     message, "compile-error", _compiler_severity(d.severity)))
     report = graph.accuracy
     if report is not None and report.status == "mismatch":
-        message = (f"Accuracy mismatch: first diverging node `{report.node}` ({report.target})"
-                   f"{f' in kernel `{report.kernel}`' if report.kernel else ''}: max abs error "
-                   f"{report.max_abs_error:g}, max rel error {report.max_rel_error:g}"
-                   f" (atol {report.atol:g}, rtol {report.rtol:g})"
-                   if None not in (report.max_abs_error, report.max_rel_error, report.atol, report.rtol)
-                   else f"Accuracy mismatch: first diverging node `{report.node}` ({report.target})")
+        head = f"Accuracy mismatch: first diverging node `{report.node}` ({report.target})" + (
+            f" in kernel `{report.kernel}`" if report.kernel else "")
+        if report.summary:  # accuracy.json's own words: max_rel_error is null where no |expected| > atol
+            message = f"{head}: {report.summary}"
+        elif None not in (report.max_abs_error, report.max_rel_error, report.atol, report.rtol):
+            message = (f"{head}: max abs error {report.max_abs_error:g}, max rel error {report.max_rel_error:g}"
+                       f" (atol {report.atol:g}, rtol {report.rtol:g})")
+        elif report.max_abs_error is not None:
+            message = f"{head}: max abs error {report.max_abs_error:g}"
+        else:
+            message = head
         source: SourceLocation | None = None
         node = graph.nodes.get(report.node)
         if report.source is not None:

@@ -21,6 +21,7 @@ class AccuracyReport:
     max_rel_error: float | None
     atol: float | None
     rtol: float | None
+    summary: str = ""  # the compiler's words for the failure (which tolerance, how many elements, the worst)
 
 
 def parse_accuracy(path: Path) -> AccuracyReport:
@@ -29,4 +30,5 @@ def parse_accuracy(path: Path) -> AccuracyReport:
         path, as_str(data.get("graph_id")), as_str(data.get("status"), "ok"), as_str(data.get("node")),
         as_str(data.get("target")), as_int(data.get("readable_line")), as_str(data.get("kernel")),
         parse_source_ref(data.get("source")), as_float(data.get("max_abs_error")),
-        as_float(data.get("max_rel_error")), as_float(data.get("atol")), as_float(data.get("rtol")))
+        as_float(data.get("max_rel_error")), as_float(data.get("atol")), as_float(data.get("rtol")),
+        as_str(data.get("summary")))

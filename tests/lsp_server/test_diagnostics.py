@@ -43,6 +43,7 @@ async def test_compile_error_on_source_and_kernel_line_then_cleared_by_newer_run
     deduced = "C++ compile error:   deduced conflicting types for parameter 'T' ('unsigned char' and 'int')" + where
     assert [(d.range.start.line, d.message) for d in on_source] == [(5, no_match), (5, deduced)]  # `b = torch.maximum(x2, a)`
     assert on_source[0].severity == types.DiagnosticSeverity.Error
+    assert on_source[1].severity == types.DiagnosticSeverity.Information  # g++'s note, not a second error
     kernel_uri = (workspace / "torch_compile_debug" / COMPILE_ERROR_RUN / "lens" / "graph_0" / "output_code.py").as_uri()
     on_kernel = await wait_for_diagnostics(error_client, kernel_uri, lambda d: len(d) == 4)
     call = code_line("auto tmp3 = max_propagate_nan(tmp0, tmp2);", COMPILE_ERROR_RUN)
@@ -73,6 +74,7 @@ async def test_accuracy_mismatch_on_user_line(accuracy_client: LanguageClient, t
     assert found[0].severity == types.DiagnosticSeverity.Warning
     assert "first diverging node `neg` (aten.neg.default)" in found[0].message
     assert "max abs error 250, max rel error 125" in found[0].message  # foo1.py's seeded inputs
+    assert "32 of 32 element(s) differ (compared exactly)" in found[0].message  # accuracy.json's summary
 
 
 @pytest_lsp.fixture(config=SERVER)
