@@ -134,6 +134,9 @@ class DebugDir:
         self._write_json("tensors/manifest.json", data)
         self._write("tensors/README.txt", readme)
 
+    def why(self, data: dict) -> None:
+        self._write_json("why.json", data)
+
     def vectorization(self, lines: list[str]) -> None:
         head = ("# Loops g++ left scalar (-fopt-info-vec-missed): kernel:output_code.py line: reason  | code\n"
                 if lines else "# g++ vectorized every kernel loop (-fopt-info-vec-missed reported nothing)\n")

@@ -12,6 +12,7 @@ import torch
 import torch.fx
 
 from compiler import config, graph_cache
+from compiler import why as decisions
 from compiler.accuracy import accuracy_settings, check_on_first_call, clone_args
 from compiler.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
@@ -112,6 +113,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
                                                     f"{graph_id} ({kind}) of a Kernel Lens run"))
         debug.fx_graph_transformed(readable.text)
     try:
+        decisions.begin()  # the stages report what they decide (why.json)
         ir = lower_graph(gm)
     except EagerGraph as e:
         _note_runs_eagerly(graph_id, debug, str(e))
@@ -124,6 +126,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     kmap = build_kernel_map(graph_id, readable, code, graph_kind=kind)
     if debug:
         debug.ir_post_fusion(format_schedule(sg))
+        debug.why(decisions.finish(graph_id, ir.nodes, kmap.kernels))
         debug.output_code(code.text)
         debug.kernel_map(kmap.to_json())
         debug.notes(ir.notes)
@@ -212,6 +215,8 @@ def _eager_dynamo_graph(gm: torch.fx.GraphModule, error: BaseException) -> Calla
 def _note_runs_eagerly(graph_id: str, debug: DebugDir | None, why: str) -> None:
     """The log line and the debug note of a graph that runs eagerly instead of as generated code."""
     log.warning("kernel-lens: %s runs eagerly: %s", graph_id, why)
+    if debug:
+        debug.why(decisions.eager_graph(graph_id, why))
     if debug:
         debug.notes([f"{graph_id} runs eagerly (no generated code): {why}"])
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from compiler import config
+from compiler import config, why
 from compiler.ir import Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op, rewrite_leaves
 from compiler.sym import is_zero
 
@@ -97,15 +97,15 @@ def _reads_same_iteration(consumer: ComputedBuffer, producer: ComputedBuffer, de
 
 def _can_join(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] | None:
     if len(set(k.origins) | set(node.origins)) > config.max_fusion_size:
-        return None
+        return why.fusion_refused(k, node, "max_fusion_size")
     outer = _outer_after_join(k, node)
     if outer is None:
-        return None
+        return why.fusion_refused(k, node, "loop_shape", shape=_dims_of(node), outer=k.outer)
     members = {n.name: n for n in k.nodes}
     for ld in node.reads():
         producer = members.get(ld.buffer)
         if producer is not None and not _reads_same_iteration(node, producer, len(outer)):
-            return None
+            return why.fusion_refused(k, node, "other_iteration", producer=producer.origin)
     return outer
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from compiler import config
+from compiler import config, why
 from compiler.codegen import (column_reduction, exp_lanes, half, lane_reduction, loop_nest, pipeline, prefetch,
                               sibling_loops, streaming)
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
@@ -306,6 +306,8 @@ class KernelRenderer(ExpressionRenderer):
             lane_reduction.render(self, n, b, acc, lanes)
         else:
             op = simd_reduction_op(n.dtype, rtype)
+            if op is None and rvars:  # (why.json: the reduction loop stays scalar)
+                why.not_vectorized([n.origin], "no_simd_reduction", reduction=rtype, dtype=n.dtype)
             for depth, (v, s) in enumerate(zip(rvars, rsizes)):
                 last = depth == len(rvars) - 1
                 pragma = None

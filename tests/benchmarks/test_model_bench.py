@@ -1,0 +1,52 @@
+"""The model benchmark's own logic (benchmarks/model_bench.py, model_bench_report.py, model_zoo.py): stage
+arithmetic, variant parsing and the verdicts on fabricated results; never timings."""
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+import model_bench  # noqa: E402
+import model_zoo  # noqa: E402
+from model_bench_report import Result, target_lines  # noqa: E402
+
+
+def _line(lines: list[str], title: str) -> str:
+    (line,) = [ln for ln in lines if ln.strip().startswith(title)]
+    return line
+
+
+def test_union_of_overlapping_builds_counts_each_second_once():
+    assert model_bench.union_ms([(0.0, 1.0), (0.5, 2.0), (3.0, 3.5)]) == pytest.approx(2500.0)
+    assert model_bench.union_ms([]) == 0.0
+
+
+def test_variant_settings_are_python_literals_or_strings():
+    name, pairs = model_bench.parse_variant("nofreeze:freezing=False,cpp.gemm_library=aten")
+    assert name == "lens nofreeze" and pairs == {"freezing": False, "cpp.gemm_library": "aten"}
+
+
+def test_verdicts_name_the_models_that_miss():
+    fast = Result(times={"eager": [2.0, 2.0], "inductor": [1.5, 1.5], "lens": [1.0, 1.2]},
+                  stages={"lens": {"total": 100.0}, "inductor": {"total": 1000.0}}, warm_ms={"lens": 5.0})
+    slow = Result(times={"eager": [1.0, 1.0], "inductor": [1.0, 1.0], "lens": [1.1, 1.1]},
+                  stages={"lens": {"total": 500.0}, "inductor": {"total": 1000.0}}, warm_ms={"lens": 100.0},
+                  mismatches={"lens": "differs"})
+    lines = target_lines([("fast", fast), ("slow", slow), ("gone", Result(skipped="torchvision not installed"))])
+    assert "MISSED by slow 1.1 (1/2 models)" in _line(lines, "run time <= 0.9x Inductor's")
+    assert "MISSED by slow 0.5 (1/2 models)" in _line(lines, "cold first call")
+    assert "MISSED by slow 0.2 (1/2 models)" in _line(lines, "warm first call")
+    assert "MISSED by slow" in _line(lines, "results equal eager's")
+    assert "gone (torchvision not installed)" in lines[-1]
+
+
+def test_zoo_skips_what_is_not_installed_and_builds_the_convnet():
+    names = {m.name: m for m in model_zoo.zoo()}
+    assert {"bert", "gpt2", "vit", "mobilebert", "convnet"} <= names.keys()
+    assert all(m.needs in ("", "transformers", "torchvision") for m in names.values())
+    module, fn, inputs = model_zoo._convnet(32)()
+    with torch.no_grad():
+        assert fn(*inputs()).shape == (2, 100)
