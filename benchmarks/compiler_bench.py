@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -244,13 +245,14 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
         variants: dict[str, Callable[[], object]] = {"eager": lambda: w.fn(*args)}
         pool_off: set[str] = set()  # variants timed with lens's buffer pool off
         backends = (["inductor"] if use_inductor else []) + ["dynamo", "lens"]
+        tag = re.sub(r"\W+", "_", w.name)  # (cache folders of their own: names may share a first word)
         for backend in backends:
             steady = None
             for phase in ("cold", "pch", "warm") if backend == "lens" else ("cold", "warm"):
                 if phase == "cold":
-                    _fresh_cache_dirs(tmp, f"{w.name.split()[0]}-{backend}")
+                    _fresh_cache_dirs(tmp, f"{tag}-{backend}")
                 elif phase == "pch":  # a new graph in a cache that has only the precompiled prelude
-                    _with_only_toolchain_builds(tmp, f"{w.name.split()[0]}-{backend}")
+                    _with_only_toolchain_builds(tmp, f"{tag}-{backend}")
                 torch._dynamo.reset()
                 compiled = torch.compile(w.fn, backend=_BACKENDS.get(backend, backend))
                 if backend in _BACKEND_MS:

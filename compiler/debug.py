@@ -101,6 +101,9 @@ class DebugDir:
     def kernel_map(self, data: dict) -> None:
         self._write_json("kernel_map.json", data)
 
+    def symbols(self, data: dict) -> None:
+        self._write_json("symbols.json", data)
+
     def compile_error(self, data: dict) -> None:
         self._write_json("compile_error.json", data)
 

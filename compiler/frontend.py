@@ -112,24 +112,31 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         debug.fx_graph_runnable(runnable_graph_code(gm, input_specs(example_inputs),
                                                     f"{graph_id} ({kind}) of a Kernel Lens run"))
         debug.fx_graph_transformed(readable.text)
+    if debug:
+        _write_symbols(debug, gm)
     try:
         decisions.begin()  # the stages report what they decide (why.json)
         ir = lower_graph(gm)
     except EagerGraph as e:
-        _note_runs_eagerly(graph_id, debug, str(e))
-        return CompiledGraph(graph_id, readable, None, None, debug, _with_constants(_eager(gm), consts))
+        return _eager_graph(graph_id, readable, debug, gm, consts, str(e))
     if debug:
         debug.ir_pre_fusion("\n\n".join(format_node(n) for n in ir.nodes) + "\n")
-    sg = schedule(ir, readable.op_names)
-    header = f"Kernel Lens output code for {graph_id} ({kind}); FX graph: fx_graph_readable.py"
-    code = generate_output_code(sg, readable.lines, graph_id, header)
-    kmap = build_kernel_map(graph_id, readable, code, graph_kind=kind)
+    try:  # a failure past lowering is a compiler bug: the graph runs eagerly, the user's program goes on
+        sg = schedule(ir, readable.op_names)
+        header = f"Kernel Lens output code for {graph_id} ({kind}); FX graph: fx_graph_readable.py"
+        code = generate_output_code(sg, readable.lines, graph_id, header)
+        kmap = build_kernel_map(graph_id, readable, code, graph_kind=kind)
+    except Exception as e:  # noqa: BLE001 (any bug, never a failed torch.compile)
+        log.debug("kernel-lens: %s: code generation failed", graph_id, exc_info=True)
+        return _eager_graph(graph_id, readable, debug, gm, consts, _failure("code generation failed", e))
     if debug:
         debug.ir_post_fusion(format_schedule(sg))
         debug.why(decisions.finish(graph_id, ir.nodes, kmap.kernels))
         debug.output_code(code.text)
         debug.kernel_map(kmap.to_json())
-        debug.notes(ir.notes)
+    notes = list(ir.notes)
+    if debug:
+        debug.notes(notes)
     try:
         module = load_output_code(code.text)
     except CppCompileError as e:
@@ -138,7 +145,11 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
             kmap.status = "compile_error"
             debug.kernel_map(kmap.to_json())
             debug.compile_error(report.to_json(graph_id))
-        raise LensCompileError(report, debug.path if debug else None) from None
+        if config.cpp.op_overrides:  # a codegen bug reproduced on purpose: the error is what the user asked for
+            raise LensCompileError(report, debug.path if debug else None) from None
+        return _eager_graph(graph_id, readable, debug, gm, consts, _failure("g++ failed", e), notes)
+    except Exception as e:  # noqa: BLE001 (a library that does not load, a broken generated module)
+        return _eager_graph(graph_id, readable, debug, gm, consts, _failure("loading its code failed", e), notes)
     if debug:
         _write_vectorization(debug, code, getattr(module, "cpp_source", None))
     call = module.call
@@ -199,26 +210,48 @@ def _data_dependent_errors() -> tuple[type[BaseException], ...]:
 DATA_DEPENDENT_ERRORS = _data_dependent_errors()
 
 
-def _eager_dynamo_graph(gm: torch.fx.GraphModule, error: BaseException) -> Callable:
-    """Tracing the graph to aten needed a tensor's value (e.g. `take` or `tensor_split` with a tensor of
-    indices): the whole Dynamo graph runs eagerly, and the debug directory says why."""
+def _eager_dynamo_graph(gm: torch.fx.GraphModule, error: BaseException, what: str) -> Callable:
+    """Tracing the graph to aten failed, e.g. it needed a tensor's value (`take` or `tensor_split` with a
+    tensor of indices): the whole Dynamo graph runs eagerly, and the debug directory says why."""
     graph_id = f"graph_{next(_GRAPH_IDS)}"
     debug = DebugDir(graph_id) if config.debug else None
     if debug:
         debug.fx_graph_readable(readable_graph(gm).text)
-    reason = " ".join(str(error).split())[:300]
-    _note_runs_eagerly(graph_id, debug, f"tracing it to aten needs data-dependent values: "
-                                        f"{type(error).__name__}: {reason}")
+    _note_runs_eagerly(graph_id, debug, _failure(what, error))
     return gm.forward
 
 
-def _note_runs_eagerly(graph_id: str, debug: DebugDir | None, why: str) -> None:
+def _failure(what: str, e: BaseException) -> str:
+    text = " ".join(str(e).split())
+    return f"{what}: {type(e).__name__}: {text[:300]}"
+
+
+def _eager_graph(graph_id: str, readable: ReadableGraph, debug: DebugDir | None, gm: torch.fx.GraphModule,
+                 consts: list, why: str, notes: list[str] = ()) -> CompiledGraph:
+    """A graph that runs as its FX graph, op by op (ATen), with the reason logged and in notes.txt."""
+    _note_runs_eagerly(graph_id, debug, why, list(notes))
+    return CompiledGraph(graph_id, readable, None, None, debug, _with_constants(_eager(gm), consts))
+
+
+def _write_symbols(debug: DebugDir, gm: torch.fx.GraphModule) -> None:
+    """symbols.json for a graph over Dynamo's size symbols (nothing for a static graph)."""
+    from compiler.symbols import graph_symbols
+    try:
+        data = graph_symbols(gm)
+    except Exception as e:  # noqa: BLE001 (debug output never breaks compilation)
+        log.warning("kernel-lens: symbols.json of %s left out: %s: %s", debug.graph_id, type(e).__name__, e)
+        return
+    if data is not None:
+        debug.symbols(data)
+
+
+def _note_runs_eagerly(graph_id: str, debug: DebugDir | None, why: str, notes: list[str] = ()) -> None:
     """The log line and the debug note of a graph that runs eagerly instead of as generated code."""
     log.warning("kernel-lens: %s runs eagerly: %s", graph_id, why)
     if debug:
         debug.why(decisions.eager_graph(graph_id, why))
     if debug:
-        debug.notes([f"{graph_id} runs eagerly (no generated code): {why}"])
+        debug.notes([*notes, f"{graph_id} runs eagerly (no generated code): {why}"])
 
 
 def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable:
@@ -242,7 +275,12 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
             decompositions=decomposition_table(),
         )
     except DATA_DEPENDENT_ERRORS as e:
-        return _eager_dynamo_graph(gm, e)
+        return _eager_dynamo_graph(gm, e, "tracing it to aten needs data-dependent values")
+    except LensCompileError:
+        raise
+    except Exception as e:  # noqa: BLE001 (a bug of ours or of AOTAutograd: the graph runs, op by op)
+        log.debug("kernel-lens: tracing to aten failed", exc_info=True)
+        return _eager_dynamo_graph(gm, e, "tracing it to aten failed")
     if settings is not None:
         return profile_on_first_call(gm.forward, compiled, COMPILED[first_new:], settings)
     if tol is not None:

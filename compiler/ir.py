@@ -12,6 +12,8 @@ from typing import Callable, Sequence, Union
 import sympy
 import torch
 
+from compiler.symbols import Size, is_static
+
 Index = tuple[sympy.Expr, ...]
 
 
@@ -60,18 +62,18 @@ def index_vars(n: int, prefix: str = "x") -> list[sympy.Symbol]:
     return [sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True) for i in range(n)]
 
 
-def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
+def contiguous_strides(size: Sequence[Size]) -> tuple[Size, ...]:
     strides, acc = [], 1
     for s in reversed(size):
         strides.append(acc)
-        acc *= max(int(s), 1)
+        acc *= max(int(s), 1) if is_static(s) else s  # (a symbolic size is at least 2: Dynamo specializes 0, 1)
     return tuple(reversed(strides))
 
 
 @dataclass
 class Layout:
-    size: tuple[int, ...]
-    stride: tuple[int, ...]
+    size: tuple[Size, ...]  # ints, or sympy expressions of Dynamo's size symbols (compiler/symbols.py)
+    stride: tuple[Size, ...]
 
     def flat_index(self, index: Sequence[sympy.Expr]) -> sympy.Expr:
         return sympy.expand(sum((i * s for i, s in zip(index, self.stride) if s), sympy.Integer(0)))
@@ -137,6 +139,8 @@ class ExternCall:
     origin: str
     reason: str  # why this is not generated code
     is_tuple: bool = False
+    # unbacked size symbols its result defines (nonzero's row count): symbol -> Python reading it after the call
+    binds: list[tuple[sympy.Symbol, str]] = field(default_factory=list)
 
     origins: list[str] = field(default_factory=list)
 
@@ -161,6 +165,12 @@ class GraphIR:
     # each output: ("buffer", name) for a computed/extern/input buffer, ("value", python value)
     outputs: list[tuple[str, object]]
     notes: list[str] = field(default_factory=list)
+    # graphs with symbolic sizes: every placeholder in order (tensor inputs and SymInt ones), each symbol with
+    # the Python that reads it from the inputs at the top of call(), and its example value (get_args())
+    arg_names: list[str] = field(default_factory=list)
+    bindings: list[tuple[sympy.Symbol, str]] = field(default_factory=list)
+    hints: dict[sympy.Symbol, int] = field(default_factory=dict)
+    scalar_inputs: dict[str, Size] = field(default_factory=dict)  # SymInt placeholder -> its expression
 
     def buffer_layouts(self) -> dict[str, tuple[torch.dtype, Layout]]:
         out: dict[str, tuple[torch.dtype, Layout]] = {b.name: (b.dtype, b.layout) for b in self.inputs}

@@ -9,7 +9,7 @@ import torch
 
 from compiler import config, why
 from compiler.codegen import (column_reduction, exp_lanes, half, lane_reduction, loop_nest, pipeline, prefetch,
-                              sibling_loops, streaming)
+                              sibling_loops, streaming, symbolic)
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
@@ -17,6 +17,7 @@ from compiler.codegen.inplace import KernelArg, kernel_params, unique
 from compiler.codegen.kernel_locals import plan_locals
 from compiler.ir import Cast, ComputedBuffer, IndexValue, Layout, Load, substitute, walk
 from compiler.scheduler import FusedKernel
+from compiler.symbols import is_static
 
 
 @dataclass
@@ -26,6 +27,7 @@ class RenderedKernel:
     origins: list[str]
     args: list[KernelArg]
     lines: list[tuple[str, list[str]]]  # C++ text, FX nodes it comes from ([] for structure)
+    sizes: list[str] = ()  # Dynamo's size symbols it takes after the pointers (`int64_t s0`), by name
 
 
 class KernelRenderer(ExpressionRenderer):
@@ -45,6 +47,9 @@ class KernelRenderer(ExpressionRenderer):
         self.inplace = {n.name for n in kernel.nodes if n.name in inplace}  # outputs over inputs (inplace.py)
         self.params = kernel_params(kernel, layouts, self.locals, inplace)
         self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/exp_lanes.py)
+        # a kernel over symbolic sizes (codegen/symbolic.py) takes them as arguments and runs plain loops
+        self.sizes = symbolic.kernel_symbols(kernel, layouts)
+        self.symbolic = bool(self.sizes)
         self.init_expressions()
 
     # -- lines ---------------------------------------------------------------------
@@ -62,6 +67,8 @@ class KernelRenderer(ExpressionRenderer):
                   step: int = 1) -> None:
         if pragma:
             self.emit(pragma)
+        if isinstance(size, sympy.Basic):
+            size = cpp_index(size)
         inc = f"{var.name}++" if step == 1 else f"{var.name} += {step}"
         self.emit(f"for (int64_t {var.name} = {start}; {var.name} < {size}; {inc})", nodes)
         self.emit("{")
@@ -127,38 +134,40 @@ class KernelRenderer(ExpressionRenderer):
         bodies = [loop_nest.node_mapping(self, n, i, outer_vars) for i, n in enumerate(k.nodes)]
         outer_exprs = [e for b in bodies for e in b["exprs"]]
         ovars, osizes, osubst = merge_loops(outer_vars, list(k.outer), outer_exprs)
-        signature = ", ".join(f"{'' if a.is_output else 'const '}{a.ctype}* __restrict__ {a.param}"
-                              for a in unique(self.params))
+        signature = ", ".join([f"{'' if a.is_output else 'const '}{a.ctype}* __restrict__ {a.param}"
+                               for a in unique(self.params)] + [f"int64_t {s.name}" for s in self.sizes])
         self.emit(f'extern "C" void {k.name}({signature})', k.origins)
         self.emit("{")
         self.indent += 1
-        inner_work = max(1, max(b["work"] for b in bodies))
-        total = inner_work
+        total = symbolic.largest([b["work"] for b in bodies])
         for s in osizes:
             total *= s
-        parallel = total >= config.cpp.min_chunk_size and ovars
+        parallel = symbolic.worth_threads(total) and ovars
+        self.parallel_if = symbolic.parallel_if(total)  # (symbolic work: threads or not, decided at run time)
         simdlen = f" simdlen({config.cpp.simdlen})" if config.cpp.simdlen else ""
         for b in bodies:
             b["body"] = substitute(b["body"], osubst)
             b["store"] = sympy.expand(b["store"].xreplace(osubst))
-        if column_reduction.applies(self, list(ovars), bodies):
+        if not self.symbolic and column_reduction.applies(self, list(ovars), bodies):
             column_reduction.render(self, osizes[0], ovars[0], bodies, bool(parallel))
-        elif column_reduction.applies_to_total(self, list(ovars), bodies):
+        elif not self.symbolic and column_reduction.applies_to_total(self, list(ovars), bodies):
             column_reduction.render_total(self, bodies)
         else:
             self._render_nest(ovars, osizes, bodies, parallel, simdlen)
         self.indent -= 1
         self.emit("}")
-        return RenderedKernel(k.name, k.kind, list(k.origins), unique(self.params), self.lines)
+        return RenderedKernel(k.name, k.kind, list(k.origins), unique(self.params), self.lines,
+                              [s.name for s in self.sizes])
 
     def _render_nest(self, ovars, osizes, bodies: list[dict], parallel, simdlen: str) -> None:
         """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops."""
         k = self.k
         flat = not any(b["inner"][0] for b in bodies)
-        pragmas = loop_nest.outer_pragmas(k, osizes, bool(parallel), simdlen, flat)
-        self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
-        self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
-        self.deferred = pipeline.plan(self, list(ovars), bodies)
+        pragmas = loop_nest.outer_pragmas(k, osizes, bool(parallel), simdlen, flat, self.parallel_if)
+        if not self.symbolic:  # (each plans from concrete sizes; a symbolic kernel runs plain loops)
+            self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
+            self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
+            self.deferred = pipeline.plan(self, list(ovars), bodies)
         if self.streamed:
             pragmas = streaming.open_region(self, pragmas)
         if self.deferred:
@@ -192,6 +201,7 @@ class KernelRenderer(ExpressionRenderer):
         nodes, i, pf = [n for n in self.k.nodes if n is not deferred], 0, self.row_prefetch
         while i < len(nodes):
             pair = (bool(parallel) and i + 1 < len(nodes)  # (fused loops run on the outer loop's thread)
+                    and symbolic.static_loops(bodies[i], bodies[i + 1])
                     and sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1]))
             if not pair:
                 self._render_node_block(nodes[i], bodies[i], parallel_inner=not parallel)
@@ -230,8 +240,8 @@ class KernelRenderer(ExpressionRenderer):
                 if last and rows and streaming.render_row(self, n, b, v, s, store):
                     break
                 pragma = None
-                if depth == 0 and parallel_inner and work >= config.cpp.min_chunk_size:
-                    pragma = "#pragma omp parallel for" + (" simd" if last else "")
+                if depth == 0 and parallel_inner and symbolic.worth_threads(work):
+                    pragma = "#pragma omp parallel for" + (" simd" if last else "") + symbolic.parallel_if(work)
                 elif last:
                     pragma = "#pragma omp simd"
                 self.open_loop(v, s, pragma, n.origins)
@@ -298,11 +308,12 @@ class KernelRenderer(ExpressionRenderer):
         rtype = n.reduction_type
         acc = self.accumulator(n)
         lanes = 64 // half.compute_itemsize(n.dtype)
-        if rtype in ("max", "min") and n.dtype != torch.bool and rvars and rsizes[-1] >= 2 * lanes:
+        static = is_static(rsizes)  # (lanes of a symbolic row: a plain `simd reduction` loop)
+        if static and rtype in ("max", "min") and n.dtype != torch.bool and rvars and rsizes[-1] >= 2 * lanes:
             lane_reduction.render(self, n, b, acc, lanes)
         elif self.row_prefetch.into == n.name:
             prefetch.render_blocked_reduction(self, n, b, acc)
-        elif lane_reduction.wide_sum(n, rsizes, lanes):
+        elif static and lane_reduction.wide_sum(n, rsizes, lanes):
             lane_reduction.render(self, n, b, acc, lanes)
         else:
             op = simd_reduction_op(n.dtype, rtype)

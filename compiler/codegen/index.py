@@ -50,6 +50,8 @@ def cpp_index(e: sympy.Expr) -> str:
         x, div, mod = e.args
         inner = _atom(x) if div == 1 else f"({_atom(x)} / {_atom(div)})"
         return f"({inner} % {_atom(mod)})"
+    if isinstance(e, (torch_sym.PythonMod, torch_sym.Mod)):  # (sizes: non-negative operands)
+        return f"({_atom(e.args[0])} % {_atom(e.args[1])})"
     if isinstance(e, sympy.Max):
         return _fold("lens_max<int64_t>", e.args)
     if isinstance(e, sympy.Min):
@@ -119,8 +121,8 @@ def index_bounds(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> Bounds:
     """Inclusive [lo, hi] of an index expression over 0 <= v < ranges[v], or None when unknown."""
     if e.is_Integer:
         return int(e), int(e)
-    if e.is_Symbol:
-        return (0, ranges[e] - 1) if e in ranges else None
+    if e.is_Symbol:  # (a loop over a symbolic size: unknown)
+        return (0, int(ranges[e]) - 1) if isinstance(ranges.get(e), (int, sympy.Integer)) else None
     if isinstance(e, sympy.Add):
         lo = hi = 0
         for t in e.args:

@@ -42,6 +42,6 @@ def plan_locals(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]]) 
         if n.reduction_type or any(n.layout.stride[d] < 0 for d in inner):
             continue
         numel = 1 + sum((n.layout.size[d] - 1) * n.layout.stride[d] for d in inner)
-        if numel * half.compute_itemsize(n.dtype) <= MAX_LOCAL_BYTES:  # (a half value is a float there)
+        if isinstance(numel, int) and numel * half.compute_itemsize(n.dtype) <= MAX_LOCAL_BYTES:  # (symbolic: a buffer)  # (a half value is a float there)
             out[n.name] = LocalBuffer(f"{n.name}_local", False, numel)
     return out

@@ -9,9 +9,11 @@ from compiler.ir import ComputedBuffer, IndexValue, Load, substitute, walk
 from compiler.scheduler import FusedKernel, nonunit_dims
 
 
-def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str, flat: bool) -> list[str | None]:
+def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str, flat: bool,
+                  condition: str = "") -> list[str | None]:
     """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),
-    `simd` on the innermost when the kernel has no reduction loop inside."""
+    `simd` on the innermost when the kernel has no reduction loop inside; `condition`, a clause added to the
+    parallel one (codegen/symbolic.py's run-time choice)."""
     n = len(sizes)
     pragmas: list[str | None] = [None] * n
     simd_last = flat and not k.has_reduction  # the last outer loop is the innermost loop
@@ -20,10 +22,10 @@ def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str
     if parallel and n:
         nest = n - 1 if simd_last else n  # loops the threads may share
         if simd_last and n == 1:
-            pragmas[0] = f"#pragma omp parallel for simd{simdlen}"
+            pragmas[0] = f"#pragma omp parallel for simd{simdlen}{condition}"
         elif nest >= 1:
-            collapse = nest if nest > 1 and sizes[0] < 64 else 1
-            pragmas[0] = "#pragma omp parallel for" + (f" collapse({collapse})" if collapse > 1 else "")
+            collapse = nest if nest > 1 and isinstance(sizes[0], int) and sizes[0] < 64 else 1
+            pragmas[0] = "#pragma omp parallel for" + (f" collapse({collapse})" if collapse > 1 else "") + condition
     return pragmas
 
 

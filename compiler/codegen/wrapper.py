@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import sympy
 import torch
 
 from compiler import config
@@ -15,6 +16,7 @@ from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
 from compiler.memory import storage_numel
 from compiler.scheduler import FusedKernel, ScheduledGraph
+from compiler.symbols import FloatSize, is_static, py_expr, substitute_hints
 
 
 @dataclass
@@ -48,6 +50,10 @@ class _Lines:
 
 
 def py_repr(v) -> str:
+    if isinstance(v, sympy.Basic):  # a size expression of the symbols call() read from its inputs
+        return py_expr(v) if not isinstance(v, sympy.logic.boolalg.Boolean) else f"({v})"
+    if isinstance(v, FloatSize):
+        return f"float({py_expr(v.expr)})"
     if isinstance(v, torch.dtype):
         return str(v)
     if isinstance(v, torch.device):
@@ -135,7 +141,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
         kernels.append(entry)
     out.add("'''")
     out.add("")
-    nargs = ", ".join(f"{rk.name!r}: {len(rk.args)}" for rk in rendered)
+    nargs = ", ".join(f"{rk.name!r}: {len(rk.args) + len(rk.sizes)}" for rk in rendered)
     out.add(f"kernels = load_cpp_module(cpp_source, {{{nargs}}}, name={graph_id!r}, "
             f"profile=__name__ == '__main__' and '-p' in sys.argv)")
     for rk in rendered:
@@ -193,10 +199,12 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
     """Emits `call(args)`; returns every kernel and extern call in execution order."""
     ir = sg.ir
     out.add("def call(args):")
-    names = [b.name for b in ir.inputs]
+    names = ir.arg_names or [b.name for b in ir.inputs]
     if names:
         out.add(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     out.add("    args.clear()")
+    for sym, code in ir.bindings:  # Dynamo's size symbols, read from the inputs (compiler/symbols.py)
+        out.add(f"    {sym.name} = {code}")
     by_name = {rk.name: (rk, kl) for rk, kl in zip(rendered, kernels)}
     ordered: list[KernelLines] = []
     params = {a.buffer for rk in rendered for a in rk.args} | set(over)
@@ -218,7 +226,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                             f"    {n.name} = reinterpret({base}, {py_repr(lay.size)}, {py_repr(lay.stride)}, 0)")
                     continue
                 out.add(f"    {n.name} = {allocation(lay, dtype)}")
-            ptrs = ", ".join(f"{a.buffer}.data_ptr()" for a in rk.args)
+            ptrs = ", ".join([f"{a.buffer}.data_ptr()" for a in rk.args] + list(rk.sizes))
             line = out.add(f"    {step.name}({ptrs})")
             kl.lines.append((line, list(step.origins)))
             ordered.append(kl)
@@ -247,6 +255,8 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
             elif out_op is None and step.outputs[0] is not None:
                 lay = step.outputs[0][2]
                 out.add(f"    {step.name} = with_layout({step.name}, {py_repr(lay.size)}, {py_repr(lay.stride)})")
+            for sym, code in step.binds:  # a data-dependent size its result defines
+                out.add(f"    {sym.name} = {code}")
             ordered.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
                                        [step.origin], start, len(out.lines), [(start, [step.origin])],
                                        target=step.target))
@@ -268,7 +278,11 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
 
 def _emit_get_args(out: _Lines, ir: GraphIR) -> None:
     out.add("def get_args():")
-    items = [f"rand_strided({py_repr(b.layout.size)}, {py_repr(b.layout.stride)}, {b.dtype})" for b in ir.inputs]
+    hints = ir.hints  # (symbolic sizes: the example inputs' values)
+    tensors = {b.name: f"rand_strided({py_repr(substitute_hints(b.layout.size, hints))}, "
+                       f"{py_repr(substitute_hints(b.layout.stride, hints))}, {b.dtype})" for b in ir.inputs}
+    scalars = {name: py_repr(substitute_hints(e, hints)) for name, e in ir.scalar_inputs.items()}
+    items = [tensors.get(name) or scalars[name] for name in ir.arg_names or list(tensors)]
     out.add(f"    return [{', '.join(items)}]")
 
 
@@ -276,7 +290,9 @@ def allocation(lay: Layout, dtype: torch.dtype) -> str:
     """The expression allocating a buffer: the pool's `empty_strided` for buffers it may serve, torch's own
     allocation without the dispatcher for smaller ones (`runtime.empty_strided_cpu`: each call of a call()
     counts after a kernel that streamed its inputs, 6 us there against 11 through the dispatcher and the
-    pool's layers)."""
-    if storage_numel(lay.size, lay.stride) * dtype.itemsize < config.cpp.min_pool_bytes:
+    pool's layers). A symbolic size goes to the pool, which decides per call."""
+    small = is_static((lay.size, lay.stride)) and storage_numel(lay.size, lay.stride) * dtype.itemsize < \
+        config.cpp.min_pool_bytes
+    if small:
         return f"empty_strided_cpu({py_repr(lay.size)}, {py_repr(lay.stride)}, {dtype})"
     return f"empty_strided({py_repr(lay.size)}, {py_repr(lay.stride)}, dtype={dtype})"

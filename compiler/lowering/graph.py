@@ -13,9 +13,11 @@ from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBu
                          contiguous_strides, index_vars)
 from compiler.lowering.pointwise import elementwise
 from compiler.lowering.registry import LOWERINGS
+from compiler.lowering.symbolic import SizeSymbols, UnboundSymbol
 from compiler.lowering.views import permute_value, reshape_value
 from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, buffer_value,
-                                      current_origin, origin_scope)
+                                      current_origin, hint, origin_scope, size_hints)
+from compiler.symbols import SymbolicSizeError, same_size, shape_of, size_expr, strides_of, symbolic_scalar
 
 # Inlining a value into more than one consumer recomputes it; past this many FX ops we realize instead.
 INLINE_REUSE_LIMIT = 3
@@ -27,7 +29,8 @@ class EagerGraph(Exception):
 
 
 class DynamicShapeGraph(EagerGraph):
-    """The graph has symbolic sizes."""
+    """The graph's symbolic sizes cannot be generated: one that no input gives, or an input's size that
+    generated code cannot compute (the message names it)."""
 
 
 def _target_name(target) -> str:
@@ -42,12 +45,7 @@ def _callable_from_output_code(target) -> bool:
     return isinstance(target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator))
 
 
-def _is_static(val) -> bool:
-    if isinstance(val, torch.Tensor):
-        return all(isinstance(s, int) for s in val.shape) and all(isinstance(s, int) for s in val.stride())
-    if isinstance(val, (list, tuple)):
-        return all(_is_static(v) for v in val)
-    return not isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool))
+_SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
 class LoweringContext:
@@ -59,7 +57,7 @@ class LoweringContext:
         self.meta = val
         first = val[0] if isinstance(val, (list, tuple)) and val else val
         self.out_dtype = first.dtype if isinstance(first, torch.Tensor) else None
-        self.out_size = tuple(first.shape) if isinstance(first, torch.Tensor) else ()
+        self.out_size = shape_of(first) if isinstance(first, torch.Tensor) else ()
         self.out_device_is_cpu = first.device.type == "cpu" if isinstance(first, torch.Tensor) else None
 
     def realize_reduction(self, dtype, size, ranges, rtype, loader, inlined) -> TensorValue:
@@ -82,6 +80,9 @@ class GraphLowering:
         self.env: dict[torch.fx.Node, Any] = {}
         self.notes: list[str] = []
         self._count = 0
+        self.symbols = SizeSymbols(gm)  # Dynamo's size symbols: where call() reads each (lowering/symbolic.py)
+        self.arg_names: list[str] = []
+        self.scalar_inputs: dict[str, object] = {}
 
     def new_name(self) -> str:
         name = f"buf{self._count}"
@@ -92,10 +93,23 @@ class GraphLowering:
         return sorted((n for n in names if n in self.order), key=self.order.__getitem__)
 
     def run(self) -> GraphIR:
+        hints = size_hints.set(self.symbols.hints)
+        try:
+            ir = self._run()
+            if self.symbols.any:
+                self.symbols.check(ir)
+        except (SymbolicSizeError, UnboundSymbol) as e:
+            raise DynamicShapeGraph(str(e)) from None
+        finally:
+            size_hints.reset(hints)
+        if self.symbols.any:
+            ir.arg_names, ir.scalar_inputs = self.arg_names, self.scalar_inputs
+            ir.bindings, ir.hints = self.symbols.bindings(), self.symbols.hints
+        return ir
+
+    def _run(self) -> GraphIR:
         outputs: list[tuple[str, object]] = []
         for node in self.gm.graph.nodes:
-            if not _is_static(node.meta.get("val")):
-                raise DynamicShapeGraph(f"node {node.name} has symbolic sizes")
             if node.op == "placeholder":
                 self._placeholder(node)
             elif node.op == "call_function":
@@ -116,9 +130,15 @@ class GraphLowering:
 
     def _placeholder(self, node: torch.fx.Node) -> None:
         val = node.meta.get("val")
+        self.arg_names.append(node.name)
+        if isinstance(val, torch.SymInt):  # a size Dynamo passes as an argument
+            self.scalar_inputs[node.name] = self.env[node] = size_expr(val)
+            self.symbols.placeholder(node.name, val)
+            return
         if not isinstance(val, torch.Tensor):
             raise DynamicShapeGraph(f"graph input {node.name} is not a tensor ({type(val).__name__})")
-        layout = Layout(tuple(val.shape), tuple(val.stride()))
+        self.symbols.placeholder(node.name, val)
+        layout = Layout(shape_of(val), strides_of(val))
         self.inputs.append(InputBuffer(node.name, val.dtype, layout))
         self.env[node] = buffer_value(node.name, val.dtype, layout.size, layout.stride)
 
@@ -126,6 +146,12 @@ class GraphLowering:
         return torch.fx.node.map_arg((node.args, node.kwargs), lambda n: self.env[n])
 
     def _call(self, node: torch.fx.Node):
+        val = node.meta.get("val")
+        if isinstance(val, _SYMBOLIC_SCALARS) and self.symbols.known(val.node.expr):
+            try:  # (sym_size, s0 * 4, sym_float(s0), ...: computed where used)
+                return symbolic_scalar(val)
+            except SymbolicSizeError as e:
+                raise DynamicShapeGraph(f"node {node.name}: {e}") from None
         if node.target is operator.getitem:
             base, idx = node.args
             return self.env[base][idx]
@@ -136,14 +162,14 @@ class GraphLowering:
         if fn is not None:
             self._bound_fusion(node)
             args, kwargs = self._args(node)
-            ctx = LoweringContext(self, node)
             mark = len(self.nodes)
             try:
+                ctx = LoweringContext(self, node)
                 value = fn(ctx, *args, **kwargs)
                 self._check(node, value)
                 return self._maybe_realize(node, value)
             except (UnsupportedLowering, NotImplementedError, AssertionError, TypeError, KeyError,
-                    IndexError, ValueError, ZeroDivisionError) as e:
+                    IndexError, ValueError, ZeroDivisionError, SymbolicSizeError) as e:
                 del self.nodes[mark:]  # drop buffers a failed lowering already added
                 reason = f"lowering of {_target_name(node.target)} failed: {type(e).__name__}: {e}"
         return self._extern(node, reason)
@@ -161,7 +187,9 @@ class GraphLowering:
             return False
         if out.dtype not in (torch.float32, torch.float64) or bias.dtype != out.dtype or out.dim() != 2:
             return False
-        if bias.dim() not in (1, 2) or bias.shape[-1] != out.shape[1] or bias.numel() != out.shape[1]:
+        osize, bsize = shape_of(out), shape_of(bias)  # (sizes, not SymInts: comparing those adds guards)
+        if bias.dim() not in (1, 2) or not same_size(bsize[-1], osize[1]) or (
+                len(bsize) == 2 and bsize[0] != 1):
             return False
         return bool(node.users) and all(u.op == "call_function" and u.target in LOWERINGS for u in node.users)
 
@@ -194,9 +222,11 @@ class GraphLowering:
         pairs = zip(value, val) if isinstance(value, tuple) else [(value, val)]
         for v, m in pairs:
             if isinstance(m, torch.Tensor):
-                if not isinstance(v, TensorValue) or tuple(v.size) != tuple(m.shape) or v.dtype != m.dtype:
+                want = shape_of(m)
+                if not isinstance(v, TensorValue) or len(v.size) != len(want) or not all(
+                        same_size(a, b) for a, b in zip(v.size, want)) or v.dtype != m.dtype:
                     got = (getattr(v, "size", None), getattr(v, "dtype", None))
-                    raise UnsupportedLowering(f"lowering gave {got}, expected {(tuple(m.shape), m.dtype)}")
+                    raise UnsupportedLowering(f"lowering gave {got}, expected {(want, m.dtype)}")
 
     def _maybe_realize(self, node: torch.fx.Node, value):
         if not isinstance(value, TensorValue):
@@ -266,17 +296,20 @@ class GraphLowering:
         val = node.meta.get("val")
         name = self.new_name()
         vals = list(val) if isinstance(val, (list, tuple)) else [val]
-        outputs = []
+        outputs, binds = [], []
         for i, m in enumerate(vals):
-            if isinstance(m, torch.Tensor):
-                oname = f"{name}_{i}" if isinstance(val, (list, tuple)) else name
-                outputs.append((oname, m.dtype, Layout(tuple(m.shape), tuple(m.stride()))))
-            else:
-                outputs.append(None)
+            oname = f"{name}_{i}" if isinstance(val, (list, tuple)) else name
+            try:
+                binds += self.symbols.extern_result(oname, m)  # (data-dependent sizes: nonzero's, .item()'s)
+                outputs.append((oname, m.dtype, Layout(shape_of(m), strides_of(m)))
+                               if isinstance(m, torch.Tensor) else None)
+            except SymbolicSizeError as e:
+                raise DynamicShapeGraph(f"node {node.name}'s result: {e}") from None
         self.nodes.append(ExternCall(name, _target_name(target), eargs, ekwargs, outputs, node.name,
-                                     reason, is_tuple=isinstance(val, (list, tuple))))
+                                     reason, is_tuple=isinstance(val, (list, tuple)), binds=binds))
         self.notes.append(f"{node.name}: extern call to {_target_name(target)} ({reason})")
-        results = [buffer_value(o[0], o[1], o[2].size, o[2].stride) if o else m for o, m in zip(outputs, vals)]
+        results = [buffer_value(o[0], o[1], o[2].size, o[2].stride) if o else
+                   size_expr(m) if isinstance(m, torch.SymInt) else m for o, m in zip(outputs, vals)]
         return tuple(results) if isinstance(val, (list, tuple)) else results[0]
 
     def _output(self, arg) -> tuple[str, object]:
@@ -286,18 +319,19 @@ class GraphLowering:
         if not isinstance(value, TensorValue):
             return ("value", value)
         meta = arg.meta["val"]
+        shape, strides = shape_of(meta), strides_of(meta)
         st = value.strided
-        if st is not None and self._matches(st, meta):
-            if st.offset == 0 and st.size == tuple(meta.shape) and self._is_whole(st):
+        if st is not None and self._matches(st, shape, strides):
+            if st.offset == 0 and st.size == shape and self._is_whole(st):
                 return ("buffer", st.buffer)
-            return ("view", StridedView(st.buffer, tuple(meta.shape), tuple(meta.stride()), st.offset))
-        realized = self.realize(value, stride=tuple(meta.stride()), is_output=True, origin=arg.name).strided
-        if realized.size == tuple(meta.shape) and self._is_whole(realized):
+            return ("view", StridedView(st.buffer, shape, strides, st.offset))
+        realized = self.realize(value, stride=strides, is_output=True, origin=arg.name).strided
+        if realized.size == shape and self._is_whole(realized):
             return ("buffer", realized.buffer)
-        return ("view", StridedView(realized.buffer, tuple(meta.shape), tuple(meta.stride()), 0))
+        return ("view", StridedView(realized.buffer, shape, strides, 0))
 
-    def _matches(self, st: StridedView, meta: torch.Tensor) -> bool:
-        return all(a == b for a, b, s in zip(st.stride, meta.stride(), meta.shape) if s != 1)
+    def _matches(self, st: StridedView, shape: tuple, strides: tuple) -> bool:
+        return all(same_size(a, b) for a, b, s in zip(st.stride, strides, shape) if s != 1)
 
     def _is_whole(self, st: StridedView) -> bool:
         layouts = {b.name: b.layout for b in self.inputs}
@@ -314,7 +348,7 @@ class GraphLowering:
 def _dense_order(size: tuple[int, ...], stride: tuple[int, ...]) -> list[int] | None:
     """The non-unit dims of `size`, outermost first, when `stride` lays them out densely in that order (no
     gaps, no overlap); None otherwise."""
-    order = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: (-stride[d], d))
+    order = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: (-hint(stride[d]), d))
     expect = contiguous_strides(tuple(size[d] for d in order))
     return order if all(stride[d] == e for d, e in zip(order, expect)) else None
 
@@ -333,9 +367,9 @@ def _memory_order(size: tuple[int, ...], stride: tuple[int, ...] | None) -> list
 def _dense_stride(meta, size) -> tuple[int, ...] | None:
     """`meta`'s strides when they lay out `size` densely in some dimension order (no gaps, no overlap);
     None (contiguous) otherwise."""
-    if not isinstance(meta, torch.Tensor) or tuple(meta.shape) != tuple(size) or 0 in tuple(size):
+    if not isinstance(meta, torch.Tensor) or shape_of(meta) != tuple(size) or 0 in tuple(size):
         return None
-    stride = tuple(meta.stride())
+    stride = strides_of(meta)
     return stride if _dense_order(tuple(size), stride) is not None else None
 
 

@@ -12,6 +12,7 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from compiler.ir import IndexValue, Op
+from compiler.symbols import FloatSize
 from compiler.codegen.special_math import POLYNOMIAL_OPS
 from compiler.lowering.registry import register
 from compiler.lowering.values import (TensorValue, UnsupportedLowering, broadcast_shapes, broadcast_to, cast,
@@ -46,6 +47,10 @@ def _as_value(x, dtype: torch.dtype) -> TensorValue:
 def _probe(x):
     if isinstance(x, TensorValue):
         return torch.empty([1] * len(x.size), dtype=x.dtype) if x.size else torch.empty((), dtype=x.dtype)
+    if isinstance(x, sympy.Expr):  # a size symbol's expression: a Python int
+        return 1
+    if isinstance(x, FloatSize):  # a size as a float
+        return 1.0
     return x
 
 

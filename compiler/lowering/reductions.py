@@ -9,7 +9,7 @@ import torch
 
 from compiler.lowering.pointwise import check_dtype, elementwise, to_dtype
 from compiler.lowering.registry import register
-from compiler.lowering.values import TensorValue, cast, origin, origin_scope
+from compiler.lowering.values import TensorValue, UnsupportedLowering, cast, origin, origin_scope
 from compiler.lowering.views import reshape_value
 
 aten, prims = torch.ops.aten, torch.ops.prims
@@ -83,7 +83,7 @@ def _argmax(ctx, x, dim=None, keepdim=False):
         for s in x.size:
             numel *= s
         out = reduce(ctx, reshape_value(x, (numel,)), [0], False, rtype, torch.int64, x.dtype)
-        return reshape_value(out, tuple(int(s) for s in ctx.out_size))
+        return reshape_value(out, tuple(ctx.out_size))
     return reduce(ctx, x, [dim], keepdim, rtype, torch.int64, x.dtype)
 
 
@@ -107,7 +107,13 @@ def _var(ctx, x, dims, correction=1.0, *, output_dtype=None):
         n *= x.size[d]
     xf = to_dtype(x, out)
     total = reduce(ctx, xf, dims, True, "sum", out)
-    mean = elementwise("div", [total, float(n)], out)
+    if not isinstance(n, int):  # a symbolic count: divided by at run time (integer corrections only)
+        if correction != int(correction):
+            raise UnsupportedLowering(f"var over a symbolic count {n} with correction {correction}")
+        denominator = sympy.Max(n - int(correction), 0)
+    else:
+        n, denominator = float(n), float(max(n - correction, 0))
+    mean = elementwise("div", [total, n], out)
     dev = elementwise("sub", [xf, mean], out)
     sq = reduce(ctx, elementwise("mul", [dev, dev], out), dims, False, "sum", out)
-    return elementwise("div", [sq, float(max(n - correction, 0))], out)
+    return elementwise("div", [sq, denominator], out)

@@ -10,10 +10,25 @@ from typing import Sequence
 import sympy
 import torch
 
-from compiler.ir import Cast, Constant, Expr, Load, Loader
+from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Loader
+from compiler.symbols import FloatSize, Size, is_static
 
 # The FX node being lowered: every expression created meanwhile records it as its origin.
 current_origin: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_origin", default=None)
+# The example value of each of Dynamo's size symbols in the graph being lowered (GraphLowering sets it).
+size_hints: contextvars.ContextVar[dict] = contextvars.ContextVar("size_hints", default={})
+
+
+def hint(e: Size) -> int:
+    """A size's value at the example inputs (a symbol without one counts as 8192). Lowerings order symbolic sizes
+    by it only where the result is then checked exactly (a reshape's groups, a dense layout's order)."""
+    if is_static(e):
+        return int(e)
+    hints = size_hints.get()
+    try:
+        return int(e.xreplace({s: hints.get(s, 8192) for s in e.free_symbols}))
+    except (TypeError, ValueError):
+        return 8192
 
 
 def origin() -> str | None:
@@ -66,13 +81,14 @@ class TensorValue:
 
 def buffer_value(name: str, dtype: torch.dtype, size: Sequence[int], stride: Sequence[int]) -> TensorValue:
     """A realized buffer read element by element."""
-    size = tuple(int(s) for s in size)
+    size = tuple(int(s) if is_static(s) else s for s in size)
 
     def loader(index: Sequence[sympy.Expr]) -> Expr:
         idx = tuple(sympy.Integer(0) if s == 1 else sympy.sympify(i) for i, s in zip(index, size))
         return Load(dtype, origin(), name, idx)
 
-    return TensorValue(dtype, size, loader, StridedView(name, size, tuple(int(s) for s in stride), 0))
+    return TensorValue(dtype, size, loader, StridedView(name, size, tuple(int(s) if is_static(s) else s
+                                                                          for s in stride), 0))
 
 
 def cast(e: Expr, dtype: torch.dtype) -> Expr:
@@ -92,11 +108,24 @@ def _py_cast(v, dtype: torch.dtype):
 
 
 def constant(value, dtype: torch.dtype) -> Expr:
+    if isinstance(value, FloatSize):  # a size as a float (a mean's divisor): computed as an int, converted
+        value = value.expr
+    if isinstance(value, sympy.Expr) and not value.is_Number:  # a size symbol's expression (x * s0)
+        return cast(IndexValue(torch.int64, origin(), value), dtype)
     return Constant(dtype, origin(), _py_cast(value, dtype))
 
 
-def broadcast_shapes(*sizes: Sequence[int]) -> tuple[int, ...]:
-    return tuple(torch.broadcast_shapes(*[torch.Size(s) for s in sizes]))
+def broadcast_shapes(*sizes: Sequence[Size]) -> tuple[Size, ...]:
+    if is_static(sizes):
+        return tuple(torch.broadcast_shapes(*[torch.Size(s) for s in sizes]))
+    ndim = max(len(s) for s in sizes)
+    out: list[Size] = []
+    for d in range(ndim):
+        dims = {s[d - ndim + len(s)] for s in sizes if d - ndim + len(s) >= 0} - {1}
+        if len(dims) > 1:  # (Dynamo guarded them equal, which makes them one expression: not here)
+            raise UnsupportedLowering(f"cannot broadcast sizes {list(dims)} symbolically")
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
 
 
 def broadcast_to(v: TensorValue, size: Sequence[int]) -> TensorValue:

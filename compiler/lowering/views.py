@@ -10,10 +10,11 @@ import torch
 from compiler.sym import FloorDiv, ModularIndexing
 
 from compiler.ir import Op, contiguous_strides
+from compiler.symbols import same_size
 from compiler.lowering.pointwise import check_dtype
 from compiler.lowering.registry import register
 from compiler.lowering.values import (StridedView, TensorValue, broadcast_to, cast,
-                                      constant, origin, origin_scope)
+                                      constant, hint, origin, origin_scope)
 
 aten, prims = torch.ops.aten, torch.ops.prims
 
@@ -28,7 +29,7 @@ def _view(v: TensorValue, size: tuple[int, ...], loader, strided: StridedView | 
 
 @register(aten.view, aten.reshape, aten._unsafe_view, prims.reshape, aten.view_copy, aten._reshape_alias)
 def reshape(ctx, x: TensorValue, *args, **kwargs) -> TensorValue:
-    return reshape_value(x, tuple(int(s) for s in ctx.out_size))
+    return reshape_value(x, tuple(ctx.out_size))
 
 
 def reshape_value(x: TensorValue, new: tuple[int, ...]) -> TensorValue:
@@ -73,12 +74,12 @@ def view_strides(old: tuple[int, ...], stride: Sequence[int], new: tuple[int, ..
     block_stride, block_numel, view_numel = stride[-1] if old else 1, 1, 1
     for d in range(len(old) - 1, -1, -1):
         block_numel *= old[d]
-        if d == 0 or (old[d - 1] != 1 and stride[d - 1] != block_numel * block_stride):
-            while v >= 0 and (view_numel < block_numel or new[v] == 1):
+        if d == 0 or (old[d - 1] != 1 and not same_size(stride[d - 1], block_numel * block_stride)):
+            while v >= 0 and (hint(view_numel) < hint(block_numel) or new[v] == 1):
                 out[v] = view_numel * block_stride
                 view_numel *= new[v]
                 v -= 1
-            if view_numel != block_numel:
+            if not same_size(view_numel, block_numel):
                 return None
             if d > 0:
                 block_stride, block_numel, view_numel = stride[d - 1], 1, 1
@@ -96,8 +97,8 @@ def _reshape_groups(old: tuple[int, ...], new: tuple[int, ...]) -> list[tuple[li
     while i < len(o) and j < len(n):
         gi, gj = [o[i]], [n[j]]
         po, pn = old[o[i]], new[n[j]]
-        while po != pn:
-            if po < pn:
+        while not same_size(po, pn):  # (symbolic sizes: by their example values; the groups' products
+            if hint(po) < hint(pn):  # are equal expressions, or the loop runs out of dims: IndexError)
                 i += 1
                 gi.append(o[i])
                 po *= old[o[i]]
@@ -153,7 +154,7 @@ def t(ctx, x: TensorValue) -> TensorValue:
 
 @register(aten.expand, aten.expand_copy, prims.broadcast_in_dim)
 def expand(ctx, x: TensorValue, *args, **kwargs) -> TensorValue:
-    size = tuple(int(s) for s in ctx.out_size)
+    size = tuple(ctx.out_size)
     if ctx.node.target.overloadpacket is prims.broadcast_in_dim:
         dims = list(args[1])
         inner = [1] * len(size)
@@ -188,17 +189,20 @@ def reshape_to(x: TensorValue, size: tuple[int, ...]) -> TensorValue:
 
 @register(aten.unsqueeze, aten.squeeze, prims.squeeze)
 def squeeze_unsqueeze(ctx, x: TensorValue, *args) -> TensorValue:
-    return reshape_to(x, tuple(int(s) for s in ctx.out_size))
+    return reshape_to(x, tuple(ctx.out_size))
 
 
 @register(aten.slice, aten.slice_copy)
 def slice_(ctx, x: TensorValue, dim: int = 0, start=None, end=None, step: int = 1) -> TensorValue:
     n = len(x.size)
     dim = _norm_dim(dim, n)
-    size = tuple(int(s) for s in ctx.out_size)
+    size = tuple(ctx.out_size)
     length = x.size[dim]
     start = 0 if start is None else start
-    start = max(0, min(length, start + length if start < 0 else start))
+    if not isinstance(length, int) and isinstance(start, int) and start >= 0:
+        pass  # (a start past a symbolic length leaves no elements: the output's size says so, nothing is read)
+    else:
+        start = max(0, min(length, start + length if start < 0 else start))
 
     def loader(index):
         idx = list(index)
@@ -236,7 +240,7 @@ def select(ctx, x: TensorValue, dim: int, i: int) -> TensorValue:
 
 @register(aten.cat, prims.cat)
 def cat(ctx, tensors: list, dim: int = 0) -> TensorValue:
-    size = tuple(int(s) for s in ctx.out_size)
+    size = tuple(ctx.out_size)
     dim = _norm_dim(dim, len(size))
     # empty inputs (legacy 1-D empties, or 0 rows along dim) add nothing, and must not be loaded
     parts = [t for t in tensors if isinstance(t, TensorValue) and _numel(t.size) > 0]
@@ -302,7 +306,7 @@ def _index_value(expr, org):
 
 @register(aten.constant_pad_nd)
 def constant_pad_nd(ctx, x: TensorValue, pad: Sequence[int], value=0) -> TensorValue:
-    size = tuple(int(s) for s in ctx.out_size)
+    size = tuple(ctx.out_size)
     n = len(size)
     lows = [0] * n
     for k in range(len(pad) // 2):

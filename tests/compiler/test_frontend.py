@@ -96,7 +96,7 @@ def test_input_mutation_and_aliasing_outputs_follow_eager():
         assert torch.equal(g, e) and g.stride() == e.stride()
 
 
-def test_dynamic_shapes_run_eagerly_and_stay_correct(tmp_path):
+def test_dynamic_shapes_compile_natively_once_and_stay_correct(tmp_path):
     old = config.debug, config.debug_dir_root
     config.debug, config.debug_dir_root = True, str(tmp_path)
     try:
@@ -107,8 +107,10 @@ def test_dynamic_shapes_run_eagerly_and_stay_correct(tmp_path):
             torch.testing.assert_close(f(x), torch.relu(x) + 1)
     finally:
         config.debug, config.debug_dir_root = old
-    notes = list(tmp_path.glob("run_*/lens/*/notes.txt"))
-    assert notes and "runs eagerly" in notes[0].read_text()
+    graphs = list(tmp_path.glob("run_*/lens/*"))
+    assert len(graphs) == 1 and (graphs[0] / "output_code.py").exists()
+    assert (graphs[0] / "symbols.json").exists()
+    assert "runs eagerly" not in "".join(p.read_text() for p in graphs[0].glob("notes.txt"))
 
 
 def test_graph_needing_tensor_values_to_trace_runs_eagerly_even_with_fullgraph(tmp_path):

@@ -1,0 +1,66 @@
+"""Kernels over symbolic sizes (Dynamo's `s0`, `u0`, ... in loop bounds, strides and indices).
+
+Such a kernel takes each symbol it uses as an `int64_t` argument named after it, after its pointers, and the
+wrapper passes the values it read from the inputs. Decisions that need a size are made at run time or not
+at all: threads are used when the work is big enough (an `if(parallel: ...)` clause on the loop's pragma,
+the same `config.cpp.min_chunk_size` threshold static kernels apply at code generation), and the strategies
+planned from concrete sizes (streaming stores, row prefetch and its deferred output pass, column-reduction
+blocking) are left out: the kernel runs plain `omp parallel for` outer loops and `omp simd` inner ones. Row
+strategies whose own loops are static still apply: per-lane max/min and wide sums over a row of known length,
+a producer and its row sum in one loop, kernel-local arrays of a static row (a LayerNorm over 512 columns of
+a dynamic batch keeps them).
+"""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from compiler import config
+from compiler.codegen.index import cpp_index
+from compiler.ir import IndexValue, Layout, Load, walk
+from compiler.scheduler import FusedKernel
+from compiler.symbols import Size, free_symbols, is_static, sorted_symbols
+
+
+def kernel_symbols(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]]) -> list[sympy.Symbol]:
+    """The size symbols kernel `k`'s C++ may name: those of its loop sizes, its nodes' and inputs' layouts,
+    and its indices (its own index variables left out), by name."""
+    found = free_symbols(k.outer)
+    buffers = set()
+    for n in k.nodes:
+        found |= free_symbols([n.layout.size, n.layout.stride, n.reduction_ranges])
+        for e in walk(n.body):
+            if isinstance(e, Load):
+                buffers.add(e.buffer)
+                found |= free_symbols(e.index)
+            elif isinstance(e, IndexValue):
+                found |= e.expr.free_symbols
+    for b in buffers:
+        found |= free_symbols([layouts[b][1].size, layouts[b][1].stride])
+    own = {v for n in k.nodes for v in (*n.vars, *n.reduction_vars)}
+    return sorted_symbols(found - own)
+
+
+def largest(works: list[Size]) -> Size:
+    """The most work one of a kernel's nodes does per outer iteration (at least 1)."""
+    if is_static(works):
+        return max(1, max(works))
+    return sympy.Max(1, *works)
+
+
+def worth_threads(work: Size) -> bool:
+    """Whether a loop nest doing `work` elements runs on threads: decided here for a static amount; a symbolic
+    one is compiled with threads and `parallel_if` decides at run time."""
+    return not is_static(work) or work >= config.cpp.min_chunk_size
+
+
+def parallel_if(work: Size) -> str:
+    """The clause that keeps a symbolic amount of work below `min_chunk_size` on one thread ('' if static)."""
+    if is_static(work):
+        return ""
+    return f" if(parallel: {cpp_index(sympy.expand(work))} >= {config.cpp.min_chunk_size})"
+
+
+def static_loops(*bodies: dict) -> bool:
+    """Whether node bodies' own loops (inner and reduction) have concrete sizes."""
+    return all(is_static(b["inner"][1]) and is_static(b["red"][1]) for b in bodies)

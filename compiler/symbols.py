@@ -1,0 +1,212 @@
+"""Dynamo's size symbols (`s0`, `s77`, `u0`, ...) in the compiler: a fake tensor's sizes and strides as sympy
+expressions (plain ints where they are constants), what the ShapeEnv knows of each symbol (where Dynamo read
+it, its range, its example value, the guards on it), and the Python text that computes a size at run time."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence, Union
+
+import sympy
+import torch
+from torch.utils._sympy import functions as torch_sym
+from torch.utils._sympy.printers import PythonPrinter
+
+Size = Union[int, sympy.Expr]  # a constant size, or an expression of Dynamo's symbols
+
+# The functions a size expression may use: generated C++ (codegen/index.py `cpp_index`) and Python
+# (`py_expr`) both compute them. Anything else (a float, a ceiling, a bitwise op) is not generated.
+SIZE_FUNCTIONS = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, sympy.Max, sympy.Min,
+                  torch_sym.FloorDiv, torch_sym.ModularIndexing, torch_sym.PythonMod, torch_sym.Mod)
+
+
+@dataclass(frozen=True)
+class FloatSize:
+    """A size used as a float (`torch.sym_float(s0)`: a mean's divisor): `expr` computed, then converted."""
+
+    expr: sympy.Expr
+
+
+def symbolic_scalar(v: "torch.SymInt | torch.SymFloat | torch.SymBool") -> "Size | FloatSize":
+    """A symbolic scalar generated code can compute: a size, or a size converted to float."""
+    e = sympy.sympify(v.node.expr)
+    if isinstance(v, torch.SymFloat) and isinstance(e, torch_sym.ToFloat):
+        inner = size_expr(e.args[0])
+        return FloatSize(sympy.Integer(inner) if isinstance(inner, int) else inner)
+    if isinstance(v, torch.SymInt):
+        return size_expr(v)
+    raise SymbolicSizeError(f"{type(v).__name__} {e} is not a size or a size as a float")
+
+
+class SymbolicSizeError(Exception):
+    """A size expression generated code cannot compute (it names the expression)."""
+
+
+def size_expr(v) -> Size:
+    """A SymInt, int or sympy expression as an int when it is a constant, else as a sympy expression over
+    Dynamo's symbols (the ShapeEnv's replacements applied: `SymNode.expr`)."""
+    if isinstance(v, torch.SymInt):
+        v = v.node.expr
+    if isinstance(v, bool) or not isinstance(v, (int, sympy.Basic)):
+        raise SymbolicSizeError(f"{v!r} ({type(v).__name__}) is not an integer size")
+    if isinstance(v, int):
+        return v
+    e = sympy.sympify(v)
+    if e.is_Integer:
+        return int(e)
+    bad = [a for a in sympy.preorder_traversal(e) if not isinstance(a, SIZE_FUNCTIONS)]
+    if bad or (isinstance(e, sympy.Pow) and not (e.exp.is_Integer and int(e.exp) > 0)):
+        raise SymbolicSizeError(f"size {e} uses {type(bad[0]).__name__ if bad else 'a power'}, which generated "
+                                f"code does not compute")
+    return e
+
+
+def shape_of(t: torch.Tensor) -> tuple[Size, ...]:
+    return tuple(size_expr(s) for s in t.shape)
+
+
+def strides_of(t: torch.Tensor) -> tuple[Size, ...]:
+    return tuple(size_expr(s) for s in t.stride())
+
+
+def is_static(value) -> bool:
+    """Whether a size, a sequence of sizes (nested) or a sympy expression has no symbol in it."""
+    if isinstance(value, (list, tuple)):
+        return all(is_static(v) for v in value)
+    if isinstance(value, sympy.Basic):
+        return not value.free_symbols
+    return not isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool))
+
+
+def same_size(a: Size, b: Size) -> bool:
+    """Whether two sizes are equal: ints by value, expressions as expressions (never by a guard)."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    return sympy.expand(a - b) == 0
+
+
+def free_symbols(values: Iterable) -> set[sympy.Symbol]:
+    """The symbols in sizes, sequences of sizes (nested) and sympy expressions."""
+    out: set[sympy.Symbol] = set()
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            out |= free_symbols(v)
+        elif isinstance(v, sympy.Basic):
+            out |= v.free_symbols
+    return out
+
+
+def sorted_symbols(symbols: Iterable[sympy.Symbol]) -> list[sympy.Symbol]:
+    """Symbols in a stable order (by name: a kernel's parameters, a graph's list)."""
+    return sorted(symbols, key=lambda s: s.name)
+
+
+_PRINTER = PythonPrinter()
+
+
+def py_expr(e: Size) -> str:
+    """Python source computing a size from the symbols' variables (`(1 + s0) // 2`)."""
+    if isinstance(e, int):
+        return repr(e)
+    e = sympy.sympify(e)
+    return str(int(e)) if e.is_Integer else _PRINTER.doprint(e)
+
+
+def substitute_hints(value, hints: dict[sympy.Symbol, int]):
+    """`value` (a size or nested sequence of sizes) with each symbol replaced by its example value."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(substitute_hints(v, hints) for v in value)
+    if isinstance(value, sympy.Basic):
+        return int(value.xreplace(hints))
+    return value
+
+
+@dataclass
+class SymbolInfo:
+    """One of Dynamo's symbols as the debug directory lists it (symbols.json, docs/debug-directory.md)."""
+
+    name: str
+    source: str | None  # where Dynamo read it, e.g. "L['x'].size()[0]" (None: data-dependent, `u0`)
+    lower: int | None  # its range (None: unbounded)
+    upper: int | None
+    hint: int | None  # the example value it was traced with (None for a data-dependent size)
+    guards: list[str] = field(default_factory=list)  # the ShapeEnv's guards that mention it
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "source": self.source, "range": [self.lower, self.upper], "hint": self.hint,
+                "guards": self.guards}
+
+
+def shape_env_of(values: Sequence):
+    """The ShapeEnv behind any symbolic value among `values` (fake tensors, SymInts), or None."""
+    for v in values:
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            return v.node.shape_env
+        if isinstance(v, torch.Tensor):
+            for s in (*v.shape, *v.stride()):
+                if isinstance(s, torch.SymInt):
+                    return s.node.shape_env
+    return None
+
+
+def _bound(v) -> int | None:
+    """An int, or None for int_oo / -int_oo (unbounded) and anything that is not a finite integer."""
+    if isinstance(v, int):
+        return v
+    e = sympy.sympify(v)
+    return int(e) if e.is_Integer else None
+
+
+def _source_name(src) -> str:
+    name = src.name
+    return name if isinstance(name, str) else name()
+
+
+def symbol_infos(shape_env, symbols: Iterable[sympy.Symbol]) -> list[SymbolInfo]:
+    """What `shape_env` knows of each of `symbols`, in name order."""
+    out = []
+    guards = [g.expr for g in getattr(shape_env, "guards", [])] if shape_env is not None else []
+    sources = getattr(shape_env, "var_to_sources", {}) if shape_env is not None else {}
+    ranges = getattr(shape_env, "var_to_range", {}) if shape_env is not None else {}
+    hints = _known_values(shape_env)
+    for s in sorted_symbols(symbols):
+        rng = ranges.get(s)
+        srcs = sources.get(s, [])
+        out.append(SymbolInfo(
+            s.name, _source_name(srcs[0]) if srcs else None,
+            _bound(rng.lower) if rng is not None else None, _bound(rng.upper) if rng is not None else None,
+            _bound(hints[s]) if s in hints else None,
+            [str(g) for g in guards if s in getattr(g, "free_symbols", ())]))
+    return out
+
+
+def graph_symbols(gm) -> dict | None:
+    """symbols.json's content for an FX graph whose values' sizes use Dynamo's symbols; None when none do."""
+    vals = [n.meta.get("val") for n in gm.graph.nodes]
+    flat = [x for v in vals for x in (v if isinstance(v, (list, tuple)) else [v])]
+    found: set[sympy.Symbol] = set()
+    for v in flat:
+        if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            found |= sympy.sympify(v.node.expr).free_symbols
+        elif isinstance(v, torch.Tensor):
+            for s in (*v.shape, *v.stride()):
+                if isinstance(s, torch.SymInt):
+                    found |= sympy.sympify(s.node.expr).free_symbols
+    if not found:
+        return None
+    return {"version": 1, "symbols": [i.to_json() for i in symbol_infos(shape_env_of(flat), found)]}
+
+
+def _known_values(shape_env) -> dict:
+    if shape_env is None:
+        return {}
+    return getattr(shape_env, "backed_var_to_val", None) or getattr(shape_env, "var_to_val", {})
+
+
+def symbol_hints(shape_env, symbols: Iterable[sympy.Symbol]) -> dict[sympy.Symbol, int]:
+    """Each symbol's example value (8 for a symbol without one: an unbacked size)."""
+    hints = {}
+    known = _known_values(shape_env)
+    for s in symbols:
+        v = _bound(known.get(s)) if s in known else None
+        hints[s] = v if v is not None else 8
+    return hints
