@@ -1,0 +1,147 @@
+"""The compiler's answers to "why": a node left to ATen, a node that did not join its neighbour's kernel, a loop
+left scalar, a graph run eagerly. Stages report a decision with one call where they make it; the frontend
+collects one graph's records and writes them as `why.json` (docs/debug-directory.md)."""
+from __future__ import annotations
+
+import re
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from compiler import config
+
+VERSION = 1
+GEMM_TARGETS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten._scaled_dot")
+
+SCALAR_REDUCTIONS = {"max": "NaN propagation", "min": "NaN propagation", "argmax": "first index of the maximum",
+                     "argmin": "first index of the minimum"}
+# reason code -> message template (`{...}` from the record's details): one place says each decision in words
+MESSAGES = {
+    "max_fusion_size": "did not join `{kernel_node}`'s kernel: together they would be {size} nodes, over "
+                       "compiler.config.max_fusion_size = {limit}",
+    "loop_shape": "did not join `{kernel_node}`'s kernel: its loops ({shape}) share no outer loop with the "
+                  "kernel's ({outer})",
+    "other_iteration": "did not join `{kernel_node}`'s kernel: it reads `{producer}` at another iteration of the "
+                       "kernel's outer loop",
+    "no_simd_reduction": "the {reduction} loop runs scalar: OpenMP's `simd reduction` has no operator that keeps "
+                         "eager's {keeps} ({dtype})",
+    "gemm": "runs as an ATen call ({target}): matrix products always call ATen's GEMM{detail}",
+    "no_lowering": "runs as an ATen call ({target}): the compiler has no lowering for this op",
+    "dtype": "runs as an ATen call ({target}): {detail}",
+    "dynamic_size": "runs as an ATen call ({target}): {detail}",
+    "lowering_failed": "runs as an ATen call ({target}): {detail}",
+    "eager_dynamic_shapes": "the whole graph runs eagerly (no generated code): {detail}",
+    "eager_data_dependent": "the whole graph runs eagerly (no generated code): {detail}",
+    "eager_other": "the whole graph runs eagerly (no generated code): {detail}",
+}
+
+
+@dataclass
+class WhyRecord:
+    kind: str  # aten_call | not_fused | not_vectorized | eager_graph
+    nodes: list[str]  # the FX nodes the decision is about (first: the one whose line shows it)
+    reason: str  # a key of MESSAGES
+    message: str
+    fix: dict | None = None  # {"title", "setting", "value"}: a config change that undoes the decision
+    related: list[str] = field(default_factory=list)  # other nodes it names (the kernel it did not join)
+    kernel: str | None = None  # filled when written: the kernel holding `nodes[0]`
+
+    def to_json(self) -> dict:
+        out = {"kind": self.kind, "nodes": self.nodes, "kernel": self.kernel, "reason": self.reason,
+               "message": self.message, "fix": self.fix}
+        if self.related:
+            out["related"] = self.related
+        return out
+
+
+_records: ContextVar[list[WhyRecord] | None] = ContextVar("lens_why_records", default=None)
+
+
+def begin() -> None:
+    """Start collecting one graph's decisions (the frontend, before lowering)."""
+    _records.set([])
+
+
+def finish(graph_id: str, ir_nodes: Iterable, kernels: Iterable[dict]) -> dict:
+    """why.json's document: the lowered graph's extern calls (`ir_nodes` with a `reason`), then the decisions
+    stages reported; `kernels`, kernel_map.json's entries, name the kernel holding each record's node."""
+    aten_calls(n for n in ir_nodes if getattr(n, "reason", None) is not None)
+    records = _records.get() or []
+    _records.set(None)
+    kernels = list(kernels)
+    generated = {n: k["name"] for k in kernels if k["kind"] != "extern" for n in k["nodes"]}
+    kernel_of = {**{n: k["name"] for k in kernels for n in k["nodes"]}, **generated}
+    records.sort(key=lambda r: r.kind != "aten_call")
+    for r in records:  # a buffer realized for an ATen call's argument lists that call among its nodes: last
+        if r.kind != "aten_call":
+            r.nodes.sort(key=lambda n: n not in generated)
+    for r in records:
+        r.kernel = next((kernel_of[n] for n in r.nodes if n in kernel_of), None)
+    return {"version": VERSION, "graph_id": graph_id, "records": [r.to_json() for r in records]}
+
+
+def record(kind: str, nodes: Iterable[str], reason: str, fix: dict | None = None,
+           related: Iterable[str] = (), **details) -> None:
+    found = _records.get()
+    if found is None:  # not compiling under the frontend (tests calling a stage alone)
+        return
+    words = {k: _words(v) for k, v in details.items()}
+    r = WhyRecord(kind, list(nodes), reason, MESSAGES[reason].format(**words), fix, list(related))
+    if r not in found:
+        found.append(r)
+
+
+def _words(value) -> str:
+    """A detail as the message says it: loop sizes `8192×1024`, dtypes without `torch.`."""
+    if isinstance(value, tuple):
+        return "×".join(str(v) for v in value) or "none"
+    return str(value).replace("torch.", "")
+
+
+def fusion_refused(kernel, node, reason: str, **details) -> None:
+    """The scheduler kept buffer `node` out of the FusedKernel `kernel`; returns None (what `_can_join` returns)."""
+    limit, size = config.max_fusion_size, len(set(kernel.origins) | set(node.origins))
+    value = max(limit * 2, size)
+    fix = ({"title": f"Set compiler.config.max_fusion_size = {value}", "setting": "max_fusion_size",
+            "value": value} if reason == "max_fusion_size" else None)
+    nodes = [node.origin] + [o for o in node.origins if o != node.origin]
+    record("not_fused", nodes, reason, fix, kernel.origins, kernel_node=kernel.nodes[-1].origin, size=size,
+           limit=limit, **details)
+    return None
+
+
+def not_vectorized(nodes: list[str], reason: str, **details) -> None:
+    if reason == "no_simd_reduction":
+        details["keeps"] = f"{details['reduction']} semantics: " + SCALAR_REDUCTIONS.get(details["reduction"], "")
+    record("not_vectorized", nodes, reason, **details)
+
+
+def aten_reason(target: str, reason: str) -> str:
+    """A reason code for an extern call from the lowering's words."""
+    if target.startswith(GEMM_TARGETS) or "addmm" in reason:
+        return "gemm"
+    if reason.startswith("no lowering"):
+        return "no_lowering"
+    if re.search(r"dtype", reason):
+        return "dtype"
+    if re.search(r"symbolic|SymbolicSize|dynamic", reason):
+        return "dynamic_size"
+    return "lowering_failed"
+
+
+def aten_calls(externs: Iterable) -> None:
+    """Each ExternCall of the lowered graph (its `origin`, `target`, `reason`)."""
+    for e in externs:
+        code = aten_reason(e.target, e.reason)
+        detail = f" ({e.reason})" if code == "gemm" and not e.reason.startswith("no lowering") else \
+            "" if code == "gemm" else e.reason
+        record("aten_call", [e.origin], code, target=e.target, detail=detail)
+
+
+def eager_graph(graph_id: str, why: str, nodes: Iterable[str] = ()) -> dict:
+    """why.json of a graph that runs eagerly: its one record."""
+    code = ("eager_data_dependent" if "data-dependent" in why else
+            "eager_dynamic_shapes" if re.search(r"symbolic|dynamic", why) else "eager_other")
+    r = WhyRecord("eager_graph", list(nodes), code, MESSAGES[code].format(detail=why))
+    _records.set(None)
+    return {"version": VERSION, "graph_id": graph_id, "records": [r.to_json()]}
