@@ -125,7 +125,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         sg = schedule(ir, readable.op_names)
         header = f"Kernel Lens output code for {graph_id} ({kind}); FX graph: fx_graph_readable.py"
         code = generate_output_code(sg, readable.lines, graph_id, header)
-        kmap = build_kernel_map(graph_id, readable, code, graph_kind=kind)
+        kmap = build_kernel_map(graph_id, readable, code, graph_kind=kind, graph=sg)
     except Exception as e:  # noqa: BLE001 (any bug, never a failed torch.compile)
         log.debug("kernel-lens: %s: code generation failed", graph_id, exc_info=True)
         return _eager_graph(graph_id, readable, debug, gm, consts, _failure("code generation failed", e))

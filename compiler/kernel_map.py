@@ -1,11 +1,16 @@
 """The compiler's side of `kernel_map.json` (docs/debug-directory.md): which output_code.py lines came
-from which FX nodes, and which user source line each node came from."""
+from which FX nodes, which user source line each node came from, and each kernel's arguments with their dtypes."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
+from compiler.codegen.half import is_half
 from compiler.codegen.wrapper import OutputCode
 from compiler.graph_source import ReadableGraph
+from compiler.ir import ExternArg, ExternCall, Layout
+from compiler.scheduler import ScheduledGraph
 
 KERNEL_MAP_VERSION = 1
 
@@ -43,13 +48,71 @@ class KernelMap:
         return next((n for n in self.nodes if n["name"] == name), None)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """`torch.bfloat16` -> "bfloat16" (the name users write after `torch.`)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _shape(layout: Layout) -> list:
+    return [int(s) if getattr(s, "is_Integer", isinstance(s, int)) else str(s) for s in layout.size]
+
+
+def _arg(name: str, buffer: str, role: str, dtype: torch.dtype, layout: Layout, ctype: str | None = None) -> dict:
+    entry = {"name": name, "buffer": buffer, "role": role, "dtype": dtype_name(dtype), "shape": _shape(layout)}
+    if ctype:
+        entry["ctype"] = ctype
+    if is_half(dtype) and ctype:
+        entry["compute_dtype"] = "float32"  # kept as 16-bit patterns, computed in float (codegen/half.py)
+    return entry
+
+
+def _extern_inputs(name: str, a: ExternArg, layouts: dict) -> list[dict]:
+    if a.items is not None:
+        return [e for k, item in enumerate(a.items) for e in _extern_inputs(f"{name}[{k}]", item, layouts)]
+    if a.buffer is None or a.buffer not in layouts:
+        return []
+    dtype, layout = layouts[a.buffer]
+    if a.view is not None:
+        layout = Layout(tuple(a.view[0]), tuple(a.view[1]))
+    return [_arg(name, a.buffer, "in", dtype, layout)]
+
+
+def kernel_args(graph: ScheduledGraph, code: OutputCode) -> dict[str, list[dict]]:
+    """Kernel name (as in `code.kernels`) -> its arguments in call order: tensors with role (in / out / in_out),
+    dtype, shape (and, for generated kernels, the C++ element type), then a generated kernel's size symbols."""
+    layouts = graph.ir.buffer_layouts()
+    rendered = {rk.name: rk for rk in code.rendered}
+    out: dict[str, list[dict]] = {}
+    for step, lines in zip(graph.steps, code.kernels):  # both in execution order, one entry per step
+        if isinstance(step, ExternCall):
+            if not lines.name.startswith(f"extern_{step.name}_"):
+                break
+            args = [e for k, a in enumerate(step.args) for e in _extern_inputs(f"args[{k}]", a, layouts)]
+            args += [e for key, a in step.kwargs.items() for e in _extern_inputs(key, a, layouts)]
+            for k, o in enumerate(step.outputs):
+                if o is not None:
+                    args.append(_arg(f"out[{k}]" if step.is_tuple else "out", o[0], "out", o[1], o[2]))
+        elif lines.name in rendered and step.name == lines.name:
+            args = []
+            for a in rendered[lines.name].args:
+                role = "in_out" if a.param.startswith("in_out") else "out" if a.is_output else "in"
+                dtype, layout = layouts[a.buffer]
+                args.append(_arg(a.param, a.buffer, role, dtype, layout, a.ctype))
+            args += [{"name": s.split()[-1], "role": "size", "dtype": "int64"} for s in rendered[lines.name].sizes]
+        else:
+            break
+        out[lines.name] = args
+    return out
+
+
 def build_kernel_map(graph_id: str, readable: ReadableGraph, code: OutputCode, status: str = "ok",
-                     graph_kind: str = "inference") -> KernelMap:
+                     graph_kind: str = "inference", graph: ScheduledGraph | None = None) -> KernelMap:
     nodes = []
     for name, line in readable.lines.items():
         src = readable.sources.get(name)
         nodes.append({"name": name, "target": readable.targets.get(name, ""), "readable_line": line,
                       "source": src.to_json() if src else None})
+    args = kernel_args(graph, code) if graph is not None else {}
     kernels = []
     for k in code.kernels:
         kernels.append({"name": k.name, "kind": k.kind, "output_code_lines": [k.start, k.end],
@@ -57,4 +120,6 @@ def build_kernel_map(graph_id: str, readable: ReadableGraph, code: OutputCode, s
                         "lines": [{"output_code_line": n, "nodes": list(ns)} for n, ns in k.lines]})
         if k.target:
             kernels[-1]["target"] = k.target
+        if k.name in args:
+            kernels[-1]["args"] = args[k.name]
     return KernelMap(graph_id, status, graph_kind, nodes, kernels)

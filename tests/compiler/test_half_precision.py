@@ -225,3 +225,31 @@ def test_autocast_mlp_casts_fuse_around_the_gemms(dtype, rows, tmp_path):
     _generated(kernels, externs=("addmm", "mm"))
     gelu = [k for k in kernels if "gelu" in k["name"]]
     assert len(gelu) == 1 and {"_to_copy_3", "erf", "_to_copy_4"} <= set(gelu[0]["nodes"]), gelu
+
+
+# -- kernel map --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_kernel_map_gives_each_kernel_arguments_dtype(dtype, tmp_path):
+    """kernel_map.json answers "did my bf16 stay bf16?": each kernel's arguments with role, dtype and shape; a
+    generated kernel's half buffers as 16-bit C++ elements computed in float32; the GEMMs' operands in `dtype`."""
+    lin = torch.nn.Linear(64, 32).eval()
+
+    def f(x):
+        with torch.autocast("cpu", dtype=dtype):
+            return torch.relu(lin(x)).float() * 2
+
+    with torch.no_grad():
+        _, kernels, _ = _compiled(tmp_path, f, torch.randn(16, 64))
+    name = str(dtype).removeprefix("torch.")
+    extern = [k for k in kernels if k["kind"] == "extern"]
+    assert len(extern) == 1 and [a["dtype"] for a in extern[0]["args"]] == [name] * 4, extern
+    assert [a["role"] for a in extern[0]["args"]] == ["in", "in", "in", "out"]
+    assert extern[0]["args"][-1]["shape"] == [16, 32]
+    product = extern[0]["args"][-1]["buffer"]
+    reader = next(k for k in kernels if any(a["buffer"] == product for a in k.get("args", []) if k["kind"] != "extern"))
+    half_in = next(a for a in reader["args"] if a["buffer"] == product)
+    assert (half_in["dtype"], half_in["compute_dtype"], half_in["role"]) == (name, "float32", "in"), reader["args"]
+    assert half_in["ctype"] == {"bfloat16": "lens_bf16", "float16": "lens_fp16"}[name]
+    assert [(a["dtype"], a["role"]) for a in reader["args"] if a["role"] == "out"] == [("float32", "out")]
+    for k in kernels:  # every kernel says what it takes
+        assert k["args"] and all({"name", "role", "dtype"} <= set(a) for a in k["args"]), k
