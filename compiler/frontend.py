@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 skip_compiler_package()
 _GRAPH_IDS = itertools.count()
 COMPILED: list["CompiledGraph"] = []  # every graph this process compiled, in order
+EAGER: list[tuple[str, str]] = []  # (graph id, why) of every graph that runs eagerly instead, in order
 
 
 @dataclass
@@ -119,6 +120,9 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         ir = lower_graph(gm)
     except EagerGraph as e:
         return _eager_graph(graph_id, readable, debug, gm, consts, str(e))
+    except Exception as e:  # noqa: BLE001 (a lowering bug outside a node's own lowering)
+        log.debug("kernel-lens: %s: lowering failed", graph_id, exc_info=True)
+        return _eager_graph(graph_id, readable, debug, gm, consts, _failure("lowering failed", e))
     if debug:
         debug.ir_pre_fusion("\n\n".join(format_node(n) for n in ir.nodes) + "\n")
     try:  # a failure past lowering is a compiler bug: the graph runs eagerly, the user's program goes on
@@ -248,6 +252,7 @@ def _write_symbols(debug: DebugDir, gm: torch.fx.GraphModule) -> None:
 def _note_runs_eagerly(graph_id: str, debug: DebugDir | None, why: str, notes: list[str] = ()) -> None:
     """The log line and the debug note of a graph that runs eagerly instead of as generated code."""
     log.warning("kernel-lens: %s runs eagerly: %s", graph_id, why)
+    EAGER.append((graph_id, why))
     if debug:
         debug.why(decisions.eager_graph(graph_id, why))
     if debug:
@@ -276,7 +281,7 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
         )
     except DATA_DEPENDENT_ERRORS as e:
         return _eager_dynamo_graph(gm, e, "tracing it to aten needs data-dependent values")
-    except LensCompileError:
+    except (LensCompileError, torch._dynamo.exc.TorchDynamoException):  # (Dynamo's restarts are its control flow)
         raise
     except Exception as e:  # noqa: BLE001 (a bug of ours or of AOTAutograd: the graph runs, op by op)
         log.debug("kernel-lens: tracing to aten failed", exc_info=True)

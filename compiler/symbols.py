@@ -9,13 +9,14 @@ from typing import Iterable, Sequence, Union
 import sympy
 import torch
 from torch.utils._sympy import functions as torch_sym
+from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.printers import PythonPrinter
 
 Size = Union[int, sympy.Expr]  # a constant size, or an expression of Dynamo's symbols
 
 # The functions a size expression may use: generated C++ (codegen/index.py `cpp_index`) and Python
 # (`py_expr`) both compute them. Anything else (a float, a ceiling, a bitwise op) is not generated.
-SIZE_FUNCTIONS = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, sympy.Max, sympy.Min,
+SIZE_FUNCTIONS = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, sympy.Max, sympy.Min, torch_sym.Max, torch_sym.Min,
                   torch_sym.FloorDiv, torch_sym.ModularIndexing, torch_sym.PythonMod, torch_sym.Mod)
 
 
@@ -109,6 +110,30 @@ def py_expr(e: Size) -> str:
         return repr(e)
     e = sympy.sympify(e)
     return str(int(e)) if e.is_Integer else _PRINTER.doprint(e)
+
+
+def decide(cond, ranges: dict) -> bool | None:
+    """A comparison of sizes (a bool, or a sympy relation of Dynamo's symbols) decided over the symbols' value
+    ranges (`ranges`: symbol -> ValueRanges; a symbol without one counts as [2, oo), as Dynamo's backed sizes
+    are); None where the ranges do not decide it. Adds no guard."""
+    if isinstance(cond, bool):
+        return cond
+    cond = sympy.sympify(cond)
+    if cond in (sympy.true, sympy.false):
+        return bool(cond)
+    if not isinstance(cond, sympy.core.relational.Relational):
+        return None
+    from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
+    diff = sympy.expand(cond.lhs - cond.rhs)
+    rng = bound_sympy(diff, {v: ranges.get(v, ValueRanges(2, int_oo)) for v in diff.free_symbols})
+    lo, hi = rng.lower, rng.upper
+    checks = {sympy.StrictGreaterThan: (lo > 0, hi <= 0), sympy.GreaterThan: (lo >= 0, hi < 0),
+              sympy.StrictLessThan: (hi < 0, lo >= 0), sympy.LessThan: (hi <= 0, lo > 0),
+              sympy.Eq: (lo == hi == 0, lo > 0 or hi < 0), sympy.Ne: (lo > 0 or hi < 0, lo == hi == 0)}
+    if type(cond) not in checks:
+        return None
+    true, false = (bool(sympy.sympify(c)) for c in checks[type(cond)])
+    return True if true else False if false else None
 
 
 def substitute_hints(value, hints: dict[sympy.Symbol, int]):

@@ -45,16 +45,16 @@ def cpp_index(e: sympy.Expr) -> str:
             return "-" + "*".join(factors)
         return f"{cpp_index(coeff)}*" + "*".join(factors)
     if isinstance(e, torch_sym.FloorDiv):
-        return f"({_atom(e.args[0])} / {_atom(e.args[1])})"
+        return f"({_atom(e.args[0])} / {_operand(e.args[1])})"
     if isinstance(e, torch_sym.ModularIndexing):
         x, div, mod = e.args
-        inner = _atom(x) if div == 1 else f"({_atom(x)} / {_atom(div)})"
-        return f"({inner} % {_atom(mod)})"
+        inner = _atom(x) if div == 1 else f"({_atom(x)} / {_operand(div)})"
+        return f"({inner} % {_operand(mod)})"
     if isinstance(e, (torch_sym.PythonMod, torch_sym.Mod)):  # (sizes: non-negative operands)
-        return f"({_atom(e.args[0])} % {_atom(e.args[1])})"
-    if isinstance(e, sympy.Max):
+        return f"({_atom(e.args[0])} % {_operand(e.args[1])})"
+    if isinstance(e, (sympy.Max, torch_sym.Max)):
         return _fold("lens_max<int64_t>", e.args)
-    if isinstance(e, sympy.Min):
+    if isinstance(e, (sympy.Min, torch_sym.Min)):
         return _fold("lens_min<int64_t>", e.args)
     if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0:
         return "*".join([_atom(e.base)] * int(e.exp))
@@ -67,6 +67,12 @@ def _fold(fn: str, args) -> str:
     for a in args[1:]:
         out = f"{fn}({out}, {cpp_index(a)})"
     return out
+
+
+def _operand(e: sympy.Expr) -> str:
+    """The right operand of / or %: a product too in parentheses (`x / (s0*s1)`, never `x / s0*s1`)."""
+    text = _atom(e)
+    return f"({text})" if isinstance(e, sympy.Mul) and not text.startswith("(") else text
 
 
 def _atom(e: sympy.Expr) -> str:

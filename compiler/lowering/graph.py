@@ -16,7 +16,7 @@ from compiler.lowering.registry import LOWERINGS
 from compiler.lowering.symbolic import SizeSymbols, UnboundSymbol
 from compiler.lowering.views import permute_value, reshape_value
 from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, buffer_value,
-                                      current_origin, hint, origin_scope, size_hints)
+                                      current_origin, hint, origin_scope, size_hints, size_ranges)
 from compiler.symbols import SymbolicSizeError, same_size, shape_of, size_expr, strides_of, symbolic_scalar
 
 # Inlining a value into more than one consumer recomputes it; past this many FX ops we realize instead.
@@ -94,6 +94,7 @@ class GraphLowering:
 
     def run(self) -> GraphIR:
         hints = size_hints.set(self.symbols.hints)
+        ranges = size_ranges.set(dict(getattr(self.symbols.shape_env, "var_to_range", {})))
         try:
             ir = self._run()
             if self.symbols.any:
@@ -102,6 +103,7 @@ class GraphLowering:
             raise DynamicShapeGraph(str(e)) from None
         finally:
             size_hints.reset(hints)
+            size_ranges.reset(ranges)
         if self.symbols.any:
             ir.arg_names, ir.scalar_inputs = self.arg_names, self.scalar_inputs
             ir.bindings, ir.hints = self.symbols.bindings(), self.symbols.hints

@@ -11,12 +11,14 @@ import sympy
 import torch
 
 from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Loader
-from compiler.symbols import FloatSize, Size, is_static
+from compiler.symbols import FloatSize, Size, decide, is_static
 
 # The FX node being lowered: every expression created meanwhile records it as its origin.
 current_origin: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_origin", default=None)
 # The example value of each of Dynamo's size symbols in the graph being lowered (GraphLowering sets it).
 size_hints: contextvars.ContextVar[dict] = contextvars.ContextVar("size_hints", default={})
+# Their value ranges (the ShapeEnv's `var_to_range`), which decide comparisons of sizes (`maybe`, `surely`).
+size_ranges: contextvars.ContextVar[dict] = contextvars.ContextVar("size_ranges", default={})
 
 
 def hint(e: Size) -> int:
@@ -29,6 +31,17 @@ def hint(e: Size) -> int:
         return int(e.xreplace({s: hints.get(s, 8192) for s in e.free_symbols}))
     except (TypeError, ValueError):
         return 8192
+
+
+def maybe(cond) -> bool:
+    """Whether a comparison of sizes may hold (True unless the symbols' ranges say it never does): for
+    clamps and bounds checks, which stay correct when applied needlessly."""
+    return decide(cond, size_ranges.get()) is not False
+
+
+def surely(cond) -> bool:
+    """Whether a comparison of sizes holds for every value the symbols may take."""
+    return decide(cond, size_ranges.get()) is True
 
 
 def origin() -> str | None:

@@ -14,7 +14,7 @@ from compiler.symbols import same_size
 from compiler.lowering.pointwise import check_dtype
 from compiler.lowering.registry import register
 from compiler.lowering.values import (StridedView, TensorValue, broadcast_to, cast,
-                                      constant, hint, origin, origin_scope)
+                                      constant, hint, maybe, origin, origin_scope, surely)
 
 aten, prims = torch.ops.aten, torch.ops.prims
 
@@ -243,10 +243,10 @@ def cat(ctx, tensors: list, dim: int = 0) -> TensorValue:
     size = tuple(ctx.out_size)
     dim = _norm_dim(dim, len(size))
     # empty inputs (legacy 1-D empties, or 0 rows along dim) add nothing, and must not be loaded
-    parts = [t for t in tensors if isinstance(t, TensorValue) and _numel(t.size) > 0]
+    parts = [t for t in tensors if isinstance(t, TensorValue) and maybe(_numel(t.size) > 0)]
     out, org = ctx.out_dtype, origin()
     check_dtype(out)
-    if not parts or _numel(size) == 0:
+    if not parts or surely(sympy.Eq(_numel(size), 0)):
         zero = constant(0, out)
         return TensorValue(out, size, lambda idx: zero, None, frozenset({org}))
     if len(parts) == 1:
@@ -267,9 +267,9 @@ def cat(ctx, tensors: list, dim: int = 0) -> TensorValue:
             idx = list(index)
             # clamped: both sides of the select are evaluated, so every load must stay in bounds
             local = i - off
-            if off > 0:
+            if maybe(off > 0):
                 local = sympy.Max(0, local)
-            if off + p.size[dim] < size[dim]:
+            if maybe(off + p.size[dim] < size[dim]):
                 local = sympy.Min(local, p.size[dim] - 1)
             idx[dim] = local
             val = cast(p.load(idx), out)
@@ -334,7 +334,7 @@ def constant_pad_nd(ctx, x: TensorValue, pad: Sequence[int], value=0) -> TensorV
         cond = conds[0]
         for c in conds[1:]:
             cond = Op(torch.bool, org, "logical_and", (cond, c))
-        safe = [sympy.Max(0, sympy.Min(i, s - 1)) if s > 1 else sympy.Integer(0) for i, s in zip(idx, x.size)]
+        safe = [sympy.Max(0, sympy.Min(i, s - 1)) if maybe(s > 1) else sympy.Integer(0) for i, s in zip(idx, x.size)]
         return Op(out, org, "where", (cond, cast(x.load(safe), out), fill))
 
     return TensorValue(out, size, loader, None, x.inlined | {org})
