@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 
 from compiler.gemm import PROFILER_NAMES
-from compiler.runtime import KernelTimer
+from compiler.kernel_timer import KernelTimer
 
 PROFILE_VERSION = 1
 

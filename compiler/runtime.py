@@ -6,7 +6,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import time
 import types
 from typing import Callable
 
@@ -15,6 +14,7 @@ import torch
 from compiler import config
 from compiler.build import build_shared_library
 from compiler.dynamo_skip import skip_dynamo_in
+from compiler.kernel_timer import profiled as _profiled
 from compiler.memory import empty_strided  # noqa: F401  (generated code allocates through the pool)
 
 # torch's own CPU allocation without the dispatcher (what Inductor's generated code calls): 6 us instead of
@@ -49,33 +49,6 @@ def rand_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
     else:
         base = torch.randint(0, 100, (needed,), dtype=dtype)
     return torch.as_strided(base, size, stride)
-
-
-class KernelTimer:
-    """Wall time per kernel, measured around each call while `enabled` (no profiler running)."""
-
-    enabled = False
-    totals: dict[str, list[float]] = {}  # kernel name -> seconds of each call
-
-    @classmethod
-    def reset(cls) -> None:
-        cls.totals = {}
-
-
-def _profiled(name: str, fn: Callable) -> Callable:
-    record = torch.profiler.record_function
-    clock = time.perf_counter
-
-    def call(*ptrs):
-        if KernelTimer.enabled:
-            start = clock()
-            fn(*ptrs)
-            KernelTimer.totals.setdefault(name, []).append(clock() - start)
-            return
-        with record(name):
-            fn(*ptrs)
-
-    return call
 
 
 def load_cpp_module(source: str, kernels: dict[str, int], name: str = "kernels",
