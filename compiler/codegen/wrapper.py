@@ -245,6 +245,8 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 out.add(f"    {out_op}({', '.join(args + [f'out={step.name}'])})")
             else:
                 start = out.add(f"    {step.name} = {_op_code(step.target)}({', '.join(args)})")
+            for sym, code in step.binds:  # a data-dependent size its result defines (before any use)
+                out.add(f"    {sym.name} = {code}")
             # kernels read extern outputs with the fake tensor's strides: a real result laid out
             # differently is copied into that layout, never read wrongly
             if step.is_tuple:
@@ -255,8 +257,6 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
             elif out_op is None and step.outputs[0] is not None:
                 lay = step.outputs[0][2]
                 out.add(f"    {step.name} = with_layout({step.name}, {py_repr(lay.size)}, {py_repr(lay.stride)})")
-            for sym, code in step.binds:  # a data-dependent size its result defines
-                out.add(f"    {sym.name} = {code}")
             ordered.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
                                        [step.origin], start, len(out.lines), [(start, [step.origin])],
                                        target=step.target))

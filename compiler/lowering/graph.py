@@ -5,6 +5,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 
@@ -46,6 +47,10 @@ def _callable_from_output_code(target) -> bool:
 
 
 _SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
+# Dynamo's run-time checks of unbacked sizes (`u0 >= 0`): true of every value the extern call that defines the
+# size returns, so the generated call() leaves them out, as it leaves out the guards Dynamo checks itself.
+_RUNTIME_ASSERTS = (torch.ops.aten._assert_scalar.default, torch.ops.aten.sym_constrain_range_for_size.default,
+                    torch.ops.aten.sym_constrain_range.default, torch.ops.aten._assert_async.msg)
 
 
 class LoweringContext:
@@ -149,6 +154,10 @@ class GraphLowering:
 
     def _call(self, node: torch.fx.Node):
         val = node.meta.get("val")
+        if node.target in _RUNTIME_ASSERTS:  # (checks of data-dependent sizes Dynamo already made)
+            return None
+        if isinstance(val, torch.SymBool) and self.symbols.known(val.node.expr):
+            return sympy.sympify(val.node.expr)  # (the condition of an assert above)
         if isinstance(val, _SYMBOLIC_SCALARS) and self.symbols.known(val.node.expr):
             try:  # (sym_size, s0 * 4, sym_float(s0), ...: computed where used)
                 return symbolic_scalar(val)
@@ -161,6 +170,9 @@ class GraphLowering:
             return self._mm_then_bias(node)
         fn = LOWERINGS.get(node.target)
         reason = f"no lowering for {_target_name(node.target)}"
+        new = self.symbols.new_in(val)
+        if new:  # (a slice to an `.item()` length: its size is known once ATen returns it)
+            fn, reason = None, f"its size {new[0]} is data-dependent"
         if fn is not None:
             self._bound_fusion(node)
             args, kwargs = self._args(node)
@@ -302,7 +314,8 @@ class GraphLowering:
         for i, m in enumerate(vals):
             oname = f"{name}_{i}" if isinstance(val, (list, tuple)) else name
             try:
-                binds += self.symbols.extern_result(oname, m)  # (data-dependent sizes: nonzero's, .item()'s)
+                result = f"{name}[{i}]" if isinstance(val, (list, tuple)) else name
+                binds += self.symbols.extern_result(result, m)  # (data-dependent sizes: nonzero's, .item()'s)
                 outputs.append((oname, m.dtype, Layout(shape_of(m), strides_of(m)))
                                if isinstance(m, torch.Tensor) else None)
             except SymbolicSizeError as e:

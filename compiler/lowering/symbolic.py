@@ -67,6 +67,16 @@ class SizeSymbols:
                 new.append((e, code))
         return new
 
+    def new_in(self, val) -> list[sympy.Symbol]:
+        """The symbols of a node's result (tensors' sizes and strides) that nothing read yet: data-dependent
+        sizes an extern call's result defines."""
+        vals = val if isinstance(val, (list, tuple)) else [val]
+        found = set()
+        for v in vals:
+            if isinstance(v, torch.Tensor):
+                found |= free_symbols([*shape_of(v), *strides_of(v)])
+        return sorted_symbols(found - set(self.sources))
+
     def known(self, e) -> bool:
         """Whether every symbol of `e` is read by call() before this point."""
         return all(s in self.sources for s in sympy.sympify(e).free_symbols)
