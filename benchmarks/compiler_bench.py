@@ -3,8 +3,9 @@ backend (torch.compile's own cost) in one process, against its same-traffic boun
 moving the bytes that must cross DRAM). Prints run times (median ms), ratios, and cold/warm compile times.
 Asserts nothing but correctness.
 
-Usage: python benchmarks/compiler_bench.py [--rounds 15] [--only softmax,layernorm] [--no-inductor]
-       (--only bf16,fp16: the half-precision workloads of benchmarks/half_workloads.py)
+Usage: python benchmarks/compiler_bench.py [--rounds 15] [--only softmax,layernorm] [--no-inductor] [--dynamic]
+       (--only bf16,fp16: the half-precision workloads of benchmarks/half_workloads.py; --dynamic: the dynamic
+       suite of benchmarks/dynamic_workloads.py instead, --only choosing among its workloads)
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import compiler  # noqa: F401  (registers the "lens" backend)
 from compiler import config
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dynamic_workloads  # noqa: E402
 import half_workloads  # noqa: E402
 from compiler_bench_report import print_table, target_lines  # noqa: E402,F401  (target_lines: tests/benchmarks)
 
@@ -306,11 +308,14 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--only", default="", help="comma-separated prefixes of workload names")
     p.add_argument("--no-inductor", action="store_true")
+    p.add_argument("--dynamic", action="store_true", help="the dynamic-shapes suite (benchmarks/dynamic_workloads.py)")
     a = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     _time_backends()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"cpu {torch.backends.cpu.get_cpu_capability()}", file=sys.stderr)
+    if a.dynamic:
+        return _main_dynamic(a)
     results = []
     with tempfile.TemporaryDirectory(prefix="compiler-bench-") as tmp:
         for w in workloads():
@@ -319,6 +324,20 @@ def main() -> None:
             print(f"... {w.name}", file=sys.stderr, flush=True)
             results.append((w, run_workload(w, a.rounds, tmp, not a.no_inductor)))
     print_table(results)
+
+
+def _main_dynamic(a) -> None:
+    results = []
+    with tempfile.TemporaryDirectory(prefix="compiler-bench-dyn-") as tmp:
+        for w in dynamic_workloads.workloads():
+            if a.only and not any(w.name.startswith(s) for s in a.only.split(",")):
+                continue
+            print(f"... {w.name} (dynamic)", file=sys.stderr, flush=True)
+            results.append((w, dynamic_workloads.run_dynamic(w, a.rounds, tmp, not a.no_inductor, _GRAPHS)))
+    batches = (4096, 3000, 4096)
+    scenario = {} if a.only and "mlp scenario" not in a.only else \
+        dynamic_workloads.run_mlp_scenario(batches, max(5, a.rounds), not a.no_inductor)
+    dynamic_workloads.print_dynamic(results, scenario, batches)
 
 
 if __name__ == "__main__":
