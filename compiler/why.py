@@ -30,9 +30,9 @@ MESSAGES = {
     "dtype": "runs as an ATen call ({target}): {detail}",
     "dynamic_size": "runs as an ATen call ({target}): {detail}",
     "lowering_failed": "runs as an ATen call ({target}): {detail}",
-    "eager_dynamic_shapes": "the whole graph runs eagerly (no generated code): {detail}",
-    "eager_data_dependent": "the whole graph runs eagerly (no generated code): {detail}",
-    "eager_other": "the whole graph runs eagerly (no generated code): {detail}",
+    "eager_dynamic_shapes": "runs eagerly (no generated code): {detail}",
+    "eager_data_dependent": "runs eagerly (no generated code): {detail}",
+    "eager_other": "runs eagerly (no generated code): {detail}",
 }
 
 
@@ -69,13 +69,13 @@ def finish(graph_id: str, ir_nodes: Iterable, kernels: Iterable[dict]) -> dict:
     records = _records.get() or []
     _records.set(None)
     kernels = list(kernels)
+    extern = {n: k["name"] for k in kernels if k["kind"] == "extern" for n in k["nodes"]}
     generated = {n: k["name"] for k in kernels if k["kind"] != "extern" for n in k["nodes"]}
-    kernel_of = {**{n: k["name"] for k in kernels for n in k["nodes"]}, **generated}
     records.sort(key=lambda r: r.kind != "aten_call")
-    for r in records:  # a buffer realized for an ATen call's argument lists that call among its nodes: last
+    for r in records:  # a buffer realized for an ATen call's argument names that call among its nodes: last
         if r.kind != "aten_call":
-            r.nodes.sort(key=lambda n: n not in generated)
-    for r in records:
+            r.nodes.sort(key=lambda n: n in extern)
+        kernel_of = extern if r.kind == "aten_call" else generated
         r.kernel = next((kernel_of[n] for n in r.nodes if n in kernel_of), None)
     return {"version": VERSION, "graph_id": graph_id, "records": [r.to_json() for r in records]}
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .benchmark_profile import benchmark_profile
+from .why_records import graph_why
 from .model import FxNode, Graph, Kernel, KernelLine, SourceLocation
 from .parsers import PARSERS, ParseError, UnsupportedVersionError
 from .parsers.fx_graph_readable import ReadableGraph, op_name
@@ -83,6 +84,8 @@ def build_graph(graph: Graph) -> bool:
     graph.accuracy = files.parse("accuracy.json")
     graph.not_vectorized = files.parse("vectorization.txt") or {}
     graph.notes = files.parse("notes.txt") or graph.notes
+    graph.symbols = files.parse("symbols.json") or []
+    graph.why = graph_why(graph, files.parse("why.json"), ours=kernel_map is not None or graph.notes.eager is not None)
     if graph.eager_reason is not None and not graph.kernels and graph.status == "ok":
         graph.status = "eager"
     graph.profile = files.parse("profile.json") or profile_from_benchmark(files)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .graph_builder import normalize_path
+from .parsers.why import WhyRecord
 from .model import FxNode, Graph, Kernel, KernelLine, Run, SourceLocation, TraceFacts, TraceFunction, compile_order
 
 SourceKey = tuple[str, int]
@@ -31,6 +32,15 @@ class LineHit:
     ref: KernelRef
     generated_lines: list[int]
     nodes: list[str]
+
+
+@dataclass
+class WhyHit:
+    """A "why" record shown on a source line: the graph it is about and the node whose line that is."""
+
+    graph: Graph
+    record: WhyRecord
+    node: str
 
 
 @dataclass
@@ -72,6 +82,8 @@ class RunView:
     line_share: dict[SourceKey, float] = field(default_factory=dict)
     files: set[str] = field(default_factory=set)
     graphs_by_function: dict[tuple[str, str], list[FunctionGraph]] = field(default_factory=dict)  # compile order
+    why_by_line: dict[SourceKey, list[WhyHit]] = field(default_factory=dict)
+    line_ms: dict[SourceKey, float] = field(default_factory=dict)  # ms per iteration, split as line_share is
 
 
 def function_graphs(graph: Graph) -> dict[tuple[str, str], FunctionGraph]:
@@ -117,11 +129,28 @@ def build_view(run: Run) -> RunView:
             if kernel.percent and lines_touched:
                 for key in lines_touched:
                     view.line_share[key] = view.line_share.get(key, 0.0) + kernel.percent / len(lines_touched)
+            if kernel.time_ms and lines_touched:
+                for key in lines_touched:
+                    view.line_ms[key] = view.line_ms.get(key, 0.0) + kernel.time_ms / len(lines_touched)
+        add_why(view, graph)
     for graph in sorted(run.graphs, key=lambda g: compile_order(g.id)):
         for key, entry in function_graphs(graph).items():
             view.files.add(key[0])  # a run that ran the file's code eagerly answers for it too
             view.graphs_by_function.setdefault(key, []).append(entry)
     return view
+
+
+def add_why(view: RunView, graph: Graph) -> None:
+    """The graph's why-records on the source line of their first node that has one (the same words once)."""
+    for record in graph.why:
+        node = next((graph.nodes[n] for n in record.nodes if n in graph.nodes and graph.nodes[n].source), None)
+        if node is None or node.source is None:
+            continue
+        key = (node.source.file, node.source.line)
+        view.files.add(key[0])
+        hits = view.why_by_line.setdefault(key, [])
+        if not any(h.record.message == record.message and h.node == node.name for h in hits):
+            hits.append(WhyHit(graph, record, node.name))
 
 
 def build_generated_file(run: Run, graph: Graph) -> GeneratedFile:
@@ -247,6 +276,21 @@ class Index:
     def line_share(self, file: str, line: int) -> float | None:
         view = self.view_for_file(file)
         return view.line_share.get((normalize_path(file), line)) if view else None
+
+    def line_ms(self, file: str, line: int) -> float | None:
+        view = self.view_for_file(file)
+        return view.line_ms.get((normalize_path(file), line)) if view else None
+
+    def why_at(self, file: str, line: int) -> list[WhyHit]:
+        view = self.view_for_file(file)
+        return view.why_by_line.get((normalize_path(file), line), []) if view else []
+
+    def why_in(self, file: str) -> dict[int, list[WhyHit]]:
+        view = self.view_for_file(file)
+        if view is None:
+            return {}
+        target = normalize_path(file)
+        return {line: hits for (f, line), hits in view.why_by_line.items() if f == target}
 
     def generated_file(self, path: str) -> GeneratedFile | None:
         return self.generated.get(normalize_path(path))

@@ -11,7 +11,9 @@ from .parsers.accuracy import AccuracyReport
 from .parsers.compile_error import CompileError
 from .parsers.notes import GraphNotes
 from .parsers.profile import GraphProfile
+from .parsers.symbols import ShapeSymbol
 from .parsers.torch_trace_findings import TraceDiagnostic
+from .parsers.why import WhyRecord
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,8 @@ class Graph:
     not_vectorized: dict[int, list[str]] = field(default_factory=dict)  # output_code line -> g++'s reasons
     direction: str | None = None  # forward | backward | inference (AOTAutograd's graph), when known
     notes: GraphNotes = field(default_factory=GraphNotes)  # notes.txt: ATen fallbacks, eager graphs
+    why: list[WhyRecord] = field(default_factory=list)  # why.json (else notes.txt), g++'s scalar loops, Inductor's
+    symbols: list[ShapeSymbol] = field(default_factory=list)  # symbols.json: Dynamo's size symbols
 
     @property
     def eager_reason(self) -> str | None:

@@ -1,5 +1,7 @@
 """Quick fixes for graph breaks whose Dynamo hint names an API or config (e.g. "Use `torch.cond` ..."):
-a config is switched on after the file's imports; an API is noted above the breaking line with the hint."""
+a config is switched on after the file's imports; an API is noted above the breaking line with the hint.
+And for the compiler's own decisions whose why-record names a fix: `compiler.config.<setting> = <value>`
+after the imports (with `import compiler` where the file has none)."""
 from __future__ import annotations
 
 import re
@@ -15,6 +17,7 @@ from .trace_diagnostics import CODES
 
 CONFIG_PREFIXES = ("torch._dynamo.config.", "torch._inductor.config.", "torch.fx.experimental._config.")
 IMPORT_LINE = re.compile(r"^(?:import|from)\s+\S")
+IMPORTS_COMPILER = re.compile(r"^import\s+compiler\b|^from\s+compiler\s+import\s+.*\bconfig\b")
 
 
 def last_import_line0(lines: list[str]) -> int:
@@ -60,10 +63,34 @@ def quick_fixes(server: Any, index: Index, uri: str, rng: types.Range,
     return actions
 
 
+def why_fixes(index: Index, uri: str, rng: types.Range, lines: list[str],
+              published: list[types.Diagnostic]) -> list[types.CodeAction]:
+    """`compiler.config.<setting> = <value>` for the why-records with a fix on the lines of `rng`."""
+    actions, seen = [], set()
+    path = path_of(uri)
+    for line0 in range(rng.start.line, rng.end.line + 1):
+        for hit in index.why_at(path, line0 + 1):
+            fix = hit.record.fix
+            if fix is None or (fix.setting, fix.value) in seen:
+                continue
+            seen.add((fix.setting, fix.value))
+            at = types.Position(last_import_line0(lines), 0)
+            needs_import = not any(IMPORTS_COMPILER.match(text) for text in lines)
+            text = ("import compiler\n" if needs_import else "") + f"compiler.config.{fix.setting} = {fix.value!r}\n"
+            matching = [d for d in published if d.range.start.line == line0 and d.code == "not-fused"]
+            actions.append(types.CodeAction(fix.title or f"Set compiler.config.{fix.setting} = {fix.value!r}",
+                                            kind=types.CodeActionKind.QuickFix, diagnostics=matching or None,
+                                            edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(
+                                                types.Range(at, at), text)]}), is_preferred=True))
+    return actions
+
+
 def register(server: Any) -> None:
     @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
                     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
     @failsafe(server, "codeAction")
     def code_action(params: types.CodeActionParams) -> list[types.CodeAction] | None:
-        return quick_fixes(server, server.index, params.text_document.uri, params.range,
-                           list(params.context.diagnostics)) or None
+        published = list(params.context.diagnostics)
+        uri = params.text_document.uri
+        return (quick_fixes(server, server.index, uri, params.range, published)
+                + why_fixes(server.index, uri, params.range, document_lines(server, uri), published)) or None

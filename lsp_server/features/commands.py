@@ -7,7 +7,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..index import Index, source_of
+from ..index import Index, RunView, source_of
 from ..jobs import JobError, diff_runs, run_job
 from ..model import Run
 from .failsafe import failsafe
@@ -47,11 +47,25 @@ def profile_json(index: Index, run_id: str | None) -> dict[str, Any] | None:
                             "uri": uri_of(graph.output_code), "line": (kernel.start_line - 1) if kernel else 0,
                             "source": {"uri": uri_of(source.file), "line": source.line - 1} if source else None})
         graphs.append({"graph_id": graph.id, "eager_ms": profile.eager_ms, "compiled_ms": profile.compiled_ms,
-                       "speedup": profile.speedup,
+                       "speedup": profile.speedup, "profiled_ms": profile.profiled_ms,
                        "categories": [{"kind": c.kind, "total_ms": c.total_ms, "percent": c.percent}
                                       for c in profile.categories],
                        "kernels": kernels, "busy_percent": profile.busy_percent, "device": profile.device or "cpu"})
-    return {"run_id": view.run.id, "graphs": graphs} if graphs else None
+    return {"run_id": view.run.id, "graphs": graphs, "lines": costly_lines(view)} if graphs else None
+
+
+def costly_lines(view: RunView, limit: int = 50) -> list[dict[str, Any]]:
+    """The run's source lines by cost (share of the profiled iteration, ms), each with the kernels it came from."""
+    out = []
+    for (file, line), percent in sorted(view.line_share.items(), key=lambda item: -item[1])[:limit]:
+        hits = view.by_source_line.get((file, line), [])
+        code = next((n.source.code for h in hits for name in h.nodes
+                     if (n := h.ref.graph.nodes.get(name)) is not None and n.source is not None
+                     and n.source.line == line and n.source.code), "")
+        out.append({"uri": uri_of(file), "file": Path(file).name, "line": line - 1, "code": code.strip(),
+                    "percent": percent, "ms": view.line_ms.get((file, line)),
+                    "kernels": sorted({h.ref.kernel.name for h in hits})})
+    return out
 
 
 def kernel_locations(index: Index, run_id: str, graph_id: str | None, names: list[str]) -> list[dict[str, Any]]:

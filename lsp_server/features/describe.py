@@ -15,6 +15,11 @@ def link(path: object, line: int, label: str | None = None) -> str:
     return f"[{label or f'{name}:{line}'}]({uri_of(path)}#L{line})"
 
 
+def format_ms(ms: float) -> str:
+    """Milliseconds per iteration, in µs below 0.01 ms (GPU kernels of small graphs)."""
+    return f"{ms * 1000:.2f} µs" if ms < 0.01 else f"{ms:.3f} ms"
+
+
 def kernel_time(kernel: Kernel) -> str:
     if kernel.time_ms is None:
         return ""

@@ -1,5 +1,6 @@
 """Diagnostics from compile_error.json and accuracy.json, on the user's lines and on the kernel lines; from
-notes.txt (nodes run as ATen calls, on their lines; graphs that run eagerly, on the function's `def`); plus
+why.json / notes.txt (nodes run as ATen calls, fusion refusals, scalar loops, on their lines; graphs that run
+eagerly, on the function's `def`); plus
 the structured-trace findings (features/trace_diagnostics.py).
 
 Recomputed after each index change; a file's diagnostics come from the run that answers for that file
@@ -90,22 +91,28 @@ def graph_findings(run: Run, graph: Graph) -> list[Finding]:
     return found
 
 
+WHY_CODES = {"aten_call": "extern-call", "not_fused": "not-fused", "not_vectorized": "not-vectorized",
+             "eager_graph": "runs-eagerly"}
+
+
 def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLineOf | None) -> list[Finding]:
-    """notes.txt: each ATen fallback on its node's line; an eager graph on its function's `def` line."""
+    """The graph's why-records (why.json, else notes.txt; g++'s scalar loops): each on its first node's line, an
+    eager graph on its function's `def` line."""
     found = []
-    for note in graph.notes.externs:
-        node = graph.nodes.get(note.node)
+    for record in graph.why:
+        code = WHY_CODES.get(record.kind)
+        if code is None:
+            continue
+        if record.kind == "eager_graph":
+            frame = next((n.frames[0] for n in graph.nodes.values() if n.frames), None)
+            if frame is not None:
+                line = (def_line_of(frame.file, frame.function, frame.line) if def_line_of else None) or frame.line
+                found.append(Finding(run, frame.file, line, 0, record.message, code, note_severity))
+            continue
+        node = next((graph.nodes[n] for n in record.nodes if n in graph.nodes and graph.nodes[n].source), None)
         if node is not None and node.source is not None:
-            why = f": {note.reason}" if note.reason else ""
-            found.append(Finding(run, node.source.file, node.source.line, 0,
-                                 f"`{note.node}` runs as an ATen call ({note.target}){why}", "extern-call",
+            found.append(Finding(run, node.source.file, node.source.line, 0, f"`{node.name}` {record.message}", code,
                                  note_severity))
-    reason = graph.eager_reason
-    frame = next((n.frames[0] for n in graph.nodes.values() if n.frames), None)
-    if reason is not None and frame is not None:
-        line = (def_line_of(frame.file, frame.function, frame.line) if def_line_of else None) or frame.line
-        found.append(Finding(run, frame.file, line, 0, f"runs eagerly (no generated code): {reason}",
-                             "runs-eagerly", note_severity))
     return found
 
 

@@ -1,6 +1,7 @@
 """Hover: on a `def` → its kernels; on a source line → its generated lines; on a kernel line → FX node + source."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lsprotocol import types
@@ -9,14 +10,18 @@ from ..index import Index
 from .describe import (count_label, direction, eager_head, kernel_block, kernel_time, link, newest_eager,
                        node_block, node_split, notes_block, source_block, trace_function_block)
 from .failsafe import failsafe
+from .why_text import dynamic_block, symbol_block, why_block
 from .lookup import def_name_at, path_of, trace_functions_at
 
+WORD = re.compile(r"[A-Za-z_]\w*")
 
-def hover_text(server: Any, index: Index, uri: str, line0: int) -> str | None:
+
+def hover_text(server: Any, index: Index, uri: str, line0: int, character: int = 0) -> str | None:
     path = path_of(uri)
     generated = index.generated_file(path)
     if generated is not None:
-        return generated_line_text(index, path, line0 + 1)
+        symbol = symbol_at(generated.graph, generated.graph.code_line(line0 + 1), character)
+        return symbol_block(symbol) if symbol is not None else generated_line_text(index, path, line0 + 1)
     if index.readable_graph(path) is not None:
         found = index.node_at_readable_line(path, line0 + 1)
         return node_block(*found) if found else None
@@ -39,6 +44,9 @@ def hover_text(server: Any, index: Index, uri: str, line0: int) -> str | None:
         notes = notes_block(graphs)
         if notes:
             parts.append(notes)
+        dynamic = dynamic_block(graphs)
+        if dynamic:
+            parts.append(dynamic)
         parts += [kernel_block(ref) for ref in refs]
         if parts:
             return "\n\n".join(parts)
@@ -76,14 +84,25 @@ def not_vectorized_block(graph, kernel, lines: list[int]) -> str | None:
     return f"**Not vectorized** (`{kernel.name}`, g++ -fopt-info-vec-missed):\n{shown}{more}"
 
 
+def symbol_at(graph, text: str, character: int):
+    """The size symbol (symbols.json) whose name is the word at `character` of a generated line."""
+    if not graph.symbols:
+        return None
+    for match in WORD.finditer(text):
+        if match.start() <= character <= match.end():
+            return next((s for s in graph.symbols if s.name == match.group()), None)
+    return None
+
+
 def source_line_text(index: Index, path: str, line: int) -> str | None:
     hits = index.hits_at(path, line)
+    why = why_block(index.why_at(path, line))
     if not hits:
-        return None
+        return f"**Kernel Lens** — line {line}\n\n{why}" if why else None
     parts = [f"**Kernel Lens** — line {line} became {count_label(len(hits), 'kernel')}"]
-    share = index.line_share(path, line)
+    share, ms = index.line_share(path, line), index.line_ms(path, line)
     if share:
-        parts[0] += f" · {share:.1f}% of compiled time"
+        parts[0] += f" · {share:.1f}% of compiled time" + (f" ({ms:.3f} ms/iter)" if ms else "")
     for hit in hits:
         graph, kernel = hit.ref.graph, hit.ref.kernel
         code = "\n".join(f"{graph.code_line(n).strip()}" for n in hit.generated_lines[:8])
@@ -95,9 +114,8 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
         scalar = not_vectorized_block(graph, kernel, _loop_lines(graph, kernel, hit.generated_lines))
         if scalar:
             parts.append(scalar)
-        why = [note for name in hit.nodes if (note := graph.notes.extern_for(name)) is not None and note.reason]
-        if why:
-            parts.append("\n".join(f"`{n.node}` runs as an ATen call (`{n.target}`): {n.reason}" for n in why))
+    if why:
+        parts.append(why)
     first = hits[0].ref
     node = first.graph.nodes.get(hits[0].nodes[0]) if hits[0].nodes else None
     if node is not None and node.source is not None:
@@ -123,7 +141,8 @@ def register(server: Any) -> None:
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     @failsafe(server, "hover")
     def hover(params: types.HoverParams) -> types.Hover | None:
-        text = hover_text(server, server.index, params.text_document.uri, params.position.line)
+        text = hover_text(server, server.index, params.text_document.uri, params.position.line,
+                          params.position.character)
         if text is None:
             return None
         return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text))

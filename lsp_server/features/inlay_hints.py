@@ -1,4 +1,5 @@
-"""Inlay hints at the end of source lines: which kernel(s) the line became, and its share of compiled time."""
+"""Inlay hints at the end of source lines: which kernel(s) the line became, its share of the profiled time and
+its milliseconds per iteration (a kernel's time split evenly over the source lines it computes)."""
 from __future__ import annotations
 
 from typing import Any
@@ -6,7 +7,7 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index
-from .describe import short_kernel_names
+from .describe import format_ms, short_kernel_names
 from .failsafe import failsafe
 from .lookup import document_lines, path_of
 
@@ -20,9 +21,11 @@ def inlay_hints(server: Any, index: Index, uri: str, first0: int, last0: int) ->
         if not (first0 <= line0 <= last0) or line0 >= len(text):
             continue
         label = "→ " + short_kernel_names([h.ref for h in hits])
-        share = index.line_share(path, line)
+        share, ms = index.line_share(path, line), index.line_ms(path, line)
         if share:
             label += f" · {share:.1f}%"
+        if ms:
+            label += f" · {format_ms(ms)}"
         end = len(text[line0].rstrip("\r\n"))
         hints.append(types.InlayHint(types.Position(line0, end), label, padding_left=True))
     return hints

@@ -18,7 +18,9 @@ from .notes import parse_notes
 from .output_code import parse_output_code
 from .profile import parse_profile
 from .provenance import parse_provenance
+from .symbols import parse_symbols
 from .vectorization import parse_vectorization
+from .why import parse_why
 
 PARSERS: dict[str, Callable[[Path], Any]] = {
     "fx_graph_readable.py": parse_fx_graph_readable,
@@ -31,6 +33,8 @@ PARSERS: dict[str, Callable[[Path], Any]] = {
     "profile.json": parse_profile,
     "vectorization.txt": parse_vectorization,  # loops g++ left scalar (ours)
     "notes.txt": parse_notes,  # ATen fallbacks and eager graphs, and why (ours)
+    "why.json": parse_why,  # every decision worth a "why", machine-readable (ours)
+    "symbols.json": parse_symbols,  # Dynamo's size symbols of a dynamic-shape graph (ours)
     BENCHMARK_OUTPUT_FILE: read_benchmark_output,  # `python output_code.py -p` stdout (real Inductor)
     BENCHMARK_TRACE_FILE: read_chrome_trace,  # the Chrome trace it writes
 }

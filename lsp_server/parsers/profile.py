@@ -34,6 +34,7 @@ class GraphProfile:
     categories: list[CategoryTime] = field(default_factory=list)
     device: str | None = None  # cuda | cpu | ...; None: profile.json (ours, CPU)
     busy_percent: float | None = None  # share of wall time the device was busy (`output_code.py -p`)
+    profiled_ms: float | None = None  # one iteration under the profiler: kernel percents are of this
 
 
 def parse_profile(path: Path) -> GraphProfile:
@@ -45,4 +46,5 @@ def parse_profile(path: Path) -> GraphProfile:
                                as_float(c.get("percent")) or 0.0)
                   for c in as_dict_list(data.get("categories"))]
     return GraphProfile(path, as_str(data.get("graph_id")), as_float(data.get("eager_ms")),
-                        as_float(data.get("compiled_ms")), as_float(data.get("speedup")), kernels, categories)
+                        as_float(data.get("compiled_ms")), as_float(data.get("speedup")), kernels, categories,
+                        profiled_ms=as_float(data.get("profiled_ms")))

@@ -1,5 +1,5 @@
-"""notes.txt in the editor: why nodes run as ATen calls and why graphs run eagerly, from a real run of our
-`lens` backend (LENS_DEBUG=1), shown as diagnostics, hover sections and code-lens counts."""
+"""notes.txt and why.json in the editor: why nodes run as ATen calls and why graphs run eagerly, from a real
+run of our `lens` backend (LENS_DEBUG=1), shown as diagnostics, hover sections and code-lens counts."""
 from __future__ import annotations
 
 import json
@@ -19,8 +19,24 @@ from lsp_server.parsers.notes import parse_notes_text
 
 # `mixed`: the product is an ATen call (mm has no generated code by design), relu and mul a kernel.
 # `grows`: compiled for (8, 4), then called with (9, 4): Dynamo recompiles with a symbolic size, which runs
-# eagerly. `dynamic`: compiled dynamic from the first call, so it never had kernels.
+# eagerly. `dynamic`: compiled dynamic from the first call, so it never had kernels. (The compiler compiles
+# symbolic sizes now; the program refuses them the way it did before, so real eager graphs get written.)
 PROGRAM = '''import torch
+import compiler.frontend
+from compiler.lowering import EagerGraph
+
+_lower = compiler.frontend.lower_graph
+
+
+def _refuse_symbolic_sizes(gm):
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in val.shape):
+            raise EagerGraph(f"node {node.name} has symbolic sizes")
+    return _lower(gm)
+
+
+compiler.frontend.lower_graph = _refuse_symbolic_sizes
 
 
 def mixed(x, w):
@@ -100,7 +116,7 @@ async def test_notes_become_information_diagnostics_on_node_and_def_lines(notes_
     by_line = {(d.range.start.line, d.code): d for d in found}
     extern = by_line[(MM_LINE, "extern-call")]
     assert extern.severity == types.DiagnosticSeverity.Information
-    assert extern.message == "`mm` runs as an ATen call (aten.mm.default): no lowering for aten.mm.default"
+    assert extern.message == "`mm` runs as an ATen call (aten.mm.default): matrix products always call ATen's GEMM"
     for def_line in (GROWS_DEF, DYNAMIC_DEF):
         eager = by_line[(def_line, "runs-eagerly")]
         assert eager.severity == types.DiagnosticSeverity.Information
@@ -127,7 +143,8 @@ async def test_hover_and_code_lens_count_native_and_aten_nodes(notes_client: Lan
     assert "**Not compiled** (notes.txt):" in text
     assert "- `mm` → ATen `aten.mm.default`: no lowering for aten.mm.default" in text
     line = await hover(notes_client, notes_workspace.script, MM_LINE)
-    assert "`mm` runs as an ATen call (`aten.mm.default`): no lowering for aten.mm.default" in line
+    assert ("**Why** (why.json):\n- ATen call: `mm` runs as an ATen call (aten.mm.default): matrix products always "
+            "call ATen's GEMM") in line
     lenses = await notes_client.text_document_code_lens_async(types.CodeLensParams(
         types.TextDocumentIdentifier(notes_workspace.script.as_uri())))
     titles = {(lens.range.start.line, lens.command.title) for lens in lenses}

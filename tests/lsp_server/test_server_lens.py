@@ -89,7 +89,9 @@ async def test_inlay_hints_at_line_ends_with_time_share(lens_client: LanguageCli
     by_line = {h.position.line: (h.position.character, h.label) for h in hints}
     assert sorted(by_line) == [NEG_LINE, MAX_LINE, CAT_LINE]
     share = KERNEL_TIMED["percent"] / 3  # the kernel's time, split over the three lines it computes
-    assert by_line[NEG_LINE] == (len("    a = torch.neg(x1)"), f"→ {KERNEL} · {share:.1f}%")
+    ms = KERNEL_TIMED["total_ms"] / 3  # and its ms per iteration (µs below 0.01 ms)
+    time = f"{ms * 1000:.2f} µs" if ms < 0.01 else f"{ms:.3f} ms"
+    assert by_line[NEG_LINE] == (len("    a = torch.neg(x1)"), f"→ {KERNEL} · {share:.1f}% · {time}")
 
 
 async def test_document_symbols_one_per_kernel(lens_client: LanguageClient, lens_workspace: Path):

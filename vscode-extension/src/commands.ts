@@ -14,11 +14,15 @@ import { KernelLensSettings } from "./common/settings";
 import { formatMs } from "./views/profileHtml";
 import { revealLocation } from "./views/editorLocation";
 import { compareRuns, KernelDiffDocuments } from "./views/diffView";
+import { KernelView } from "./views/kernelView";
+import { LineHeat } from "./views/lineHeat";
 import { ProfileView } from "./views/profileView";
 
 export interface CommandServices {
   server: KernelLensServer;
   profileView: ProfileView;
+  kernelView: KernelView;
+  lineHeat: LineHeat;
   diffDocuments: KernelDiffDocuments;
   interpreterFor(resource: vscode.Uri): Promise<Interpreter>;
   settingsFor(resource: vscode.Uri): KernelLensSettings;
@@ -63,6 +67,7 @@ async function runJob(services: CommandServices, kind: JobKind): Promise<void> {
   // The watcher usually sees new runs first; reindexing makes sure before we read the results.
   if (services.server.isRunning) {
     await services.server.executeCommand<ReindexResult>(ServerCommands.reindex);
+    await services.lineHeat.refresh();
   }
   const outcome = jobOutcome(kind, path.basename(script.fsPath), exitCode);
   if (outcome.succeeded && JOB_SPECS[kind].opensProfile) {
@@ -122,6 +127,7 @@ async function reindex(services: CommandServices): Promise<void> {
   requireTrust();
   const result = await services.server.executeCommand<ReindexResult>(ServerCommands.reindex);
   await services.profileView.refresh();
+  await services.lineHeat.refresh();
   void vscode.window.showInformationMessage(`Kernel Lens: indexed ${result?.runs ?? 0} run(s).`);
 }
 
@@ -151,6 +157,13 @@ export function registerCommands(services: CommandServices): vscode.Disposable[]
     [Commands.compareRuns]: async () => {
       requireTrust();
       await compareRuns(services.server, services.diffDocuments);
+    },
+    [Commands.openKernelView]: async () => {
+      requireTrust();
+      const editor = vscode.window.activeTextEditor;
+      if (!editor || !(await services.kernelView.open(editor))) {
+        throw new CommandRefused("Kernel Lens: no generated line comes from this file. Compile it first (Kernel Lens: Compile Current File).");
+      }
     },
     [Commands.restartServer]: async () => {
       requireTrust();

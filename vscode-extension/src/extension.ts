@@ -9,6 +9,8 @@ import { onDidChangePythonInterpreter, selectedPythonInterpreter } from "./commo
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings, readSettings, RESTART_SETTINGS } from "./common/settings";
 import { KernelDiffDocuments } from "./views/diffView";
+import { KernelView } from "./views/kernelView";
+import { LineHeat } from "./views/lineHeat";
 import { ProfileView } from "./views/profileView";
 
 let server: KernelLensServer | undefined;
@@ -46,15 +48,26 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   });
 
   const diffDocuments = new KernelDiffDocuments();
+  const kernelView = new KernelView(running);
+  const lineHeat = new LineHeat(running);
+  let heatTimer: NodeJS.Timeout | undefined;
+  // The server republishes diagnostics after each index change: the moment to redraw the cost gutter.
+  const redrawHeat = () => {
+    clearTimeout(heatTimer);
+    heatTimer = setTimeout(() => void lineHeat.refresh(), 300);
+  };
 
   context.subscriptions.push(
     output,
     running,
     profileView,
     diffDocuments,
-    ...registerCommands({ server: running, profileView, diffDocuments, interpreterFor, settingsFor }),
-    // A restarted server has a fresh index: redraw an open profile from it.
-    running.onDidChangeRunning((isRunning) => isRunning && void profileView.refresh()),
+    kernelView,
+    lineHeat,
+    ...registerCommands({ server: running, profileView, diffDocuments, kernelView, lineHeat, interpreterFor, settingsFor }),
+    // A restarted server has a fresh index: redraw an open profile and the cost gutter from it.
+    running.onDidChangeRunning((isRunning) => isRunning && (void profileView.refresh(), redrawHeat())),
+    vscode.languages.onDidChangeDiagnostics(redrawHeat),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (RESTART_SETTINGS.some((key) => event.affectsConfiguration(`${CONFIG_SECTION}.${key}`))) {
         output.info("Settings changed: restarting the server.");

@@ -18,6 +18,7 @@ export const Commands = {
   showProfile: "kernelLens.showProfile",
   restartServer: "kernelLens.restartServer",
   compareRuns: "kernelLens.compareRuns",
+  openKernelView: "kernelLens.openKernelView",
 } as const;
 
 /** `workspace/executeCommand` commands the language server implements (see lsp_server). */
@@ -29,6 +30,8 @@ export const ServerCommands = {
   getProfile: "kernelLens.getProfile",
   diffRuns: "kernelLens.diffRuns",
   runJob: "kernelLens.runJob",
+  linkedLines: "kernelLens.linkedLines",
+  lineCosts: "kernelLens.lineCosts",
 } as const;
 
 /** How long to wait for settings/interpreter changes to settle before restarting the server. */

@@ -55,6 +55,8 @@ export interface GraphProfile {
   speedup: number | null;
   /** Percent of the wall time the device was busy running kernels (real Inductor `-p` profiles), else null. */
   busy_percent?: number | null;
+  /** One iteration under the profiler: kernel times and shares are of this (compiled_ms runs without it). */
+  profiled_ms?: number | null;
   device?: "cuda" | "cpu" | string;
   categories: KindShare[];
   kernels: ProfiledKernel[];
@@ -63,6 +65,54 @@ export interface GraphProfile {
 export interface RunProfile {
   run_id: string;
   graphs: GraphProfile[];
+  /** The run's source lines, costliest first (share of one profiled iteration). */
+  lines?: CostlyLine[];
+}
+
+/** A source line and what it costs: each kernel's time split evenly over the source lines it computes. */
+export interface CostlyLine {
+  uri: string;
+  file: string;
+  line: number;
+  code: string;
+  percent: number;
+  ms: number | null;
+  kernels: string[];
+}
+
+/** One source line (0-based) and the generated lines (0-based) it became; lines of one band share a colour. */
+export interface LineLink {
+  source_line: number;
+  generated_lines: number[];
+  band: number;
+}
+
+/** `kernelLens.linkedLines` ({uri, graph_id?}): a user file linked with one graph's output_code.py. */
+export interface LinkedLines {
+  run_id: string;
+  graph_id: string;
+  source_uri: string;
+  generated_uri: string;
+  links: LineLink[];
+  /** The C++ prelude before the first kernel (0-based, inclusive), folded by the kernel view. */
+  prelude: { start: number; end: number } | null;
+  graphs: { graph_id: string; uri: string }[];
+}
+
+export interface LineCostKernel {
+  name: string;
+  graph_id: string;
+  lines_sharing: number;
+  percent: number | null;
+  ms: number | null;
+}
+
+/** `kernelLens.lineCosts` ({uri}): each source line's share and ms per iteration, costliest first. */
+export interface LineCosts {
+  run_id: string;
+  uri: string;
+  lines: { line: number; percent: number | null; ms: number | null; kernels: LineCostKernel[] }[];
+  measures: string;
 }
 
 export interface ReindexResult {

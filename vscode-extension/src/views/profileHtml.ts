@@ -2,7 +2,7 @@
  * a bar chart of kernel time and the per-kernel table whose links open the kernel and the source line.
  * Pure (no `vscode` import) so tests render real profiles and read the markup. */
 
-import { GraphProfile, KindShare, ProfiledKernel, RunProfile } from "../common/protocol";
+import { CostlyLine, GraphProfile, KindShare, ProfiledKernel, RunProfile } from "../common/protocol";
 
 /** Messages the page posts to the extension. */
 export type ProfileViewMessage = { type: "open"; uri: string; line: number } | { type: "selectRun" } | { type: "refresh" };
@@ -93,9 +93,32 @@ function summary(graph: GraphProfile): string {
   const speedup = isNumber(graph.speedup) ? `${graph.speedup.toFixed(2)}×` : NOT_AVAILABLE;
   const device = deviceLabel(graph);
   const deviceText = device ? ` · <span class="device">${escapeHtml(device)}</span>` : "";
+  const profiled = isNumber(graph.profiled_ms) ? ` · profiled <b>${formatMs(graph.profiled_ms)} ms</b>` : "";
   return `<p class="summary">eager <b>${msOrNotAvailable(graph.eager_ms)}</b> · compiled <b>${msOrNotAvailable(
     graph.compiled_ms,
-  )}</b> · speedup <b>${speedup}</b>${deviceText}</p>`;
+  )}</b> · speedup <b>${speedup}</b>${profiled}${deviceText}</p><p class="measures">${MEASURES}</p>`;
+}
+
+/** What each number measures, under every summary (the times differ on purpose). */
+export const MEASURES =
+  "eager and compiled: median wall time of one call without the profiler · profiled: one iteration under the profiler, which kernel times and shares are of (so they add up to at most it)";
+
+/** The run's source lines, costliest first, each linking to the line. */
+export function lineRows(lines: CostlyLine[]): string {
+  if (lines.length === 0) {
+    return "";
+  }
+  const rows = lines
+    .map(
+      (l) =>
+        `<tr class="line-row"><td>${openLink(l.uri, l.line, `${l.file}:${l.line + 1}`, "line-link")}</td><td><code>${escapeHtml(
+          l.code,
+        )}</code></td><td class="num">${formatPercent(l.percent)}</td><td class="num">${isNumber(l.ms) ? formatMs(l.ms) : NOT_AVAILABLE}</td><td>${escapeHtml(
+          l.kernels.join(", "),
+        )}</td></tr>`,
+    )
+    .join("");
+  return `<section class="lines"><h2>Source lines by cost</h2><p class="measures">a kernel's time is split evenly over the source lines it computes</p><table class="lines"><thead><tr><th>Line</th><th>Code</th><th class="num">Share</th><th class="num">ms/iter</th><th>Kernels</th></tr></thead><tbody>${rows}</tbody></table></section>`;
 }
 
 function categoryRows(categories: KindShare[]): string {
@@ -169,7 +192,8 @@ a:hover { text-decoration: underline; }
 .chart-row { display: flex; align-items: center; gap: 8px; margin: 3px 0; }
 .chart-label { width: 320px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .chart-value { width: 90px; text-align: right; font-variant-numeric: tabular-nums; }
-.summary, .empty { color: var(--vscode-descriptionForeground); }
+.summary, .empty, .measures { color: var(--vscode-descriptionForeground); }
+.measures { font-size: 0.9em; margin-top: -6px; }
 `;
 
 const SCRIPT = `
@@ -194,7 +218,7 @@ export function renderProfileHtml(profile: RunProfile | null, context: RenderCon
       ? `<p class="empty">No profile for the selected run. Run <b>Kernel Lens: Profile Current File</b> on a script that calls a function compiled with <code>torch.compile(fn, backend="lens")</code>, or <b>Select Run…</b> to pick a profiled run.</p>`
       : profile.graphs.length === 0
         ? `<p class="empty">This run has no profiled graphs.</p>`
-        : profile.graphs.map(graphSection).join("");
+        : lineRows(profile.lines ?? []) + profile.graphs.map(graphSection).join("");
   return `<!DOCTYPE html>
 <html lang="en"><head><meta charset="UTF-8">
 <meta http-equiv="Content-Security-Policy" content="${csp}">

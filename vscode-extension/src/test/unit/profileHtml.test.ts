@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { RunProfile } from "../../common/protocol";
-import { CHART_LIMIT, deviceLabel, escapeHtml, formatMs, locationLabel, parseProfileViewMessage, renderProfileHtml } from "../../views/profileHtml";
+import { CHART_LIMIT, deviceLabel, escapeHtml, formatMs, lineRows, locationLabel, MEASURES, parseProfileViewMessage, renderProfileHtml } from "../../views/profileHtml";
 
 const RUN = "run_2026_01_02_03_04_05_000001-pid_42";
 const OUTPUT = `file:///w/examples/torch_compile_debug/${RUN}/lens/graph_0/output_code.py`;
@@ -163,4 +163,16 @@ test("device label: CPU benchmarks, missing busy share, and older servers withou
   const old = renderProfileHtml({ run_id: RUN, graphs: [{ ...PROFILE.graphs[0] }] }, CONTEXT);
   assert.ok(!old.includes('class="device"'));
   assert.ok(old.includes("eager <b>1.20 ms</b> · compiled <b>0.400 ms</b>"));
+});
+
+test("source lines by cost link back to the line and say how the time was split", () => {
+  const html = lineRows([
+    { uri: "file:///w/foo1.py", file: "foo1.py", line: 4, code: "a = torch.neg(x1)", percent: 30.5, ms: 0.12, kernels: ["k0"] },
+  ]);
+  assert.match(html, /<h2>Source lines by cost<\/h2>/);
+  assert.match(html, /data-open-uri="file:\/\/\/w\/foo1.py" data-open-line="4"[^>]*>foo1.py:5<\/a>/);
+  assert.match(html, /split evenly over the source lines/);
+  assert.equal(lineRows([]), "");
+  const page = renderProfileHtml({ ...PROFILE, lines: [] }, { cspSource: "x", nonce: "n" });
+  assert.ok(page.includes(MEASURES));
 });

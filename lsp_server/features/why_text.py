@@ -1,0 +1,52 @@
+"""Markdown for the "why" hover sections: the decisions on a source line (why.json, notes.txt, g++, Inductor)
+and the dynamic sizes of a function's graphs (symbols.json)."""
+from __future__ import annotations
+
+from ..index import FunctionGraph, WhyHit
+from ..parsers.symbols import ShapeSymbol
+
+TITLES = {"aten_call": "ATen call", "not_fused": "not fused", "not_vectorized": "not vectorized",
+          "eager_graph": "runs eagerly"}
+MAX_WHY_LINES = 8
+
+
+def why_block(hits: list[WhyHit]) -> str | None:
+    """`**Why**` and one bullet per decision on the line: the node, the words, the fix when there is one."""
+    if not hits:
+        return None
+    lines = []
+    for hit in hits[:MAX_WHY_LINES]:
+        record = hit.record
+        where = f" (`{record.kernel}`)" if record.kernel and record.kind != "aten_call" else ""
+        fix = f" — quick fix: *{record.fix.title}*" if record.fix is not None and record.fix.title else ""
+        lines.append(f"- {TITLES.get(record.kind, record.kind)}: `{hit.node}`{where} {record.message}{fix}")
+    if len(hits) > MAX_WHY_LINES:
+        lines.append(f"- … {len(hits) - MAX_WHY_LINES} more")
+    sources = sorted({h.record.origin for h in hits})
+    return f"**Why** ({', '.join(sources)}):\n" + "\n".join(lines)
+
+
+def symbol_line(symbol: ShapeSymbol) -> str:
+    hint = f" (traced with {symbol.hint})" if symbol.hint is not None else ""
+    return f"{symbol.described} is dynamic: `{symbol.name}` ∈ {symbol.range_text}{hint}"
+
+
+def symbol_block(symbol: ShapeSymbol) -> str:
+    """Hover of a size symbol in generated code."""
+    text = [f"**Kernel Lens** — size symbol `{symbol.name}`: {symbol_line(symbol)}"]
+    if symbol.source:
+        text.append(f"read by Dynamo at `{symbol.source}`")
+    if symbol.guards:
+        text.append("guards: " + ", ".join(f"`{g}`" for g in symbol.guards[:6]))
+    return "\n\n".join(text)
+
+
+def dynamic_block(graphs: list[FunctionGraph]) -> str | None:
+    """The function's dynamic sizes, once per symbol source (the newest graph's range wins)."""
+    seen: dict[str, ShapeSymbol] = {}
+    for entry in graphs:
+        for symbol in entry.graph.symbols:
+            seen[symbol.source or symbol.name] = symbol
+    if not seen:
+        return None
+    return "**Dynamic shapes** (symbols.json):\n" + "\n".join(f"- {symbol_line(s)}" for s in seen.values())

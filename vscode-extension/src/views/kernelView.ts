@@ -1,0 +1,120 @@
+/** The kernel view: the graph's output_code.py beside the user's file, the prelude folded, each source line
+ * and the generated lines it became in one colour band; moving the cursor on either side highlights and
+ * reveals the linked lines on the other (answers come from the server's `kernelLens.linkedLines`). */
+
+import * as vscode from "vscode";
+import { ServerCommands } from "../common/constants";
+import { LinkedLines } from "../common/protocol";
+import { KernelLensServer } from "../common/server";
+import { BAND_COLOURS, lineLabel, LinkIndex, Side } from "./linkedBands";
+
+const ACTIVE_BORDER = "editorLink.activeForeground";
+
+export class KernelView implements vscode.Disposable {
+  private readonly bands = BAND_COLOURS.map((colour) =>
+    vscode.window.createTextEditorDecorationType({ backgroundColor: colour, isWholeLine: true, overviewRulerColor: colour }),
+  );
+  private readonly active = vscode.window.createTextEditorDecorationType({
+    isWholeLine: true,
+    borderWidth: "1px 0 1px 0",
+    borderStyle: "solid",
+    borderColor: new vscode.ThemeColor(ACTIVE_BORDER),
+    fontWeight: "bold",
+  });
+  private readonly label = vscode.window.createTextEditorDecorationType({
+    after: { margin: "0 0 0 2em", color: new vscode.ThemeColor("editorCodeLens.foreground") },
+  });
+  private index: LinkIndex | undefined;
+  private readonly subscriptions: vscode.Disposable[] = [];
+
+  constructor(private readonly server: KernelLensServer) {
+    this.subscriptions.push(
+      vscode.window.onDidChangeTextEditorSelection((event) => this.follow(event.textEditor)),
+      vscode.window.onDidChangeVisibleTextEditors(() => this.paint()),
+    );
+  }
+
+  /** Opens the kernel view of `editor`'s file (a user file or an output_code.py). */
+  async open(editor: vscode.TextEditor): Promise<boolean> {
+    const linked = await this.server.executeCommand<LinkedLines | null>(ServerCommands.linkedLines, { uri: editor.document.uri.toString() });
+    if (!linked || linked.links.length === 0) {
+      return false;
+    }
+    this.index = new LinkIndex(linked);
+    const fromSource = editor.document.uri.toString() === linked.source_uri;
+    const other = vscode.Uri.parse(fromSource ? linked.generated_uri : linked.source_uri);
+    const column = editor.viewColumn === vscode.ViewColumn.One ? vscode.ViewColumn.Two : vscode.ViewColumn.One;
+    const shown = await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(other), { viewColumn: column, preview: false });
+    const generatedEditor = fromSource ? shown : editor;
+    if (linked.prelude) {
+      await vscode.window.showTextDocument(generatedEditor.document, { viewColumn: generatedEditor.viewColumn, preserveFocus: false });
+      await vscode.commands.executeCommand("editor.fold", { selectionLines: [linked.prelude.start], levels: 1 });
+    }
+    await vscode.window.showTextDocument(editor.document, { viewColumn: editor.viewColumn, preserveFocus: false });
+    this.paint();
+    this.follow(editor);
+    return true;
+  }
+
+  private sideOf(editor: vscode.TextEditor): Side | undefined {
+    const uri = editor.document.uri.toString();
+    if (!this.index) {
+      return undefined;
+    }
+    return uri === this.index.linked.source_uri ? "source" : uri === this.index.linked.generated_uri ? "generated" : undefined;
+  }
+
+  private editorsOf(side: Side): vscode.TextEditor[] {
+    return vscode.window.visibleTextEditors.filter((editor) => this.sideOf(editor) === side);
+  }
+
+  /** Every band on both sides. */
+  private paint(): void {
+    if (!this.index) {
+      return;
+    }
+    for (const side of ["source", "generated"] as Side[]) {
+      const groups = this.index.linesByColour(side);
+      for (const editor of this.editorsOf(side)) {
+        this.bands.forEach((decoration, colour) =>
+          editor.setDecorations(decoration, groups[colour].filter((line) => line < editor.document.lineCount).map((line) => editor.document.lineAt(line).range)),
+        );
+      }
+    }
+  }
+
+  /** The cursor moved in `editor`: outline its line's band on both sides and reveal the other side's lines. */
+  private follow(editor: vscode.TextEditor): void {
+    const side = this.sideOf(editor);
+    if (!side || !this.index) {
+      return;
+    }
+    const line = editor.selection.active.line;
+    const target = this.index.targets(side, line);
+    const otherSide: Side = side === "source" ? "generated" : "source";
+    const others = this.editorsOf(otherSide);
+    editor.setDecorations(this.active, target ? [editor.document.lineAt(line).range] : []);
+    editor.setDecorations(this.label, []);
+    const hereUri = editor.document.uri.toString();
+    for (const other of others) {
+      const lines = (target?.lines ?? []).filter((n) => n < other.document.lineCount);
+      other.setDecorations(this.active, lines.map((n) => other.document.lineAt(n).range));
+      other.setDecorations(
+        this.label,
+        lines.slice(0, 1).map((n) => ({
+          range: other.document.lineAt(n).range,
+          renderOptions: { after: { contentText: `${side === "source" ? "◀" : "▶"} ${lineLabel(hereUri, line)}` } },
+        })),
+      );
+      if (lines.length > 0) {
+        const range = new vscode.Range(lines[0], 0, lines[lines.length - 1], 0);
+        other.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+      }
+    }
+  }
+
+  dispose(): void {
+    this.subscriptions.forEach((s) => s.dispose());
+    [...this.bands, this.active, this.label].forEach((d) => d.dispose());
+  }
+}
