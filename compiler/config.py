@@ -60,6 +60,13 @@ guard_check: bool = _env_flag("LENS_GUARD_CHECK")
 # LENS_ATTENTION_SCORES_MAX_BYTES).
 attention_max_keys: int = int(os.environ.get("LENS_ATTENTION_MAX_KEYS") or 128)
 attention_scores_max_bytes: int = int(os.environ.get("LENS_ATTENTION_SCORES_MAX_BYTES") or 32 * 2**20)
+# Under no_grad, parameters and buffers are constants of the graph (compiler/freezing.py): BatchNorm folded into
+# the convolution before it, subgraphs of parameters alone computed once; guarded by each parameter's identity,
+# data pointer and version counter (also LENS_FREEZING=0 to turn off). The layouts frozen weights are kept in:
+# convolution weights channels-last, Linear weights K-major (LENS_FREEZE_CONV_CL, LENS_FREEZE_LINEAR_T).
+freezing: bool = os.environ.get("LENS_FREEZING", "1") not in ("", "0")
+freezing_conv_channels_last: bool = _env_flag("LENS_FREEZE_CONV_CL")
+freezing_linear_transposed: bool = _env_flag("LENS_FREEZE_LINEAR_T")
 
 
 class cpp:

@@ -21,6 +21,7 @@ from compiler.debug import DebugDir
 from compiler.decompositions import decomposition_table
 from compiler.direct_call import direct_inference_call, without_guard_check, without_pregraph_markers
 from compiler.dynamo_skip import skip_compiler_package
+from compiler.freezing import freeze
 from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
 from compiler.kernel_map import KernelMap, build_kernel_map
@@ -263,6 +264,9 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     """`torch.compile(fn, backend="lens")`: forward, backward and inference graphs get generated kernels
     (AOTAutograd compiles the backward at the first backward pass)."""
     from torch._functorch.aot_autograd import aot_module_simplified
+    frozen = freeze(gm, example_inputs)  # parameters as constants under no_grad (compiler/freezing.py)
+    if frozen is not None:
+        return frozen.wrap(lens_backend(frozen.gm, frozen.example_inputs, **kwargs), gm.forward)
     first_new = len(COMPILED)
     settings, tol = profiling_settings(), accuracy_settings()
     key, cached = graph_cache.lookup(gm, example_inputs) if settings is None and tol is None else (None, None)

@@ -1,0 +1,143 @@
+"""Inference-graph freezing (compiler/freezing.py) against eager: folds happen, and no change of a parameter after
+the compile (in place, through an optimizer, load_state_dict, `p.data = t`, another module instance) ever
+gives a stale result."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from compiler import config, freezing
+from compiler.frontend import lens_backend
+
+
+def _randomize_bn(model: nn.Module) -> nn.Module:
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+                m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.weight.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+                m.bias.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+    return model
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 5)
+        self.register_buffer("offset", torch.arange(5.0))
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x)))
+        y = torch.relu(self.bn2(self.conv2(y)) + y)
+        return self.fc(y.mean((2, 3))) + self.offset * self.fc.bias.sum()
+
+
+def _net() -> nn.Module:
+    torch.manual_seed(0)
+    return _randomize_bn(Net()).eval()
+
+
+def _check(model: nn.Module, compiled, x: torch.Tensor) -> None:
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture
+def x():
+    return torch.randn(2, 3, 12, 12)
+
+
+def test_batch_norm_folds_into_conv_and_constants_fold(x):
+    torch._dynamo.reset()
+    model = _net()
+    first = len(freezing.FROZEN)
+    compiled = torch.compile(model, backend=lens_backend)
+    _check(model, compiled, x)
+    (frozen,) = freezing.FROZEN[first:]
+    assert frozen.folds["batch_norm"] == 2
+    code = frozen.gm.code
+    assert "batch_norm" not in code and "offset" not in code  # folded, with the bias sum times the buffer
+    assert frozen.refolds == 0
+
+
+@pytest.mark.parametrize("change", ["mul_", "copy_", "optimizer", "load_state_dict", "data", "running_var"])
+def test_a_changed_parameter_is_never_read_stale(x, change):
+    torch._dynamo.reset()
+    model = _net()
+    compiled = torch.compile(model, backend=lens_backend)
+    _check(model, compiled, x)
+    if change == "mul_":
+        with torch.no_grad():
+            model.conv.weight.mul_(2)
+    elif change == "copy_":
+        with torch.no_grad():
+            model.bn.bias.copy_(torch.randn(8))
+    elif change == "optimizer":
+        model.train()
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        model(x).square().mean().backward()  # eager: a training step between two compiled inference calls
+        opt.step()
+        model.eval()
+    elif change == "load_state_dict":
+        other = _randomize_bn(Net())
+        model.load_state_dict(other.state_dict())
+    elif change == "data":
+        model.conv.weight.data = torch.randn_like(model.conv.weight)
+    elif change == "running_var":
+        model.bn2.running_var.fill_(4.0)
+    _check(model, compiled, x)
+    _check(model, compiled, x)  # and again, from the refolded constants
+
+
+def test_two_instances_sharing_compiled_code_each_get_their_own_constants(x):
+    torch._dynamo.reset()
+    a, b = _net(), _randomize_bn(Net()).eval()
+
+    @torch.compile(backend=lens_backend)
+    def run(model, inp):
+        return model(inp)
+
+    for _ in range(2):
+        _check(a, lambda t: run(a, t), x)
+        _check(b, lambda t: run(b, t), x)
+
+
+def test_grad_mode_and_setting_off_leave_parameters_as_inputs(x):
+    torch._dynamo.reset()
+    model = _net()
+    first = len(freezing.FROZEN)
+    out = torch.compile(model, backend=lens_backend)(x)
+    torch.testing.assert_close(out, model(x), rtol=1e-4, atol=1e-4)
+    assert len(freezing.FROZEN) == first  # grad enabled: training graphs keep their parameters
+    torch._dynamo.reset()
+    old = config.freezing
+    config.freezing = False
+    try:
+        _check(model, torch.compile(model, backend=lens_backend), x)
+    finally:
+        config.freezing = old
+    assert len(freezing.FROZEN) == first
+
+
+@pytest.mark.parametrize("setting", ["freezing_conv_channels_last", "freezing_linear_transposed"])
+def test_weight_layouts_give_eager_results(x, setting):
+    torch._dynamo.reset()
+    model = _net()
+    old = getattr(config, setting)
+    setattr(config, setting, True)
+    try:
+        compiled = torch.compile(model, backend=lens_backend)
+        _check(model, compiled, x)
+        with torch.no_grad():
+            model.fc.weight.add_(1.0)
+            model.conv2.weight.mul_(-1.0)
+        _check(model, compiled, x)
+    finally:
+        setattr(config, setting, old)
