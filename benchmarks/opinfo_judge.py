@@ -1,5 +1,7 @@
 """Compiles OpInfo samples with backend="lens" (debug directories on) and judges each one: native (no extern
-call for it), fallback (extern ATen call, or Dynamo ran it eagerly) or failure (error or mismatch with eager)."""
+call for it), fallback (extern ATen call, or Dynamo ran it eagerly) or failure (error or mismatch with eager).
+`LensJudge(dynamic=True)`: every sample compiled with its dimensions dynamic, then called again at a second size
+where the op allows (its tensors one row longer; a sample eager rejects that way keeps its size)."""
 from __future__ import annotations
 
 import json
@@ -108,7 +110,8 @@ def error_text(e: BaseException) -> str:
 class LensJudge:
     """Compiles OpInfo samples with backend="lens" (debug on, into its own folder) and judges them."""
 
-    def __init__(self, work_dir: str | None = None):
+    def __init__(self, work_dir: str | None = None, dynamic: bool = False):
+        self.dynamic = dynamic
         self.work_dir = os.path.abspath(work_dir or tempfile.mkdtemp(prefix="lens-opinfo-"))
         self.debug_root = os.path.join(self.work_dir, "debug")
         torch._dynamo.config.cache_size_limit = 4096
@@ -125,16 +128,21 @@ class LensJudge:
         report.seconds = time.perf_counter() - start
         return report
 
-    def _compile_run(self, fn, args_list: list, fullgraph: bool):
+    def _compile_run(self, fn, args_list: list, fullgraph: bool, second: list | None = None):
+        """Compiled outputs of `args_list` (and of `second`, the same call at other sizes, when given), and the
+        graph folders the compiles wrote."""
         from compiler import config
         old = (config.debug, config.debug_dir_root)
         config.debug, config.debug_dir_root = True, self.debug_root
         before = _graph_dirs(self.debug_root)
         try:
             torch._dynamo.reset()
-            compiled = torch.compile(fn, backend="lens", dynamic=False, fullgraph=fullgraph)
+            compiled = torch.compile(fn, backend="lens", dynamic=self.dynamic, fullgraph=fullgraph)
             torch.manual_seed(0)
             out = compiled(clone_args(args_list))
+            if second is not None:
+                torch.manual_seed(0)
+                out = (out, compiled(clone_args(second)))
         finally:
             config.debug, config.debug_dir_root = old
         return out, _graph_dirs(self.debug_root) - before
@@ -148,39 +156,51 @@ class LensJudge:
             def batch(S, chunk=chunk):
                 return [fns[k](*S[j][0], **S[j][1]) for j, k in enumerate(chunk)]
 
+            grown = [_grown(op, cases[k]) if self.dynamic else None for k in chunk]
+            second = [g[0] if g else (cases[k].args, cases[k].kwargs) for g, k in zip(grown, chunk)]
             try:
-                outs, dirs = self._compile_run(batch, [(cases[k].args, cases[k].kwargs) for k in chunk], True)
+                outs, dirs = self._compile_run(batch, [(cases[k].args, cases[k].kwargs) for k in chunk], True,
+                                               second if self.dynamic else None)
             except Exception:  # noqa: BLE001  (one bad sample: judge them one at a time)
-                results += [self._judge_one(op, cases[k], fns[k], calls_file, _CALLS_HEADER + 1 + k) for k in chunk]
+                results += [self._judge_one(op, cases[k], fns[k], calls_file, _CALLS_HEADER + 1 + k, g)
+                            for g, k in zip(grown, chunk)]
                 continue
             use = _read_graphs(dirs, calls_file)
-            results += [self._verdict(op, cases[k], outs[j], use, _CALLS_HEADER + 1 + k, "")
+            firsts, seconds = outs if self.dynamic else (outs, [None] * len(chunk))
+            results += [self._verdict(op, cases[k], firsts[j], use, _CALLS_HEADER + 1 + k, "", (grown[j], seconds[j]))
                         for j, k in enumerate(chunk)]
         return results
 
-    def _judge_one(self, op, case: Case, fn, calls_file: str, line: int) -> SampleResult:
+    def _judge_one(self, op, case: Case, fn, calls_file: str, line: int, grown=None) -> SampleResult:
         def single(S):
             return fn(*S[0][0], **S[0][1])
 
-        note = ""
+        note, first = "", [(case.args, case.kwargs)]
+        second = [grown[0]] if grown else first if self.dynamic else None
         try:
-            out, dirs = self._compile_run(single, [(case.args, case.kwargs)], True)
+            out, dirs = self._compile_run(single, first, True, second)
         except Exception as e:  # noqa: BLE001
             if _backend_error(e):
                 return SampleResult(op_key(op), str(case.dtype), case.index, "failure", error_text(e))
             note = f"graph break: {error_text(e)}"
             try:
-                out, dirs = self._compile_run(single, [(case.args, case.kwargs)], False)
+                out, dirs = self._compile_run(single, first, False, second)
             except Exception as e2:  # noqa: BLE001
                 return SampleResult(op_key(op), str(case.dtype), case.index, "failure", error_text(e2))
         use = _read_graphs(dirs, calls_file)
         if note and line not in use.seen:
             use.eager.add(line)
-        return self._verdict(op, case, out, use, line, note)
+        out, again = out if self.dynamic else (out, None)
+        return self._verdict(op, case, out, use, line, note, (grown, again))
 
-    def _verdict(self, op, case: Case, out, use: _GraphUse, line: int, note: str) -> SampleResult:
+    def _verdict(self, op, case: Case, out, use: _GraphUse, line: int, note: str,
+                 second: tuple = (None, None)) -> SampleResult:
         verdict = SampleResult(op_key(op), str(case.dtype), case.index, "native")
         mismatch = same_outputs(out, case.expected, case.atol, case.rtol, values=case.deterministic)
+        grown, again = second
+        if not mismatch and grown is not None:  # the dynamic graph called at the second size
+            mismatch = same_outputs(again, grown[1], case.atol, case.rtol, values=case.deterministic)
+            mismatch = mismatch and f"at the second size: {mismatch}"
         if mismatch:
             verdict.status, verdict.reason = "failure", mismatch
         elif line in use.eager:
@@ -190,3 +210,27 @@ class LensJudge:
         if not case.deterministic:
             verdict.reason = (verdict.reason + "; " if verdict.reason else "") + "nondeterministic: values not compared"
         return verdict
+
+
+def _grown(op, case: Case):
+    """((args, kwargs) with every tensor of the sample's first dimension one row longer, eager's output on them),
+    or None where the sample has no such dimension or eager rejects the longer tensors."""
+    from torch.utils._pytree import tree_flatten, tree_map
+    tensors = [t for t in tree_flatten((case.args, case.kwargs))[0] if isinstance(t, torch.Tensor)]
+    lead = {t.shape[0] for t in tensors if t.dim() >= 1}
+    if len(lead) != 1 or lead == {0}:
+        return None
+    n = lead.pop()
+
+    def grow(t):
+        if isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[0] == n:
+            return torch.cat([t, t[:1]]).detach().requires_grad_(t.requires_grad)
+        return t
+
+    args, kwargs = tree_map(grow, (case.args, case.kwargs))
+    try:
+        torch.manual_seed(0)
+        expected = op.op(*clone_args(args), **clone_args(kwargs))
+    except Exception:  # noqa: BLE001  (the op does not allow another size: the sample keeps its own)
+        return None
+    return (args, kwargs), expected
