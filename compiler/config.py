@@ -132,6 +132,10 @@ class cpp:
     onednn_block_bytes: int = 8 * 1024 * 1024
     # Threads used by kernels; None means torch.get_num_threads().
     threads: int | None = None
+    # bfloat16/float16 products and convolutions (compiler/gemm_half.py): "auto" keeps them in their dtype where
+    # the CPU has AMX/AVX512 dot products for it, else computes them in float32; "native" or "float32" decide
+    # (LENS_HALF_GEMM). Accuracy checks keep eager's library.
+    half_gemm: str = os.environ.get("LENS_HALF_GEMM") or ("native" if os.environ.get("LENS_CHECK_ACCURACY") else "auto")
 
 
 def cache_dir() -> str:

@@ -10,7 +10,7 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from compiler import config
+from compiler import config, gemm_half
 
 aten = torch.ops.aten
 
@@ -49,6 +49,7 @@ def decomposition_table() -> dict:
             table.pop(getattr(op, name), None)
     table[aten._softmax.default] = softmax
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = flash_attention_for_cpu
+    table.update(gemm_half.decompositions(table))  # half products in float32 where the CPU has none (gemm_half.py)
     return table
 
 

@@ -98,6 +98,8 @@ def kernel_args(graph: ScheduledGraph, code: OutputCode) -> dict[str, list[dict]
                 role = "in_out" if a.param.startswith("in_out") else "out" if a.is_output else "in"
                 dtype, layout = layouts[a.buffer]
                 args.append(_arg(a.param, a.buffer, role, dtype, layout, a.ctype))
+                if a.output:  # the output node written over the input buffer
+                    args[-1]["output"] = a.output
             args += [{"name": s.split()[-1], "role": "size", "dtype": "int64"} for s in rendered[lines.name].sizes]
         else:
             break

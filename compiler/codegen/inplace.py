@@ -32,6 +32,7 @@ class KernelArg:
     buffer: str  # what call() passes
     ctype: str
     is_output: bool
+    output: str | None = None  # an in_out_ptr's output node, written over `buffer` (kernel_map.json says so)
 
 
 def kernel_params(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]], local: set[str] | dict,
@@ -51,6 +52,7 @@ def kernel_params(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]]
     for n in k.nodes:
         if n.name in inplace:
             params[n.name] = add(inplace[n.name], "in_out")
+            params[n.name].output = n.name
     written = k.buffers()
     for n in k.nodes:
         for ld in n.reads():

@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from compiler import config
+from compiler import config, gemm_half
 from tests.compiler.conftest import compile_with_debug
 
 HALF = [torch.bfloat16, torch.float16]
@@ -208,9 +208,13 @@ def test_half_kernels_vectorize_where_float_ones_do(dtype, tmp_path):
 # -- autocast --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 @pytest.mark.parametrize("rows", [256, 37])
-def test_autocast_mlp_casts_fuse_around_the_gemms(dtype, rows, tmp_path):
+@pytest.mark.parametrize("half_gemm", ["auto", "native", "float32"])
+def test_autocast_mlp_casts_fuse_around_the_gemms(dtype, rows, half_gemm, tmp_path, monkeypatch):
     """Linear -> GELU -> Linear under autocast: the weights' and input's casts are generated kernels, and the
-    cast of the first product to float, the GELU and its cast back are one kernel (written over the product)."""
+    first product's cast, its bias, the GELU and the cast for the second product are one kernel between the two
+    products (no converted copy in between). The products run in `dtype` where the CPU has dot products for it
+    (compiler/gemm_half.py), else in float32 on operands rounded to `dtype`."""
+    monkeypatch.setattr(config.cpp, "half_gemm", half_gemm)
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).eval()
     x = torch.randn(rows, 512)
@@ -221,17 +225,66 @@ def test_autocast_mlp_casts_fuse_around_the_gemms(dtype, rows, tmp_path):
 
     with torch.no_grad():
         out, kernels, graph = _compiled(tmp_path, f, x)
-        _close(out, f(x))
+        _close(out, f(x), **PRODUCT_TOLERANCE[dtype])
     _generated(kernels, externs=("addmm", "mm"))
-    gelu = [k for k in kernels if "gelu" in k["name"]]
-    assert len(gelu) == 1 and {"_to_copy_3", "erf", "_to_copy_4"} <= set(gelu[0]["nodes"]), gelu
+    products = [k for k in kernels if k["kind"] == "extern"]
+    native = gemm_half.half_is_native(dtype)
+    assert native == (half_gemm == "native" or half_gemm == "auto" and _cpu_has_half_dot_products(dtype))
+    operand = str(dtype if native else torch.float32).removeprefix("torch.")
+    assert len(products) == 2 and all(a["dtype"] == operand for p in products for a in p["args"]), products
+    between = kernels[kernels.index(products[0]) + 1:kernels.index(products[1])]
+    gelu = [k for k in between if "erf" in k["nodes"]]
+    assert len(gelu) == 1, between
+    first_out = products[0]["args"][-1]["buffer"]
+    assert first_out in [a["buffer"] for a in gelu[0]["args"] if a["role"] in ("in", "in_out")], gelu[0]
+    gelu_out = [a.get("output", a["buffer"]) for a in gelu[0]["args"] if a["role"] in ("out", "in_out")]
+    assert any(a["buffer"] in gelu_out for a in products[1]["args"]), (gelu[0], products[1])
+
+
+# Products summed in another order than eager's (float32 sums either way): the dtype's rtol, and an atol for
+# results that cancel to near zero, where one rounding of a partial sum shows.
+PRODUCT_TOLERANCE = {torch.bfloat16: {"atol": 1e-2, "rtol": 1.6e-2}, torch.float16: {"atol": 2e-3, "rtol": 1e-3}}
+
+
+def _cpu_has_half_dot_products(dtype) -> bool:
+    flags = open("/proc/cpuinfo").read().split()
+    wanted = {torch.bfloat16: ("amx_bf16", "avx512_bf16"), torch.float16: ("amx_fp16", "avx512_fp16")}[dtype]
+    return any(f in flags for f in wanted) and torch.backends.mkldnn.is_available()
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm", "baddbmm", "conv2d", "linear"])
+def test_half_products_in_float32_match_eager(dtype, op, tmp_path, monkeypatch):
+    """Products and convolutions computed as float32 products of the half values, rounded once, give eager's
+    result up to the order of the sums (eager accumulates half products in float32 too)."""
+    monkeypatch.setattr(config.cpp, "half_gemm", "float32")
+    g = torch.Generator().manual_seed(0)
+
+    def r(*shape):
+        return torch.randn(*shape, generator=g).to(dtype)
+
+    fn, args = {
+        "mm": (torch.mm, (r(33, 70), r(70, 19))),
+        "addmm": (lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2), (r(19), r(33, 70), r(70, 19))),
+        "bmm": (torch.bmm, (r(3, 33, 70), r(3, 70, 19))),
+        "baddbmm": (lambda b, x, y: torch.baddbmm(b, x, y, alpha=0.5), (r(3, 33, 19), r(3, 33, 70), r(3, 70, 19))),
+        "conv2d": (lambda x, w, b: F.conv2d(x, w, b, padding=1), (r(2, 8, 9, 9), r(4, 8, 3, 3), r(4))),
+        "linear": (F.linear, (r(5, 33, 70), r(19, 70), r(19))),
+    }[op]
+    out, kernels, _ = _compiled(tmp_path, fn, *args)
+    _close(out, fn(*args), **PRODUCT_TOLERANCE[dtype])
+    assert out.dtype == dtype
+    externs = [k for k in kernels if k["kind"] == "extern"]
+    assert externs and all(a["dtype"] == "float32" for k in externs for a in k["args"]), externs
 
 
 # -- kernel map --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", HALF, ids=str)
-def test_kernel_map_gives_each_kernel_arguments_dtype(dtype, tmp_path):
+def test_kernel_map_gives_each_kernel_arguments_dtype(dtype, tmp_path, monkeypatch):
     """kernel_map.json answers "did my bf16 stay bf16?": each kernel's arguments with role, dtype and shape; a
-    generated kernel's half buffers as 16-bit C++ elements computed in float32; the GEMMs' operands in `dtype`."""
+    generated kernel's half buffers as 16-bit C++ elements computed in float32; the GEMMs' operands in `dtype`
+    (products kept in their dtype here: compiler/gemm_half.py)."""
+    monkeypatch.setattr(config.cpp, "half_gemm", "native")
     lin = torch.nn.Linear(64, 32).eval()
 
     def f(x):
