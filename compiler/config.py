@@ -67,6 +67,8 @@ attention_scores_max_bytes: int = int(os.environ.get("LENS_ATTENTION_SCORES_MAX_
 freezing: bool = os.environ.get("LENS_FREEZING", "1") not in ("", "0")
 freezing_conv_channels_last: bool = _env_flag("LENS_FREEZE_CONV_CL")
 freezing_linear_transposed: bool = _env_flag("LENS_FREEZE_LINEAR_T")
+# Frozen conv2d as oneDNN's channels-last convolution with a following ReLU as its post-op (LENS_FREEZE_CONV_ONEDNN).
+freezing_conv_onednn: bool = _env_flag("LENS_FREEZE_CONV_ONEDNN")
 
 
 class cpp:
@@ -130,12 +132,12 @@ class cpp:
     onednn_min_macs: int = 1 << 22
     onednn_blocked_min_bytes: int = 32 * 1024 * 1024
     onednn_block_bytes: int = 8 * 1024 * 1024
-    # Threads used by kernels; None means torch.get_num_threads().
-    threads: int | None = None
     # bfloat16/float16 products and convolutions (compiler/gemm_half.py): "auto" keeps them in their dtype where
     # the CPU has AMX/AVX512 dot products for it, else computes them in float32; "native" or "float32" decide
     # (LENS_HALF_GEMM). Accuracy checks keep eager's library.
     half_gemm: str = os.environ.get("LENS_HALF_GEMM") or ("native" if os.environ.get("LENS_CHECK_ACCURACY") else "auto")
+    # Threads used by kernels; None means torch.get_num_threads().
+    threads: int | None = None
 
 
 def cache_dir() -> str:

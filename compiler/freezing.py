@@ -129,6 +129,49 @@ def _relayout(graph: torch.fx.Graph, const: set[torch.fx.Node], targets: set, in
     return changed
 
 
+_RELU = {torch.relu, torch.nn.functional.relu}
+
+
+def _pair(v) -> list[int] | None:
+    if isinstance(v, int):
+        return [v, v]
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(i, int) for i in v):
+        return list(v)
+    return None
+
+
+def _conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
+    """conv2d with a constant weight as oneDNN's convolution in channels-last (input, weight and output), a
+    ReLU that is its only user as the convolution's post-op; returns how many convolutions."""
+    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_convolution_pointwise"):
+        return 0
+    op, changed = torch.ops.mkldnn._convolution_pointwise.default, 0
+    for conv in list(graph.nodes):
+        if conv.op != "call_function" or conv.target not in _CONV:
+            continue
+        x, weight, bias = conv.args[0], _arg(conv, 1, "weight"), _arg(conv, 2, "bias")
+        geometry = [_pair(_arg(conv, i, n, d)) for i, n, d in ((4, "padding", 0), (3, "stride", 1), (5, "dilation", 1))]
+        groups = _arg(conv, 6, "groups", 1)
+        val = getattr(x, "meta", {}).get("example_value")
+        if (weight not in const or None in geometry or not isinstance(groups, int) or not isinstance(val, torch.Tensor)
+                or val.dim() != 4 or val.dtype != torch.float32):
+            continue
+        (user,) = conv.users if len(conv.users) == 1 else (None,)
+        relu = (user if user is not None and user.op == "call_function" and user.target in _RELU
+                and not _arg(user, 1, "inplace", False) else None)
+        with graph.inserting_before(conv):
+            w = graph.call_function(channels_last, (weight,))
+            x_cl = graph.call_method("contiguous", (x,), {"memory_format": torch.channels_last})
+            fused = graph.call_function(op, (x_cl, w, bias, *geometry, groups, "relu" if relu else "none", [], ""))
+        const.add(w)
+        (relu or conv).replace_all_uses_with(fused)
+        if relu is not None:
+            graph.erase_node(relu)
+        graph.erase_node(conv)
+        changed += 1
+    return changed
+
+
 def _transposed_storage(weight: torch.Tensor) -> torch.Tensor:
     """A Linear's (N, K) weight stored K-major, so the (K, N) operand its GEMM reads is contiguous."""
     return weight.t().contiguous().t() if weight.dim() == 2 else weight
@@ -210,6 +253,8 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence) -> FrozenGraph | 
     folds = {"batch_norm": _fold_batch_norms(graph, const)}
     if config.freezing_conv_channels_last:
         folds["conv weight channels_last"] = _relayout(graph, const, _CONV, 1, "weight", channels_last)
+    if config.freezing_conv_onednn:
+        folds["conv as oneDNN channels-last"] = _conv_onednn(graph, const)
     if config.freezing_linear_transposed:
         folds["linear weight K-major"] = _relayout(graph, const, _LINEAR, 1, "weight", _transposed_storage)
     graph.eliminate_dead_code()

@@ -126,7 +126,7 @@ def test_grad_mode_and_setting_off_leave_parameters_as_inputs(x):
     assert len(freezing.FROZEN) == first
 
 
-@pytest.mark.parametrize("setting", ["freezing_conv_channels_last", "freezing_linear_transposed"])
+@pytest.mark.parametrize("setting", ["freezing_conv_channels_last", "freezing_linear_transposed", "freezing_conv_onednn"])
 def test_weight_layouts_give_eager_results(x, setting):
     torch._dynamo.reset()
     model = _net()
