@@ -51,21 +51,20 @@ def direct_inference_call(dynamo_gm: torch.fx.GraphModule, example_inputs: Seque
     graph = graphs[0]
     if graph.gm is None or graph.kernel_map is None or graph.kernel_map.graph_kind != "inference":
         return None
-    if not all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in example_inputs) or _mutates(dynamo_gm):
+    if not all(type(t) in (torch.Tensor, torch.nn.Parameter, int, torch.SymInt) for t in example_inputs) or \
+            _mutates(dynamo_gm):
         return None
     aten = graph.gm
     if any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
            for n in aten.graph.nodes if n.op == "call_function"):
         return None
     inputs = [n.meta.get("val") for n in aten.graph.nodes if n.op == "placeholder"][:graph.num_inputs]
-    if graph.num_inputs != len(example_inputs) or not all(
-            isinstance(v, torch.Tensor) and v.shape == t.shape and v.stride() == t.stride() and v.dtype == t.dtype
-            for v, t in zip(inputs, example_inputs)):
+    if graph.num_inputs != len(example_inputs) or not all(_same_input(v, t) for v, t in zip(inputs, example_inputs)):
         return None  # AOTAutograd added, dropped or reordered inputs
     outputs = list(aten.graph.output_node().args[0])
     if len(outputs) != len(_outputs(dynamo_gm)):
         return None  # mutated inputs or aliased outputs' bases are returned too
-    storages = {StorageWeakRef(v.untyped_storage()) for v in inputs}
+    storages = {StorageWeakRef(v.untyped_storage()) for v in inputs if isinstance(v, torch.Tensor)}
     for out in outputs:
         val = out.meta.get("val") if isinstance(out, torch.fx.Node) else None
         if not isinstance(val, torch.Tensor):
@@ -75,6 +74,20 @@ def direct_inference_call(dynamo_gm: torch.fx.GraphModule, example_inputs: Seque
             return None  # a view of an input or of another output
         storages.add(ref)
     return direct_run(graph.call)
+
+
+def _same_input(traced, given) -> bool:
+    """Whether the aten graph's input is Dynamo's: a tensor of the same layout (a symbolic size compared by its
+    example value, never by a comparison that would add a guard), or a size argument."""
+    if isinstance(given, (int, torch.SymInt)):
+        return isinstance(traced, (int, torch.SymInt))
+    return (isinstance(traced, torch.Tensor) and traced.dtype == given.dtype
+            and _same_sizes(traced.shape, given.shape) and _same_sizes(traced.stride(), given.stride()))
+
+
+def _same_sizes(traced, given) -> bool:
+    return len(traced) == len(given) and all(
+        (s.node.hint if isinstance(s, torch.SymInt) else s) == g for s, g in zip(traced, given))
 
 
 def direct_run(call: Callable) -> Callable:

@@ -8,7 +8,9 @@ for the graphs that need nothing of AOTAutograd at run time: under no_grad, a gr
 handed to Dynamo as a direct call is stored under a key of
 
 - the Dynamo graph's Python code (its ops, constants and argument order),
-- each input's type, shape, strides, dtype and requires_grad (inputs sharing storage are never cached),
+- each input's type, shape, strides, dtype and requires_grad (inputs sharing storage are never cached); in a
+  graph over Dynamo's size symbols the shapes and strides as Dynamo traced them (`s77`, `512`) and each size
+  argument's symbol, so one entry serves every size (its code reads the sizes from its arguments),
 - the torch version, a hash of the compiler's own source files, and every setting in `compiler.config`,
 
 and a later compile of the same key loads that output_code.py (its kernels from the build cache) without
@@ -60,9 +62,10 @@ def _settings() -> str:
 def _cacheable(gm: torch.fx.GraphModule, inputs: Sequence) -> bool:
     if not config.graph_cache or torch.is_grad_enabled() or config.debug or config.save_tensors:
         return False
-    if not all(type(t) in (torch.Tensor, torch.nn.Parameter) for t in inputs):
+    if not all(type(t) in (torch.Tensor, torch.nn.Parameter, int, torch.SymInt) for t in inputs):
         return False
-    if len({StorageWeakRef(t.untyped_storage()) for t in inputs}) != len(inputs):
+    tensors = [t for t in inputs if isinstance(t, torch.Tensor)]
+    if len({StorageWeakRef(t.untyped_storage()) for t in tensors}) != len(tensors):
         return False
     for n in gm.graph.nodes:
         if n.op in ("get_attr", "call_module"):
@@ -79,10 +82,21 @@ def _key(gm: torch.fx.GraphModule, inputs: Sequence) -> str:
     for part in (torch.__version__, _compiler_source_hash(), _settings(), gm.code):
         h.update(part.encode())
         h.update(b"\0")
-    for t in inputs:
-        h.update(repr((type(t).__name__, tuple(t.shape), tuple(t.stride()), t.storage_offset(), str(t.dtype),
-                       t.requires_grad, t.device.type)).encode())
+    traced = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    for t, v in zip(inputs, traced + [None] * (len(inputs) - len(traced))):
+        h.update(repr(_signature(t, v)).encode())
     return h.hexdigest()[:40]
+
+
+def _signature(t, traced) -> tuple:
+    """An input as the key holds it: a tensor's layout (symbolic where Dynamo traced it so), a size argument's
+    symbol (its value where Dynamo made it a constant)."""
+    if not isinstance(t, torch.Tensor):  # (a SymInt printed, never compared: that would add a guard)
+        return ("size", str(t) if isinstance(t, torch.SymInt) else str(traced) if isinstance(traced, torch.SymInt)
+                else int(t))
+    layout = traced if isinstance(traced, torch.Tensor) else t
+    sizes = tuple(str(s) for s in (*layout.shape, "/", *layout.stride(), "/", layout.storage_offset()))
+    return (type(t).__name__, sizes, str(t.dtype), t.requires_grad, t.device.type)
 
 
 def _entry(key: str) -> str:

@@ -144,3 +144,18 @@ def test_symbols_json_names_each_symbol_with_source_range_and_hint(tmp_path, mon
     assert batch["name"].startswith("s") and batch["range"] == [2, None] and batch["hint"] == 7
     assert by_source["L['w'].size()[1]"]["hint"] == 48 and isinstance(batch["guards"], list)
     assert "runs eagerly" not in "".join(p.read_text() for p in tmp_path.glob("run_*/lens/*/notes.txt"))
+
+
+def test_one_graph_cache_entry_serves_every_size_after_a_warm_start(monkeypatch, tmp_path):
+    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(config, "graph_cache", True)
+    monkeypatch.setattr(config, "debug", False)
+
+    def fn(x):
+        return torch.softmax(x * 2, -1) + 1
+
+    with torch.no_grad():
+        check_dynamic(fn, lambda n: (torch.randn(n, 40),))
+        assert len(list((tmp_path / "graphs").rglob("*.json"))) == 1
+        check_dynamic(fn, lambda n: (torch.randn(n, 40),), sizes=(9, 300), graphs=0)  # no tracing: a cache hit
+    assert len(list((tmp_path / "graphs").rglob("*.json"))) == 1
