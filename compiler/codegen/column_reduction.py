@@ -16,6 +16,7 @@ from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, 
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBuffer
 from compiler.ir import Load, substitute, walk
+from compiler.symbols import is_static
 
 KINDS = ("sum", "prod", "max", "min")
 BLOCK_BYTES = 1024  # accumulators per block: 256 floats, 128 doubles (L1-resident)
@@ -60,14 +61,16 @@ def applies(renderer, ovars: list[sympy.Symbol], bodies: list[dict]) -> bool:
 def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: bool) -> None:
     k = renderer.k
     m = _reductions(k, bodies, KINDS)
-    if parallel:
+    static = all(is_static(s) for b in bodies for s in (size, *b["red"][1]))
+    if parallel and static:  # (planned from concrete sizes: a symbolic kernel takes blocks of outputs)
         phases = _split_phases(k, bodies, m, size)
         if phases:
             _render_split(renderer, size, x, bodies, m, phases)
             return
-    block = max(1, min(size, BLOCK_BYTES // max(half.compute_itemsize(n.dtype) for n in k.nodes[:m])))
-    if parallel and size > block:
-        renderer.emit("#pragma omp parallel for", list(k.origins))
+    block = BLOCK_BYTES // max(half.compute_itemsize(n.dtype) for n in k.nodes[:m])
+    block = max(1, min(size, block)) if is_static(size) else block
+    if parallel and (not is_static(size) or size > block):
+        renderer.emit("#pragma omp parallel for" + getattr(renderer, "parallel_if", ""), list(k.origins))
     renderer.emit(f"for (int64_t {x.name}_base = 0; {x.name}_base < {size}; {x.name}_base += {block})",
                   list(k.origins))
     renderer.emit("{")

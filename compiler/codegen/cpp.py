@@ -69,6 +69,8 @@ class KernelRenderer(ExpressionRenderer):
             self.emit(pragma)
         if isinstance(size, sympy.Basic):
             size = cpp_index(size)
+        if isinstance(start, sympy.Basic):  # (a symbolic row's tail starts past its lanes)
+            start = cpp_index(start)
         inc = f"{var.name}++" if step == 1 else f"{var.name} += {step}"
         self.emit(f"for (int64_t {var.name} = {start}; {var.name} < {size}; {inc})", nodes)
         self.emit("{")
@@ -139,6 +141,7 @@ class KernelRenderer(ExpressionRenderer):
         self.emit(f'extern "C" void {k.name}({signature})', k.origins)
         self.emit("{")
         self.indent += 1
+        symbolic.declare_scratch(self, self.locals)
         total = symbolic.largest([b["work"] for b in bodies])
         for s in osizes:
             total *= s
@@ -148,7 +151,7 @@ class KernelRenderer(ExpressionRenderer):
         for b in bodies:
             b["body"] = substitute(b["body"], osubst)
             b["store"] = sympy.expand(b["store"].xreplace(osubst))
-        if not self.symbolic and column_reduction.applies(self, list(ovars), bodies):
+        if column_reduction.applies(self, list(ovars), bodies):  # (symbolic: blocks of outputs)
             column_reduction.render(self, osizes[0], ovars[0], bodies, bool(parallel))
         elif not self.symbolic and column_reduction.applies_to_total(self, list(ovars), bodies):
             column_reduction.render_total(self, bodies)
@@ -196,6 +199,8 @@ class KernelRenderer(ExpressionRenderer):
             local = self.locals.get(node.name)
             if local is not None and self.deferred and node.name in self.deferred.arrays:
                 pipeline.slot_pointers(self, node.name)
+            elif local is not None and not local.scalar and not is_static(local.numel):
+                symbolic.scratch_row(self, node, local)
             elif local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
         nodes, i, pf = [n for n in self.k.nodes if n is not deferred], 0, self.row_prefetch
@@ -309,7 +314,8 @@ class KernelRenderer(ExpressionRenderer):
         acc = self.accumulator(n)
         lanes = 64 // half.compute_itemsize(n.dtype)
         static = is_static(rsizes)  # (lanes of a symbolic row: a plain `simd reduction` loop)
-        if static and rtype in ("max", "min") and n.dtype != torch.bool and rvars and rsizes[-1] >= 2 * lanes:
+        if (rtype in ("max", "min") and n.dtype != torch.bool and rvars  # (a symbolic row: lanes and a tail)
+                and (not static or rsizes[-1] >= 2 * lanes)):
             lane_reduction.render(self, n, b, acc, lanes)
         elif self.row_prefetch.into == n.name:
             prefetch.render_blocked_reduction(self, n, b, acc)

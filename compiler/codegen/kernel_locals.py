@@ -9,6 +9,7 @@ import torch
 from compiler.codegen import half
 from compiler.ir import Layout
 from compiler.scheduler import FusedKernel, nonunit_dims
+from compiler.symbols import Size, is_static
 
 
 @dataclass
@@ -17,7 +18,7 @@ class LocalBuffer:
 
     name: str
     scalar: bool
-    numel: int
+    numel: Size  # a symbolic one (Dynamo's sizes) lives on the heap, one row per thread
 
 
 # Largest per-iteration array a kernel keeps on the (thread's) stack.
@@ -42,6 +43,8 @@ def plan_locals(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]]) 
         if n.reduction_type or any(n.layout.stride[d] < 0 for d in inner):
             continue
         numel = 1 + sum((n.layout.size[d] - 1) * n.layout.stride[d] for d in inner)
-        if isinstance(numel, int) and numel * half.compute_itemsize(n.dtype) <= MAX_LOCAL_BYTES:  # (symbolic: a buffer)  # (a half value is a float there)
+        if not is_static(numel):  # a symbolic row: a per-thread heap row (codegen/symbolic.py `scratch_row`)
+            out[n.name] = LocalBuffer(f"{n.name}_local", False, numel)
+        elif numel * half.compute_itemsize(n.dtype) <= MAX_LOCAL_BYTES:  # (a half value is a float there)
             out[n.name] = LocalBuffer(f"{n.name}_local", False, numel)
     return out

@@ -28,6 +28,7 @@ from __future__ import annotations
 import sympy
 
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
+from compiler.sym import FloorDiv
 
 # The per-element step on floating lanes (NaN is noticed through the sum lanes).
 _FAST_SELECT = {"max": "{v} > {acc} ? {v} : {acc}", "min": "{v} < {acc} ? {v} : {acc}"}
@@ -38,8 +39,9 @@ WIDE = 4
 
 
 def _wide(rsizes: list[int], line: int) -> bool:
-    """Whether the innermost reduction loop is a whole number of WIDE registers of `line` lanes."""
-    return bool(rsizes) and rsizes[-1] % (WIDE * line) == 0
+    """Whether the innermost reduction loop is a whole number of WIDE registers of `line` lanes (a symbolic
+    one is not known to be: one register of lanes and a tail)."""
+    return bool(rsizes) and isinstance(rsizes[-1], int) and rsizes[-1] % (WIDE * line) == 0
 
 
 def wide_sum(n, rsizes: list[int], line: int) -> bool:
@@ -63,7 +65,7 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
     for v, s in zip(rvars[:-1], rsizes[:-1]):
         r.open_loop(v, s, None, n.origins)
     v, size = rvars[-1], rsizes[-1]
-    main = size - size % lanes
+    main = size - size % lanes if isinstance(size, int) else FloorDiv(size, lanes) * lanes  # (a symbolic row)
     r.open_loop(sympy.Symbol(f"{v.name}_base"), main, None, n.origins, step=lanes)
     r.open_lanes(v, lanes, [n.origin])
     into = f"{part}[{v.name}_lane]"
@@ -75,7 +77,7 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
         r.combine(n, b, acc, into)
     r.close()
     r.close()
-    if main < size:
+    if not isinstance(main, int) or main < size:
         _exact_loop(r, n, b, acc, v, main, size)
     for _ in rvars[:-1]:
         r.close()

@@ -8,7 +8,8 @@ planned from concrete sizes (streaming stores, row prefetch and its deferred out
 blocking) are left out: the kernel runs plain `omp parallel for` outer loops and `omp simd` inner ones. Row
 strategies whose own loops are static still apply: per-lane max/min and wide sums over a row of known length,
 a producer and its row sum in one loop, kernel-local arrays of a static row (a LayerNorm over 512 columns of
-a dynamic batch keeps them).
+a dynamic batch keeps them). A kernel-local array of a symbolic row (softmax's exps over `s0` columns) is a
+per-thread heap row, grown when a call's rows are longer (`scratch_row`), where a static one is a stack array.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import sympy
 import torch
 
 from compiler import config
+from compiler.codegen.cpp_ops import CTYPES
 from compiler.codegen.index import cpp_index
 from compiler.ir import IndexValue, Layout, Load, walk
 from compiler.scheduler import FusedKernel
@@ -64,3 +66,27 @@ def parallel_if(work: Size) -> str:
 def static_loops(*bodies: dict) -> bool:
     """Whether node bodies' own loops (inner and reduction) have concrete sizes."""
     return all(is_static(b["inner"][1]) and is_static(b["red"][1]) for b in bodies)
+
+
+def declare_scratch(r, locals_: dict) -> None:
+    """At the kernel's top: each symbolic-size local array's per-thread row and its capacity (elements), kept
+    from call to call (the most a thread ever needed: rows grow, never shrink)."""
+    for n in r.k.nodes:
+        local = locals_.get(n.name)
+        if local is not None and not local.scalar and not is_static(local.numel):
+            r.statement(f"static thread_local {CTYPES[n.dtype]}* {local.name}_row = nullptr;", n.origin)
+            r.statement(f"static thread_local int64_t {local.name}_cap = 0;", n.origin)
+
+
+def scratch_row(r, n, local) -> None:
+    """In an outer iteration: the local array `local` of node `n` as this thread's row, grown if too short."""
+    t, size = CTYPES[n.dtype], cpp_index(sympy.expand(local.numel))
+    r.emit(f"if ({local.name}_cap < {size})", [n.origin])
+    r.emit("{")
+    r.indent += 1
+    r.statement(f"__builtin_free({local.name}_row);", n.origin)
+    r.statement(f"{local.name}_row = static_cast<{t}*>(__builtin_malloc(sizeof({t}) * {size}));", n.origin)
+    r.statement(f"{local.name}_cap = {size};", n.origin)
+    r.indent -= 1
+    r.emit("}")
+    r.statement(f"{t}* __restrict__ {local.name} = {local.name}_row;", n.origin)

@@ -51,6 +51,8 @@ CASES = {
     "log_softmax_dynamic_row": (lambda x: torch.log_softmax(x, -1), lambda n: (torch.randn(5, n),)),
     "sum_all": (lambda x: x.sum(), lambda n: (torch.randn(n, 19),)),
     "mean_dim0": (lambda x: x.mean(0), lambda n: (torch.randn(n, 130),)),
+    "var_dim0_blocks_of_outputs": (lambda x: x.var(0), lambda n: (torch.randn(n, 70),)),
+    "sum_dim0_dynamic_columns": (lambda x: x.sum(0) * 2, lambda n: (torch.randn(33, 20 * n),)),
     "var_dynamic_row": (lambda x: x.var(1), lambda n: (torch.randn(5, n),)),
     "amax_long_rows": (lambda x: x.amax(-1), lambda n: (torch.randn(n, 300),)),
     "argmax_flat": (lambda x: x.argmax(), lambda n: (torch.randn(n, 3),)),
@@ -159,3 +161,18 @@ def test_one_graph_cache_entry_serves_every_size_after_a_warm_start(monkeypatch,
         assert len(list((tmp_path / "graphs").rglob("*.json"))) == 1
         check_dynamic(fn, lambda n: (torch.randn(n, 40),), sizes=(9, 300), graphs=0)  # no tracing: a cache hit
     assert len(list((tmp_path / "graphs").rglob("*.json"))) == 1
+
+
+def _with_nans(n):
+    x = torch.randn(n, n + 3)
+    x[1, n] = float("nan")  # in the row's tail (past its whole registers of lanes) for the sizes below
+    x[2, 0] = float("nan")  # in its lanes
+    x[3, :] = float("-inf")
+    return (x,)
+
+
+@pytest.mark.parametrize("op", ["amax", "amin", "softmax"])
+def test_symbolic_rows_reduce_in_lanes_and_propagate_nan_like_eager(op):
+    fn = {"amax": lambda x: x.amax(-1), "amin": lambda x: x.amin(-1), "softmax": lambda x: torch.softmax(x, -1)}[op]
+    graph, = check_dynamic(fn, _with_nans, sizes=(5, 17, 40))
+    assert "_lanes[" in graph.code.text  # per-lane partials over a row of s0 + 3 elements
