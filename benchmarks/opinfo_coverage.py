@@ -2,7 +2,7 @@
 compiled with `backend="lens"` and compared with eager, classified native / extern-fallback / failure.
 
 Usage: python benchmarks/opinfo_coverage.py [--all] [--ops NAME ...] [--max-samples N] [--workers N]
-                                            [--json FILE]
+                                            [--dtypes bfloat16,float16] [--json FILE]
 Prints one row per OpInfo (samples, native, fallback, failures, skipped) and the totals.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ import traceback
 from dataclasses import asdict, dataclass
 
 from opinfo_judge import LensJudge, error_text
-from opinfo_samples import STATUSES, OpReport, SampleResult, family, find_ops, op_db, op_key
+from opinfo_samples import DTYPES, STATUSES, OpReport, SampleResult, family, find_ops, op_db, op_key
 
 
 # -- the table ---------------------------------------------------------------------------------------------
@@ -62,11 +62,38 @@ def format_table(reports: list[OpReport]) -> str:
     return "\n".join(rows)
 
 
+def per_dtype_lines(reports) -> list[str]:
+    """Per sample dtype: the share of judged samples generated natively (no extern call) and the pass rate
+    (native or fallback, i.e. not a failure), over all OpInfos and over the elementwise/reduction ones."""
+    lines = []
+    for dtype in dict.fromkeys(r.dtype for report in reports for r in report.results if r.dtype != "-"):
+        for label, fams in (("all", None), ("elementwise+reduction", ("elementwise", "reduction"))):
+            judged = [r for report in reports if not fams or report.family in fams for r in report.results
+                      if r.dtype == dtype and r.status != "skipped"]
+            if judged:
+                native = sum(r.status == "native" for r in judged)
+                passed = sum(r.status != "failure" for r in judged)
+                lines.append(f"{dtype} {label}: {len(judged)} judged samples, "
+                             f"native {100 * native / len(judged):.1f}%, pass {100 * passed / len(judged):.1f}%")
+    return lines
+
+
 def format_failures(reports: list[OpReport]) -> str:
     return "\n".join(f"FAIL {f.op} {f.dtype} sample {f.index}: {f.reason}" for r in reports for f in r.failures)
 
 
-def _check_by_key(key: str, max_samples: int | None) -> OpReport:
+def parse_dtypes(text: str | None) -> tuple:
+    """`--dtypes bfloat16,float16` -> torch dtypes; None keeps the judge's default (float32, float64, int64, bool)."""
+    import torch
+    if not text:
+        return DTYPES
+    dtypes = tuple(getattr(torch, name.strip(), None) for name in text.split(","))
+    if not all(isinstance(d, torch.dtype) for d in dtypes):
+        raise SystemExit(f"--dtypes {text!r}: expected torch dtype names separated by commas")
+    return dtypes
+
+
+def _check_by_key(key: str, max_samples: int | None, dtypes: tuple = DTYPES) -> OpReport:
     import warnings
     warnings.filterwarnings("ignore")
     op = next(o for o in op_db() if op_key(o) == key)
@@ -74,7 +101,7 @@ def _check_by_key(key: str, max_samples: int | None) -> OpReport:
     if "_JUDGE" not in globals():
         _JUDGE = LensJudge()
     try:
-        return _JUDGE.check(op, max_samples=max_samples)
+        return _JUDGE.check(op, dtypes=dtypes, max_samples=max_samples)
     except Exception as e:  # noqa: BLE001  (the harness itself must not lose the other ops)
         traceback.print_exc()
         return OpReport(key, family(op), [SampleResult(key, "-", -1, "failure", f"harness: {error_text(e)}")])
@@ -102,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ops", nargs="*", help="only these OpInfos (name or name.variant)")
     p.add_argument("--max-samples", type=int, default=None, help="per OpInfo and dtype (default: all)")
     p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--dtypes", help="sample dtypes, comma-separated (default: float32,float64,int64,bool)")
     p.add_argument("--json", help="write every sample verdict here (one JSON line per OpInfo, as it finishes)")
     p.add_argument("--resume", action="store_true",
                    help="keep the OpInfos already in --json, append the others (a long sweep over sessions)")
     a = p.parse_args(argv)
+    dtypes = parse_dtypes(a.dtypes)
     keys = list(dict.fromkeys(op_key(o) for o in find_ops(a.ops, a.all)))
     start = time.perf_counter()
     earlier = load_reports(a.json) if a.resume and a.json else []
@@ -133,14 +162,15 @@ def main(argv: list[str] | None = None) -> int:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
         with ProcessPoolExecutor(a.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_check_by_key, k, a.max_samples) for k in keys]
+            futures = [pool.submit(_check_by_key, k, a.max_samples, dtypes) for k in keys]
             for fut in as_completed(futures):
                 done(fut.result())
             reports = [f.result() for f in futures]
     else:
-        reports = [done(_check_by_key(k, a.max_samples)) for k in keys]
+        reports = [done(_check_by_key(k, a.max_samples, dtypes)) for k in keys]
     reports = earlier + reports
     print(format_table(reports))
+    print("\n".join(per_dtype_lines(reports)))
     print(format_failures(reports))
     print(f"wall time {time.perf_counter() - start:.0f} s")
     return 1 if any(r.failures for r in reports) else 0

@@ -132,8 +132,10 @@ class LensJudge:
         """Compiled outputs of `args_list` (and of `second`, the same call at other sizes, when given), and the
         graph folders the compiles wrote."""
         from compiler import config
-        old = (config.debug, config.debug_dir_root)
-        config.debug, config.debug_dir_root = True, self.debug_root
+        old = (config.debug, config.debug_dir_root, config.emulate_precision_casts)
+        # bfloat16/float16 ops rounded as eager rounds each one (the mode whose promise is eager's values; lens's
+        # default keeps float intermediates in a kernel, closer to the exact result, as Inductor does)
+        config.debug, config.debug_dir_root, config.emulate_precision_casts = True, self.debug_root, True
         before = _graph_dirs(self.debug_root)
         try:
             torch._dynamo.reset()
@@ -144,7 +146,7 @@ class LensJudge:
                 torch.manual_seed(0)
                 out = (out, compiled(clone_args(second)))
         finally:
-            config.debug, config.debug_dir_root = old
+            config.debug, config.debug_dir_root, config.emulate_precision_casts = old
         return out, _graph_dirs(self.debug_root) - before
 
     def _judge(self, op, cases: list[Case]) -> list[SampleResult]:

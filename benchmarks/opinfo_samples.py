@@ -214,4 +214,4 @@ def _spread(n: int, limit: int | None) -> list[int]:
     return sorted({round(k * (n - 1) / (limit - 1)) for k in range(limit)}) if limit > 1 else [0]
 
 
-DTYPES_ORDER = {str(d): k for k, d in enumerate(DTYPES)}
+DTYPES_ORDER = {str(d): k for k, d in enumerate((*DTYPES, torch.bfloat16, torch.float16))}

@@ -41,24 +41,8 @@ class _CoverageTable:
         if _REPORTS:
             terminalreporter.write_sep("-", "lens vs eager on OpInfo samples")
             terminalreporter.write_line(coverage.format_table(list(_REPORTS.values())))
-            for line in per_dtype_lines(list(_REPORTS.values())):
+            for line in coverage.per_dtype_lines(list(_REPORTS.values())):
                 terminalreporter.write_line(line)
-
-
-def per_dtype_lines(reports) -> list[str]:
-    """Per sample dtype: the share of judged samples generated natively (no extern call) and the pass rate
-    (native or fallback, i.e. not a failure), over all OpInfos and over the elementwise/reduction ones."""
-    lines = []
-    for dtype in dict.fromkeys(r.dtype for report in reports for r in report.results if r.dtype != "-"):
-        for label, fams in (("all", None), ("elementwise+reduction", ("elementwise", "reduction"))):
-            judged = [r for report in reports if not fams or report.family in fams for r in report.results
-                      if r.dtype == dtype and r.status != "skipped"]
-            if judged:
-                native = sum(r.status == "native" for r in judged)
-                passed = sum(r.status != "failure" for r in judged)
-                lines.append(f"{dtype} {label}: {len(judged)} judged samples, "
-                             f"native {100 * native / len(judged):.1f}%, pass {100 * passed / len(judged):.1f}%")
-    return lines
 
 
 @pytest.fixture(scope="module")
