@@ -313,13 +313,13 @@ class KernelRenderer(ExpressionRenderer):
         rtype = n.reduction_type
         acc = self.accumulator(n)
         lanes = 64 // half.compute_itemsize(n.dtype)
-        static = is_static(rsizes)  # (lanes of a symbolic row: a plain `simd reduction` loop)
+        static = is_static(rsizes)
         if (rtype in ("max", "min") and n.dtype != torch.bool and rvars  # (a symbolic row: lanes and a tail)
                 and (not static or rsizes[-1] >= 2 * lanes)):
             lane_reduction.render(self, n, b, acc, lanes)
         elif self.row_prefetch.into == n.name:
             prefetch.render_blocked_reduction(self, n, b, acc)
-        elif static and lane_reduction.wide_sum(n, rsizes, lanes):
+        elif rvars and lane_reduction.wide_sum(n, rsizes, lanes):
             lane_reduction.render(self, n, b, acc, lanes)
         else:
             op = simd_reduction_op(n.dtype, rtype)

@@ -39,9 +39,9 @@ WIDE = 4
 
 
 def _wide(rsizes: list[int], line: int) -> bool:
-    """Whether the innermost reduction loop is a whole number of WIDE registers of `line` lanes (a symbolic
-    one is not known to be: one register of lanes and a tail)."""
-    return bool(rsizes) and isinstance(rsizes[-1], int) and rsizes[-1] % (WIDE * line) == 0
+    """Whether the innermost reduction loop is a whole number of WIDE registers of `line` lanes, or of symbolic
+    length (then WIDE registers and a tail)."""
+    return bool(rsizes) and (not isinstance(rsizes[-1], int) or rsizes[-1] % (WIDE * line) == 0)
 
 
 def wide_sum(n, rsizes: list[int], line: int) -> bool:

@@ -53,6 +53,7 @@ CASES = {
     "mean_dim0": (lambda x: x.mean(0), lambda n: (torch.randn(n, 130),)),
     "var_dim0_blocks_of_outputs": (lambda x: x.var(0), lambda n: (torch.randn(n, 70),)),
     "sum_dim0_dynamic_columns": (lambda x: x.sum(0) * 2, lambda n: (torch.randn(33, 20 * n),)),
+    "mean_long_dynamic_rows": (lambda x: x.mean(-1), lambda n: (torch.randn(3, 50 * n),)),
     "var_dynamic_row": (lambda x: x.var(1), lambda n: (torch.randn(5, n),)),
     "amax_long_rows": (lambda x: x.amax(-1), lambda n: (torch.randn(n, 300),)),
     "argmax_flat": (lambda x: x.argmax(), lambda n: (torch.randn(n, 3),)),
