@@ -103,7 +103,8 @@ def flash_attention_for_cpu(query, key, value, dropout_p: float = 0.0, is_causal
     at 32-128 keys); from 256 keys on its blocks amortize and it keeps the score matrix in cache, where ours
     streams it through memory (1.08-1.17x its time at 256 keys, 1.1-1.6x at 512-1024 across runs). And only
     where the score matrix fits `config.attention_scores_max_bytes`, for float32 and float64 without dropout;
-    otherwise the ATen op stays (NotImplemented)."""
+    otherwise the ATen op stays (NotImplemented), as it does for symbolic sizes whose ranges do not bound them
+(one graph for every sequence length, not a guard that recompiles past the limit)."""
     if dropout_p != 0.0 or query.dim() != 4 or key.dim() != 4 or value.dim() != 4:
         return NotImplemented
     if query.dtype not in (torch.float32, torch.float64) or not (query.dtype == key.dtype == value.dtype):
@@ -112,7 +113,10 @@ def flash_attention_for_cpu(query, key, value, dropout_p: float = 0.0, is_causal
     S, Ev = key.shape[2], value.shape[3]
     if tuple(key.shape[:2]) != (B, H) or tuple(value.shape[:3]) != (B, H, S) or key.shape[3] != E:
         return NotImplemented
-    if S > config.attention_max_keys or B * H * L * S * query.element_size() > config.attention_scores_max_bytes:
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+    # (symbolic sizes: only where their ranges already decide it, so no guard makes another size recompile)
+    if not statically_known_true(S <= config.attention_max_keys) or not statically_known_true(
+            B * H * L * S * query.element_size() <= config.attention_scores_max_bytes):
         return NotImplemented
     if 0 in (B, H, L, S, E, Ev):
         return NotImplemented

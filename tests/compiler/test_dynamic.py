@@ -177,3 +177,13 @@ def test_symbolic_rows_reduce_in_lanes_and_propagate_nan_like_eager(op):
     fn = {"amax": lambda x: x.amax(-1), "amin": lambda x: x.amin(-1), "softmax": lambda x: torch.softmax(x, -1)}[op]
     graph, = check_dynamic(fn, _with_nans, sizes=(5, 17, 40))
     assert "_lanes[" in graph.code.text  # per-lane partials over a row of s0 + 3 elements
+
+
+def test_attention_over_dynamic_sequence_lengths_is_one_graph_across_the_key_limit():
+    def attend(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v) * 2
+
+    make = lambda n: tuple(torch.randn(2, 4, n, 16) for _ in range(3))  # noqa: E731
+    with torch.no_grad():
+        check_dynamic(attend, make, sizes=(config.attention_max_keys * 2, 40, config.attention_max_keys + 1),
+                      externs=("_scaled_dot_product_flash_attention_for_cpu",), atol=1e-4, rtol=1e-4)
