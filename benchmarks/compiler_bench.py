@@ -153,7 +153,8 @@ def workloads() -> list[Workload]:
     half_only = [Workload("gelu*2+1 layernorm (8192,1024)", half_workloads.gelu_layer_norm,
                           lambda: [torch.randn(8192, 1024)], _copy_bound, "copy_")]
     return (float_workloads + half_workloads.half_variants(float_workloads, half_only)
-            + half_workloads.autocast_mlps(Workload, mlp, 4096))
+            + half_workloads.autocast_mlps(Workload, mlp, 4096)
+            + half_workloads.autocast_encoders(Workload, enc, (8, 256, 512)))
 
 
 def _time_once(fn: Callable[[], object], iters: int) -> float:

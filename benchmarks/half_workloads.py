@@ -56,3 +56,18 @@ def autocast_mlps(workload_type, mlp: torch.nn.Sequential, rows: int) -> list:
         out.append(workload_type(f"{tag} autocast mlp 512-2048-512 ({rows})", run, lambda: [torch.randn(rows, 512)],
                                  bound, "2x addmm(out=) in dtype", atol=atol, rtol=rtol, memory_bound=False))
     return out
+
+
+def autocast_encoders(workload_type, enc: torch.nn.Module, shape: tuple[int, int, int]) -> list:
+    """The transformer encoder layer under `torch.autocast("cpu", dtype)` (issue 31): its products in `dtype`
+    (or in float32 where the CPU has no dot products for it: compiler/gemm_half.py), layer norms in float32,
+    the casts between them in lens's kernels. No bound: compute-bound, judged against eager and Inductor."""
+    out = []
+    for tag, dtype, atol, rtol in HALF:
+        def run(x, dtype=dtype):
+            with torch.autocast("cpu", dtype=dtype):
+                return enc(x)
+
+        out.append(workload_type(f"{tag} autocast encoder layer {shape}", run, lambda: [torch.randn(*shape)],
+                                 None, "-", atol=atol, rtol=rtol, memory_bound=False))
+    return out

@@ -84,18 +84,35 @@ def mm(a, b):
 def addmm(bias, a, b, *, beta=1, alpha=1):
     dtype = _upcast_dtype(bias, a, b)
     return NotImplemented if dtype is None else \
-        aten.addmm(bias.float(), a.float(), b.float(), beta=beta, alpha=alpha).to(dtype)
+        aten.addmm(_float_of(bias), a.float(), b.float(), beta=beta, alpha=alpha).to(dtype)
+
+
+def _float_of(t: torch.Tensor) -> torch.Tensor:
+    """t as float32; a dimension broadcast by a zero stride stays broadcast (its one slice converted, then
+    expanded), so a weight expanded over a batch is never copied once per batch element."""
+    base = t
+    for d in range(t.dim()):
+        if t.stride(d) == 0 and t.shape[d] > 1:
+            base = base.narrow(d, 0, 1)
+    return t.float() if base is t else base.float().expand(t.shape)
 
 
 def bmm(a, b):
     dtype = _upcast_dtype(a, b)
-    return NotImplemented if dtype is None else aten.bmm(a.float(), b.float()).to(dtype)
+    if dtype is None:
+        return NotImplemented
+    (batch, m, k), n = a.shape, b.shape[2]
+    if b.stride(0) == 0 and batch > 1:  # one weight for every batch element (matmul of a 3-d input by a
+        # weight): a single product of batch*m rows, the input's cast writing those rows contiguously
+        rows = a.float().contiguous().view(batch * m, k)
+        return aten.mm(rows, b[0].float()).view(batch, m, n).to(dtype)
+    return aten.bmm(_float_of(a), _float_of(b)).to(dtype)
 
 
 def baddbmm(bias, a, b, *, beta=1, alpha=1):
     dtype = _upcast_dtype(bias, a, b)
     return NotImplemented if dtype is None else \
-        aten.baddbmm(bias.float(), a.float(), b.float(), beta=beta, alpha=alpha).to(dtype)
+        aten.baddbmm(_float_of(bias), _float_of(a), _float_of(b), beta=beta, alpha=alpha).to(dtype)
 
 
 def convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):

@@ -253,7 +253,7 @@ def _cpu_has_half_dot_products(dtype) -> bool:
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
-@pytest.mark.parametrize("op", ["mm", "addmm", "bmm", "baddbmm", "conv2d", "linear"])
+@pytest.mark.parametrize("op", ["mm", "addmm", "bmm", "baddbmm", "conv2d", "linear", "matmul_3d"])
 def test_half_products_in_float32_match_eager(dtype, op, tmp_path, monkeypatch):
     """Products and convolutions computed as float32 products of the half values, rounded once, give eager's
     result up to the order of the sums (eager accumulates half products in float32 too)."""
@@ -270,12 +270,17 @@ def test_half_products_in_float32_match_eager(dtype, op, tmp_path, monkeypatch):
         "baddbmm": (lambda b, x, y: torch.baddbmm(b, x, y, alpha=0.5), (r(3, 33, 19), r(3, 33, 70), r(3, 70, 19))),
         "conv2d": (lambda x, w, b: F.conv2d(x, w, b, padding=1), (r(2, 8, 9, 9), r(4, 8, 3, 3), r(4))),
         "linear": (F.linear, (r(5, 33, 70), r(19, 70), r(19))),
+        # a permuted 3-d input times a weight: bmm by the weight expanded over the batch, one product here
+        "matmul_3d": (lambda x, w: torch.matmul(x.transpose(0, 1), w), (r(33, 5, 70), r(70, 19))),
     }[op]
     out, kernels, _ = _compiled(tmp_path, fn, *args)
     _close(out, fn(*args), **PRODUCT_TOLERANCE[dtype])
     assert out.dtype == dtype
     externs = [k for k in kernels if k["kind"] == "extern"]
     assert externs and all(a["dtype"] == "float32" for k in externs for a in k["args"]), externs
+    if op == "matmul_3d":  # never the weight copied once per batch element
+        assert [k["target"] for k in externs] == ["aten.mm.default"], externs
+        assert all(a["shape"] != [5, 70, 19] for k in kernels for a in k["args"]), kernels
 
 
 # -- kernel map --------------------------------------------------------------------------------------------
