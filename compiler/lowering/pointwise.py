@@ -259,20 +259,27 @@ def _full(ctx, *args, **kwargs):
     return TensorValue(ctx.out_dtype, ctx.out_size, lambda idx: c, None, frozenset({origin()}))
 
 
+_NUMBERS = (int, float, sympy.Expr, FloatSize)
+
+
 @register(aten.arange, prims.iota)
 def _arange(ctx, *args, **kwargs):
     op = ctx.node.target.overloadpacket
     if op is prims.iota:
         start, step = kwargs.get("start", 0), kwargs.get("step", 1)
     else:
-        nums = [a for a in args if isinstance(a, (int, float))]
+        nums = [a for a in args if isinstance(a, _NUMBERS)]  # (sizes too: a symbol's expression is a number)
+        if len(nums) != len(args):
+            raise UnsupportedLowering("arange with tensor bounds")
         start, step = (0, 1) if len(nums) == 1 else (nums[0], nums[2] if len(nums) > 2 else 1)
-    if not all(isinstance(s, (int, float)) for s in (start, step)):
+    if not all(isinstance(s, _NUMBERS) for s in (start, step)):
         raise UnsupportedLowering("arange with tensor bounds")
+    if any(isinstance(s, FloatSize) for s in (start, step)):
+        raise UnsupportedLowering("arange with a float size as a bound")
     out, org = ctx.out_dtype, origin()
     check_dtype(out)
     if not out.is_floating_point:  # eager converts start and step to the integer type first
-        start, step = int(start), int(step)
+        start, step = (s if isinstance(s, sympy.Expr) else int(s) for s in (start, step))
 
         def loader(index):
             return Op(out, org, "identity", (IndexValue(out, org, start + step * index[0]),))

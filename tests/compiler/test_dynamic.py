@@ -66,6 +66,8 @@ CASES = {
     "float64_exp": (lambda a: torch.exp(a) * 2, lambda n: (torch.randn(n, 6, dtype=torch.float64),)),
     "bool_and": (lambda a: (a > 0) & (a < 1), lambda n: (torch.randn(n, 6),)),
     "layer_norm_of_dynamic_width": (lambda x: F.layer_norm(x * 2, (x.shape[-1],)), lambda n: (torch.randn(4, n),)),
+    "arange_between_size_arguments": (lambda x: x + torch.arange(x.shape[0] - 3, 2 * x.shape[0] - 3),
+                                      lambda n: (torch.randn(n),)),
     "arange_by_size": (lambda a: a + torch.arange(a.shape[0]).unsqueeze(1), lambda n: (torch.randn(n, 5),)),
 }
 
