@@ -2,7 +2,7 @@
 compiled with `backend="lens"` and compared with eager, classified native / extern-fallback / failure.
 
 Usage: python benchmarks/opinfo_coverage.py [--all] [--ops NAME ...] [--max-samples N] [--workers N]
-                                            [--dtypes bfloat16,float16] [--json FILE]
+                                            [--dtypes bfloat16,float16] [--dynamic] [--json FILE]
 Prints one row per OpInfo (samples, native, fallback, failures, skipped) and the totals.
 """
 from __future__ import annotations
@@ -93,13 +93,13 @@ def parse_dtypes(text: str | None) -> tuple:
     return dtypes
 
 
-def _check_by_key(key: str, max_samples: int | None, dtypes: tuple = DTYPES) -> OpReport:
+def _check_by_key(key: str, max_samples: int | None, dtypes: tuple = DTYPES, dynamic: bool = False) -> OpReport:
     import warnings
     warnings.filterwarnings("ignore")
     op = next(o for o in op_db() if op_key(o) == key)
     global _JUDGE
-    if "_JUDGE" not in globals():
-        _JUDGE = LensJudge()
+    if "_JUDGE" not in globals() or _JUDGE.dynamic != dynamic:
+        _JUDGE = LensJudge(dynamic=dynamic)
     try:
         return _JUDGE.check(op, dtypes=dtypes, max_samples=max_samples)
     except Exception as e:  # noqa: BLE001  (the harness itself must not lose the other ops)
@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-samples", type=int, default=None, help="per OpInfo and dtype (default: all)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--dtypes", help="sample dtypes, comma-separated (default: float32,float64,int64,bool)")
+    p.add_argument("--dynamic", action="store_true",
+                   help="samples compiled with dynamic=True, then called again one row longer (LensJudge(dynamic=True))")
     p.add_argument("--json", help="write every sample verdict here (one JSON line per OpInfo, as it finishes)")
     p.add_argument("--resume", action="store_true",
                    help="keep the OpInfos already in --json, append the others (a long sweep over sessions)")
@@ -162,12 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
         with ProcessPoolExecutor(a.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_check_by_key, k, a.max_samples, dtypes) for k in keys]
+            futures = [pool.submit(_check_by_key, k, a.max_samples, dtypes, a.dynamic) for k in keys]
             for fut in as_completed(futures):
                 done(fut.result())
             reports = [f.result() for f in futures]
     else:
-        reports = [done(_check_by_key(k, a.max_samples, dtypes)) for k in keys]
+        reports = [done(_check_by_key(k, a.max_samples, dtypes, a.dynamic)) for k in keys]
     reports = earlier + reports
     print(format_table(reports))
     print("\n".join(per_dtype_lines(reports)))
