@@ -14,6 +14,8 @@ from typing import Callable
 import torch
 import torch.fx
 
+from lens_format.accuracy import AccuracyReport
+
 DEFAULT_TOL = 1e-4
 
 
@@ -166,9 +168,8 @@ def _compare_tensors(expected: torch.Tensor, got: torch.Tensor, tol: float) -> D
 
 
 def difference_fields(d: Difference) -> dict:
-    """accuracy.json's fields for a difference (docs/debug-directory.md). max_abs_error and max_rel_error
-    keep their names for older readers; max_rel_error is null when no failing element has |expected| > atol
-    (JSON has no nan)."""
+    """accuracy.json's fields for a difference (docs/debug-directory.md), as `AccuracyReport` keywords.
+    max_rel_error is None (null) when no failing element has |expected| > atol (JSON has no nan)."""
     no_rel = math.isnan(d.max_rel_error) and not d.reason
     return {"max_abs_error": d.max_abs_error, "max_rel_error": None if no_rel else d.max_rel_error,
             "mismatched_elements": d.mismatched, "elements": d.numel, "failed_tolerance": d.failed_tolerance,
@@ -226,18 +227,15 @@ def clone_args(args) -> list:
     return [_clone(a) for a in args]
 
 
-def accuracy_report(graph, node: DivergingNode | None, tol: float) -> dict:
+def accuracy_report(graph, node: DivergingNode | None, tol: float) -> AccuracyReport:
     """accuracy.json (docs/debug-directory.md) for one lens graph (a frontend.CompiledGraph)."""
-    data: dict = {"version": 1, "graph_id": graph.graph_id, "status": "mismatch" if node else "ok",
-                  "atol": tol, "rtol": tol}
     if node is None:
-        return data
+        return AccuracyReport(graph.graph_id, "ok", tol, tol)
     kmap = graph.kernel_map
-    src = graph.readable.sources.get(node.name)
-    kernel = next((k["name"] for k in kmap.kernels if node.name in k["nodes"]), None) if kmap else None
-    data.update({"node": node.name, "target": node.target, "readable_line": graph.readable.lines.get(node.name),
-                 "kernel": kernel, "source": src.to_json() if src else None, **difference_fields(node.difference)})
-    return data
+    kernel = next((k["name"] for k in kmap.kernels if node.name in k["nodes"]), "") if kmap else ""
+    return AccuracyReport(graph.graph_id, "mismatch", tol, tol, node.name, node.target,
+                          graph.readable.lines.get(node.name), kernel, graph.readable.sources.get(node.name),
+                          **difference_fields(node.difference))
 
 
 def _as_list(x):
@@ -278,19 +276,19 @@ def check_on_first_call(eager: Callable, compiled: Callable, graphs: list, tol: 
 
 
 def _report(graph, node: DivergingNode | None, tol: float, mismatch: Difference | None) -> None:
-    data = accuracy_report(graph, node, tol)
+    report = accuracy_report(graph, node, tol)
     if mismatch is not None and node is None:
-        data.update({"status": "mismatch", "node": None, **difference_fields(mismatch)})
+        report = AccuracyReport(graph.graph_id, "mismatch", tol, tol, **difference_fields(mismatch))
     if graph.debug:
-        graph.debug.accuracy(data)
-        if data["status"] == "mismatch" and graph.kernel_map is not None:
+        graph.debug.accuracy(report.to_json())
+        if report.status == "mismatch" and graph.kernel_map is not None:
             graph.kernel_map.status = "accuracy_error"
             graph.debug.kernel_map(graph.kernel_map.to_json())
-    if data["status"] == "mismatch":
-        src = data.get("source")
-        where = f" at {src['file']}:{src['line']} `{src['code']}`" if src else ""
-        found = (f"first diverging node {data['node']} ({data.get('target')}){where}" if data.get("node")
+    if report.status == "mismatch":
+        src = report.source
+        where = f" at {src.file}:{src.line} `{src.code}`" if src else ""
+        found = (f"first diverging node {report.node} ({report.target}){where}" if report.node
                  else "no single diverging node found; the graph's outputs")
-        print(f"kernel-lens accuracy: {graph.graph_id}: MISMATCH; {found}: {data['summary']}", flush=True)
+        print(f"kernel-lens accuracy: {graph.graph_id}: MISMATCH; {found}: {report.summary}", flush=True)
     else:
         print(f"kernel-lens accuracy: {graph.graph_id}: ok (atol {tol:g}, rtol {tol:g})", flush=True)

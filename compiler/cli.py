@@ -10,9 +10,13 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from compiler import inductor_profile
 from compiler.inductor_errors import write_inductor_compile_errors
+from lens_format import files
+from lens_format.accuracy import read_accuracy
+from lens_format.errors import ParseError
 
 EXIT_OK, EXIT_USER_FAILURE, EXIT_USAGE = 0, 1, 2
 STDERR_KEEP = 4 * 2**20
@@ -131,12 +135,15 @@ def cmd_check_accuracy(args: argparse.Namespace) -> int:
         env["LENS_OP_OVERRIDES"] = json.dumps(dict(o.split("=", 1) for o in args.op_override))
     result = run_script(args.script, args.script_args, env)
     code, runs = result.exit_code, result.runs
-    reports = sorted(p for run in runs for p in glob.glob(os.path.join(run, "lens", "*", "accuracy.json")))
+    reports = sorted(p for run in runs for p in glob.glob(os.path.join(run, files.LENS_FOLDER, "*", files.ACCURACY)))
     bad = []
     for path in reports:
-        with open(path) as f:
-            if json.load(f).get("status") == "mismatch":
+        try:
+            if read_accuracy(Path(path)).status == "mismatch":
                 bad.append(path)
+        except ParseError as e:  # a report cut short (the script was killed while writing): say so, count it
+            print(f"unreadable accuracy report: {e}", file=sys.stderr)
+            bad.append(path)
     print(f"checked {len(reports)} graph(s): {len(bad)} mismatch(es)")
     for path in bad:
         print(f"  {path}")

@@ -4,27 +4,18 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 import torch.fx
+
+from lens_format.jsonio import SourceRef
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\n]+)\n(?P<code>[^\n]*)')
 _TORCH_DIR = os.path.dirname(torch.__file__)
 
 
-@dataclass
-class SourceLocation:
-    file: str
-    line: int
-    function: str
-    code: str
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-def source_of(node: torch.fx.Node) -> SourceLocation | None:
+def source_of(node: torch.fx.Node) -> SourceRef | None:
     """The innermost user frame of the node's stack trace (frames inside torch itself are skipped)."""
     trace = node.meta.get("stack_trace") or ""
     frames = [m for m in _FRAME.finditer(trace)]
@@ -32,14 +23,14 @@ def source_of(node: torch.fx.Node) -> SourceLocation | None:
         return None
     user = [m for m in frames if not os.path.abspath(m["file"]).startswith(_TORCH_DIR)]
     m = (user or frames)[-1]
-    return SourceLocation(os.path.abspath(m["file"]), int(m["line"]), m["fn"].strip(), m["code"].strip())
+    return SourceRef(os.path.abspath(m["file"]), int(m["line"]), m["fn"].strip(), m["code"].strip())
 
 
 @dataclass
 class ReadableGraph:
     text: str
     lines: dict[str, int]  # FX node name -> 1-based line of its statement
-    sources: dict[str, SourceLocation]
+    sources: dict[str, SourceRef]
     targets: dict[str, str]  # FX node name -> "aten.neg.default"
     op_names: dict[str, str]  # FX node name -> short op name for kernel names (original aten op)
 
@@ -62,7 +53,7 @@ def readable_graph(gm: torch.fx.GraphModule) -> ReadableGraph:
     text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
     text_lines = text.splitlines()
     lines: dict[str, int] = {}
-    sources: dict[str, SourceLocation] = {}
+    sources: dict[str, SourceRef] = {}
     targets: dict[str, str] = {}
     op_names: dict[str, str] = {}
     search_from = 0

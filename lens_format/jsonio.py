@@ -6,19 +6,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import ParseError, UnsupportedVersionError
+from lens_format.errors import ParseError, UnsupportedVersionError
 
 SUPPORTED_MAJOR = 1
 
 
 @dataclass(frozen=True)
 class SourceRef:
-    """A user source location as the contract writes it (`source` objects)."""
+    """A user source location as the contract writes it (`source` objects): file, 1-based line, the function
+    and the line's code."""
 
     file: str
     line: int
     function: str = ""
     code: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}
 
 
 def read_json_object(path: Path, require_version: bool = True,
@@ -91,3 +95,9 @@ def parse_source_ref(value: Any) -> SourceRef | None:
     if not isinstance(file, str) or not file or line is None:
         return None
     return SourceRef(file, line, as_str(value.get("function")), as_str(value.get("code")))
+
+
+
+def source_ref_json(ref: SourceRef | None) -> dict[str, Any] | None:
+    """A contract `source` object (None stays null)."""
+    return ref.to_json() if ref is not None else None

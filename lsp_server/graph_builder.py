@@ -13,7 +13,7 @@ from .parsers import PARSERS, ParseError, UnsupportedVersionError
 from .parsers.fx_graph_readable import ReadableGraph, op_name
 from .parsers.inductor_benchmark import BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_FILE, BenchmarkOutput, ChromeTrace
 from .parsers.compile_error import CompileError
-from .parsers.json_contract import SourceRef
+from lens_format.jsonio import SourceRef
 from .parsers.kernel_map import KernelMap
 from .parsers.output_code import CodeKernel, OutputCode
 from .parsers.profile import GraphProfile

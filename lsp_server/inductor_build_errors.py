@@ -16,7 +16,7 @@ from .model import Graph, Kernel, Run, compile_order
 from .parsers.compile_error import CompileDiagnostic, CompileError
 from .parsers.fx_graph_readable import op_name
 from .parsers.inductor_build_failure import BuildFailure, GxxDiagnostic, build_failure
-from .parsers.json_contract import SourceRef
+from lens_format.jsonio import SourceRef
 from .parsers.torch_trace import TraceReader
 
 TLPARSE_DIR = "tlparse"  # where TORCH_COMPILE_DEBUG=1 writes its structured trace, beside the run folders

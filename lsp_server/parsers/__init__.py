@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from .accuracy import parse_accuracy
 from .compile_error import parse_compile_error
-from .errors import ParseError, UnsupportedVersionError
+from lens_format.errors import ParseError, UnsupportedVersionError
 from .fx_graph_readable import parse_fx_graph_readable
 from .inductor_benchmark import BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_FILE, read_benchmark_output, read_chrome_trace
 from .ir_post_fusion import parse_ir_post_fusion

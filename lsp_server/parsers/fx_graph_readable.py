@@ -5,7 +5,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .json_contract import SourceRef
+from lens_format.jsonio import SourceRef
 
 # `# File: /abs/x.py:4 in foo1, code: a = torch.neg(x1)`; older torch omits ` in fn`.
 FILE_COMMENT = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+)(?: in (?P<function>[^,]+))?, code: (?P<code>.*)$")

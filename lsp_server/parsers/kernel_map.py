@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .json_contract import (SourceRef, as_dict_list, as_int, as_str, as_str_list, parse_source_ref,
+from lens_format.jsonio import (SourceRef, as_dict_list, as_int, as_str, as_str_list, parse_source_ref,
                             read_json_object)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .json_contract import as_dict_list, as_float, as_int, as_str, read_json_object
+from lens_format.jsonio import as_dict_list, as_float, as_int, as_str, read_json_object
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .json_contract import as_str_list, read_json_object
+from lens_format.jsonio import as_str_list, read_json_object
 
 INDUCTOR_MAJORS = (1, 2)
 

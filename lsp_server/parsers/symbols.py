@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .json_contract import as_dict_list, as_int, as_str, as_str_list, read_json_object
+from lens_format.jsonio import as_dict_list, as_int, as_str, as_str_list, read_json_object
 
 _SOURCE = re.compile(r"^L\['(?P<arg>[^']+)'\](?P<rest>.*)$")
 _DIM = re.compile(r"\.size\(\)\[(?P<dim>\d+)\]|\.stride\(\)\[(?P<stride>\d+)\]")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .json_contract import as_dict_list, as_str, as_str_list, read_json_object
+from lens_format.jsonio import as_dict_list, as_str, as_str_list, read_json_object
 
 KINDS = ("aten_call", "not_fused", "not_vectorized", "eager_graph")
 
