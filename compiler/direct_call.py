@@ -111,6 +111,8 @@ def _mutates(gm: torch.fx.GraphModule) -> bool:
             return True
         if n.op == "call_function":
             name = getattr(n.target, "__name__", "")
+            if getattr(n.target, "__module__", None) in ("_operator", "operator"):
+                name = ""  # and_, or_, not_, is_: Python operators, in place only if in _IN_PLACE_OPERATORS
             if ((name.endswith("_") and not name.startswith("_")) or n.target in _IN_PLACE_OPERATORS
                     or "out" in n.kwargs):
                 return True

@@ -31,6 +31,7 @@ def is_direct(returned) -> bool:
     ("two outputs", lambda x: (x.softmax(-1), x.sum(0) * 2)),
     ("captured constant", lambda x: x * CONST + 1),
     ("reduction to a scalar", lambda x: (x - 1).abs().sum()),
+    ("operator.and_ / or_ (not in place)", lambda x: (((x > 0) & (x < 1)) | (x < -2)).float().sum(-1)),
 ])
 def test_plain_inference_graphs_are_called_directly(name, fn):
     x = torch.randn(6, 8)
