@@ -8,35 +8,19 @@ from compiler.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode
 from compiler.graph_source import ReadableGraph
 from compiler.kernel_map import KernelMap
-
-
-@dataclass
-class MappedDiagnostic:
-    severity: str
-    message: str
-    cpp_file: str
-    cpp_line: int
-    column: int
-    output_code_line: int | None
-    kernel: str | None
-    nodes: list[str]
-    source: dict | None
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
+from lens_format.compile_error import CompileDiagnostic, CompileError
 
 
 @dataclass
 class CompileErrorReport:
     command: str
     stderr: str
-    diagnostics: list[MappedDiagnostic] = field(default_factory=list)
+    diagnostics: list[CompileDiagnostic] = field(default_factory=list)
 
     def to_json(self, graph_id: str) -> dict:
-        return {"version": 1, "graph_id": graph_id, "command": self.command,
-                "diagnostics": [d.to_json() for d in self.diagnostics], "stderr": self.stderr[-20000:]}
+        return CompileError(graph_id, self.command, self.diagnostics, self.stderr).to_json()
 
-    def first_error(self) -> MappedDiagnostic | None:
+    def first_error(self) -> CompileDiagnostic | None:
         return next((d for d in self.diagnostics if d.severity == "error"), None)
 
 
@@ -49,8 +33,7 @@ class LensCompileError(RuntimeError):
         if d is None:
             msg = f"C++ compile error (no parsable diagnostic):\n{report.stderr[-2000:]}"
         else:
-            where = (f"{d.source['file']}:{d.source['line']} ({d.source['code']})" if d.source
-                     else "an unknown source line")
+            where = f"{d.source.file}:{d.source.line} ({d.source.code})" if d.source else "an unknown source line"
             msg = (f"C++ compile error in kernel {d.kernel} (FX node {', '.join(d.nodes) or '?'}) generated "
                    f"from {where}: {d.message}\n  at {d.cpp_file}:{d.cpp_line}:{d.column}")
         if debug_dir:
@@ -68,8 +51,8 @@ def map_compile_error(err: CppCompileError, code: OutputCode, kmap: KernelMap,
         source = None
         for n in nodes:
             if n in readable.sources:
-                source = readable.sources[n].to_json()
+                source = readable.sources[n]
                 break
-        report.diagnostics.append(MappedDiagnostic(d.severity, d.message, d.file, d.line, d.column, line,
-                                                   kernel["name"] if kernel else None, nodes, source))
+        report.diagnostics.append(CompileDiagnostic(d.severity, d.message, d.file, d.line, d.column, line,
+                                                    kernel["name"] if kernel else "", nodes, source))
     return report

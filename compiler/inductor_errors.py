@@ -9,6 +9,8 @@ import os
 import re
 
 from compiler.build import parse_diagnostics
+from lens_format.compile_error import CompileDiagnostic, CompileError
+from lens_format.jsonio import parse_source_ref
 
 _KERNEL_BLOCK = re.compile(r"^(?P<name>\w+) = async_compile\.cpp_pybinding\(.*r'''$")
 _FILE_COMMENT = re.compile(r"^\s*# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>[^,]+), code: (?P<code>.*)$")
@@ -151,12 +153,11 @@ def map_inductor_compile_error(text: str, graph_dir: str) -> dict:
         found = _locate(cpp_lines, d.line, blocks) if cpp_lines else None
         kernel, oc_line = found if found else (None, None)
         matched = _nodes_for(kernel, cpp_lines, d.line, nodes) if d.severity == "error" else []
-        source = next((n["source"] for n in matched if n["source"]), None)
-        diagnostics.append({"severity": d.severity, "message": d.message, "cpp_file": d.file, "cpp_line": d.line,
-                            "column": d.column, "output_code_line": oc_line, "kernel": kernel,
-                            "nodes": [n["name"] for n in matched], "source": source})
-    return {"version": 1, "graph_id": os.path.basename(os.path.normpath(graph_dir)), "command": _command(text),
-            "diagnostics": diagnostics, "backend": "inductor"}
+        source = next((parse_source_ref(n["source"]) for n in matched if n["source"]), None)
+        diagnostics.append(CompileDiagnostic(d.severity, d.message, d.file, d.line, d.column, oc_line, kernel or "",
+                                             [n["name"] for n in matched], source))
+    return CompileError(os.path.basename(os.path.normpath(graph_dir)), _command(text), diagnostics,
+                        backend="inductor").to_json()
 
 
 def write_inductor_compile_errors(text: str, runs: list[str]) -> list[str]:

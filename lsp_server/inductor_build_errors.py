@@ -65,7 +65,7 @@ def attach_trace_build_errors(run: Run, debug_dir: Path) -> None:
                 graph, entry = mapped
                 by_graph.setdefault(graph.id, (graph, []))[1].append(entry)
         for graph, entries in by_graph.values():
-            graph.compile_error = CompileError(Path(debug_dir / TLPARSE_DIR), graph.id, failure.command, entries)
+            graph.compile_error = CompileError(graph.id, failure.command, entries, path=Path(debug_dir / TLPARSE_DIR))
             graph.status = "compile_error"
 
 
