@@ -79,7 +79,14 @@ float lens_expf(float) noexcept;
 }
 inline float lens_exp(float x) noexcept { return lens_expf(x); }
 #else
-inline float lens_exp(float x) noexcept { return std::exp(x); }
+// libmvec's expf runs the scalar expf for each lane whose |x| > ~87.3; below -104 exp rounds to +0, so those lanes
+// (an attention mask's -inf) compute exp(+0) and are zeroed: 7x faster on AVX2. Bit masks, not selects, which
+// g++ moves past the call (it computes exp(x) and blends exp(0) in afterwards, keeping the slow lanes).
+inline float lens_exp(float x) noexcept {
+  const uint32_t keep = 0u - uint32_t(!(x < -104.0f));  // NaN kept
+  const float e = std::exp(__builtin_bit_cast(float, __builtin_bit_cast(uint32_t, x) & keep));
+  return __builtin_bit_cast(float, __builtin_bit_cast(uint32_t, e) & keep);
+}
 #endif
 template <typename T> inline auto lens_exp(T x) { return std::exp(x); }
 """
