@@ -1,6 +1,7 @@
-"""Language-server figures: index time for ≥1,000 kernels, hover latency p50/p99, time from a run landing
-on disk to hover/diagnostics, server RSS with 100 runs, and the cost of finding nested debug folders in a
-50,000-file workspace (walk time; a nested run made after start → hover). Prints numbers; asserts nothing.
+"""Language-server figures: index time for ≥1,000 kernels, hover and highlight (kernelLens.linkedLines) latency
+p50/p99, why-records of a 100-graph run indexed, time from a run landing on disk to hover/diagnostics and to its
+why-diagnostics, server RSS with 100 runs, and the cost of finding nested debug folders in a 50,000-file workspace
+(walk time; a nested run made after start → hover). Prints numbers; asserts nothing.
 
     .venv/bin/python benchmarks/lsp_bench.py [--kernels 1000] [--runs 100] [--files 50000]
 """
@@ -41,7 +42,7 @@ def def_line(graph: int, kernels_per_graph: int) -> int:
 
 
 def write_run(debug_dir: Path, name: str, source: Path, graphs: int, kernels_per_graph: int, tag: str = "",
-              compile_error: bool = False) -> Path:
+              compile_error: bool = False, why: bool = False) -> Path:
     """A run folder in our contract's format, written to a temp name then renamed (atomic, as ours are)."""
     staging = debug_dir / f".{name}.tmp"
     for g in range(graphs):
@@ -78,6 +79,15 @@ def write_run(debug_dir: Path, name: str, source: Path, graphs: int, kernels_per
         (folder / "kernel_map.json").write_text(json.dumps(
             {"version": 1, "graph_id": f"graph_{g}", "status": "compile_error" if compile_error else "ok",
              "nodes": nodes, "kernels": kernels}))
+        if why:  # a refused fusion on each kernel's first node and a scalar loop on its last (why.json)
+            (folder / "why.json").write_text(json.dumps({"version": 1, "graph_id": f"graph_{g}", "records": [
+                record for k in kernels for record in (
+                    {"kind": "not_fused", "nodes": [k["nodes"][0]], "kernel": k["name"], "reason": "max_fusion_size",
+                     "message": f"did not join the kernel before: bench {tag}", "related": [],
+                     "fix": {"title": "Set compiler.config.max_fusion_size = 128", "setting": "max_fusion_size",
+                             "value": 128}},
+                    {"kind": "not_vectorized", "nodes": [k["nodes"][-1]], "kernel": k["name"],
+                     "reason": "no_simd_reduction", "message": "the max loop runs scalar", "fix": None})]}))
         if compile_error:
             (folder / "compile_error.json").write_text(json.dumps(
                 {"version": 1, "graph_id": f"graph_{g}", "command": "g++", "diagnostics": [
@@ -109,6 +119,66 @@ def bench_index(folder: Path, kernels: int) -> None:
     count = sum(len(g.kernels) for g in index.runs_newest_first()[0].graphs)
     print(f"index: {count} kernels in {graphs} graphs: median {statistics.median(times) * 1000:.0f} ms, "
           f"best {min(times) * 1000:.0f} ms (load_run + Index.put_run)")
+
+
+def bench_why_index(folder: Path, graphs: int = 100) -> None:
+    """A 100-graph run whose every kernel has two why-records: load + index it, and the same run without them."""
+    source = folder / "why.py"
+    write_source(source, graphs, 10)
+    debug = folder / "why_debug"
+    debug.mkdir()
+    with_why = write_run(debug, run_name(0), source, graphs, 10, why=True)
+    plain = write_run(debug, run_name(1), source, graphs, 10)
+    for label, run_dir in (("with why.json", with_why), ("without", plain)):
+        times = []
+        for _ in range(5):
+            started = time.perf_counter()
+            index = Index()
+            index.put_run(load_run(run_dir))
+            times.append(time.perf_counter() - started)
+        records = sum(len(g.why) for g in index.runs_newest_first()[0].graphs)
+        print(f"index {graphs} graphs ({graphs * 10} kernels) {label}: {records} why-records, median "
+              f"{statistics.median(times) * 1000:.0f} ms, best {min(times) * 1000:.0f} ms (load_run + Index.put_run)")
+
+
+def percentiles(label: str, values: list[float]) -> None:
+    values.sort()
+    print(f"{label}: p50 {values[len(values) // 2] * 1000:.2f} ms, p99 {values[int(len(values) * 0.99)] * 1000:.2f} "
+          f"ms ({len(values)} requests, real server)")
+
+
+async def bench_highlight(client: LanguageClient, workspace: Path, source: Path) -> None:
+    """The kernel view's request (kernelLens.linkedLines), from the source file and from an output_code.py."""
+    code = next((workspace / "torch_compile_debug").glob("run_*/lens/graph_0/output_code.py"))
+    for label, uri in (("source file", source.as_uri()), ("output_code.py", code.as_uri())):
+        values = []
+        for _ in range(200):
+            started = time.perf_counter()
+            linked = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+                command="kernelLens.linkedLines", arguments=[{"uri": uri}]))
+            values.append(time.perf_counter() - started)
+            assert linked and linked["links"]
+        percentiles(f"highlight (kernelLens.linkedLines) from the {label}", values)
+
+
+WAIT_S = 30.0  # a new run not seen within this is reported as missed (the bench goes on)
+
+
+async def first_diagnostic(received: list, text: str) -> float | None:
+    """When the first publishDiagnostics holding `text` arrived, waiting up to WAIT_S for it."""
+    deadline = time.perf_counter() + WAIT_S
+    while time.perf_counter() < deadline:
+        times = [t for t, p in received if any(text in d.message for d in p.diagnostics)]
+        if times:
+            return min(times)
+        await asyncio.sleep(0.002)
+    return None
+
+
+def report_delays(label: str, delays: list[float], missed: int) -> None:
+    text = (f"median {statistics.median(delays) * 1000:.0f} ms, max {max(delays) * 1000:.0f} ms ({len(delays)} runs)"
+            if delays else "none seen")
+    print(f"{label}: {text}" + (f"; {missed} not within {WAIT_S:.0f} s" if missed else "") + " (watcher debounce 50 ms)")
 
 
 async def start_client(workspace: Path) -> tuple[LanguageClient, list]:
@@ -155,27 +225,37 @@ async def bench_server(folder: Path, kernels: int) -> None:
             latencies["def" if i % 2 == 0 else "line"].append(time.perf_counter() - started)
             assert text is not None
         for kind, values in latencies.items():
-            values.sort()
-            print(f"hover on {kind}: p50 {values[len(values) // 2] * 1000:.2f} ms, "
-                  f"p99 {values[int(len(values) * 0.99)] * 1000:.2f} ms ({len(values)} requests, real server)")
+            percentiles(f"hover on {kind}", values)
+        await bench_highlight(client, workspace, source)
 
-        to_hover, to_diagnostics = [], []
-        for i in range(1, 11):
+        to_why, missed = [], 0
+        for i in range(1, 11):  # first: the issue-33 target (new run → why-diagnostics < 500 ms)
+            tag = f"why{i}"
+            received.clear()
+            started = time.perf_counter()
+            write_run(workspace / "torch_compile_debug", run_name(i), source, 1, 5, tag=tag, why=True)
+            seen = await first_diagnostic(received, f"bench {tag}")
+            missed += seen is None
+            if seen is not None:
+                to_why.append(seen - started)
+        report_delays("new run with why.json on disk → its why-diagnostics published", to_why, missed)
+        to_hover, to_diagnostics, missed = [], [], 0
+        for i in range(11, 21):
             tag = f"new{i}"
             received.clear()
             started = time.perf_counter()
             write_run(workspace / "torch_compile_debug", run_name(i), source, 1, 5, tag=tag, compile_error=True)
-            while tag not in (await hover(client, source, def_line(0, 50) - 1) or ""):
+            deadline = started + WAIT_S
+            while tag not in (await hover(client, source, def_line(0, 50) - 1) or "") and time.perf_counter() < deadline:
                 await asyncio.sleep(0.002)
-            to_hover.append(time.perf_counter() - started)
-            while not any(f"bench error {tag}" in d.message for _, p in received for d in p.diagnostics):
-                await asyncio.sleep(0.002)
-            first = min(t for t, p in received if any(f"bench error {tag}" in d.message for d in p.diagnostics))
-            to_diagnostics.append(first - started)
-        print(f"new run on disk → hover shows it: median {statistics.median(to_hover) * 1000:.0f} ms, "
-              f"max {max(to_hover) * 1000:.0f} ms; → publishDiagnostics: median "
-              f"{statistics.median(to_diagnostics) * 1000:.0f} ms, max {max(to_diagnostics) * 1000:.0f} ms "
-              f"(10 runs, watcher debounce 50 ms)")
+            if time.perf_counter() < deadline:
+                to_hover.append(time.perf_counter() - started)
+            seen = await first_diagnostic(received, f"bench error {tag}")
+            missed += seen is None
+            if seen is not None:
+                to_diagnostics.append(seen - started)
+        report_delays("new run on disk → hover shows it", to_hover, 10 - len(to_hover))
+        report_delays("new run on disk → publishDiagnostics", to_diagnostics, missed)
     finally:
         await client.shutdown_async(None)
         client.exit(None)
@@ -271,6 +351,7 @@ def main() -> None:
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         bench_index(Path(folder), options.kernels)
+        bench_why_index(Path(folder))
         asyncio.run(bench_server(Path(folder), options.kernels))
         asyncio.run(bench_memory(Path(folder), options.runs))
         asyncio.run(bench_discovery(Path(folder), options.files))

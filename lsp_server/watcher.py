@@ -101,7 +101,9 @@ class RunWatcher(FileSystemEventHandler):
         for workspace in self.workspaces:
             self.watch_workspace(workspace)
         for root, (observer, watch) in list(self.watches.items()):
-            if self.covered(root):  # a root's own watch, now also reported through a workspace watch
+            # a root's own watch, now also reported through a workspace watch; a root that is itself a watched
+            # subtree shares that watch (watchdog keys watches by path): unscheduling it would blind both
+            if self.covered(root) and root not in self.subtrees:
                 self.watches.pop(root, None)
                 try:
                     observer.unschedule(watch)

@@ -74,14 +74,22 @@ def why_fixes(index: Index, uri: str, rng: types.Range, lines: list[str],
             if fix is None or (fix.setting, fix.value) in seen:
                 continue
             seen.add((fix.setting, fix.value))
-            at = types.Position(last_import_line0(lines), 0)
-            needs_import = not any(IMPORTS_COMPILER.match(text) for text in lines)
-            text = ("import compiler\n" if needs_import else "") + f"compiler.config.{fix.setting} = {fix.value!r}\n"
+            assignment = f"compiler.config.{fix.setting} = {fix.value!r}"
+            already = next((n for n, text in enumerate(lines)
+                            if re.match(rf"^compiler\.config\.{re.escape(fix.setting)}\s*=", text)), None)
+            if already is not None:  # the file sets it: that line changes (a second one above would lose)
+                where = types.Range(types.Position(already, 0), types.Position(already, len(lines[already].rstrip("\r\n"))))
+                text = assignment
+            else:
+                at = types.Position(last_import_line0(lines), 0)
+                where = types.Range(at, at)
+                needs_import = not any(IMPORTS_COMPILER.match(text) for text in lines)
+                text = ("import compiler\n" if needs_import else "") + assignment + "\n"
             matching = [d for d in published if d.range.start.line == line0 and d.code == "not-fused"]
             actions.append(types.CodeAction(fix.title or f"Set compiler.config.{fix.setting} = {fix.value!r}",
                                             kind=types.CodeActionKind.QuickFix, diagnostics=matching or None,
-                                            edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(
-                                                types.Range(at, at), text)]}), is_preferred=True))
+                                            edit=types.WorkspaceEdit(changes={uri: [types.TextEdit(where, text)]}),
+                                            is_preferred=True))
     return actions
 
 

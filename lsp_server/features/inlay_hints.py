@@ -31,7 +31,16 @@ def inlay_hints(server: Any, index: Index, uri: str, first0: int, last0: int) ->
     return hints
 
 
+def refresh_hints(server: Any) -> None:
+    """Ask the client to request hints again: a new run (a profile) changes them without an edit."""
+    workspace = getattr(server.client_capabilities, "workspace", None)
+    capabilities = getattr(workspace, "inlay_hint", None)
+    if capabilities is not None and capabilities.refresh_support:
+        server.workspace_inlay_hint_refresh(None)
+
+
 def register(server: Any) -> None:
+    server.index_changed_hooks.append(lambda: refresh_hints(server))
     @server.feature(types.TEXT_DOCUMENT_INLAY_HINT)
     @failsafe(server, "inlayHint")
     def inlay_hint(params: types.InlayHintParams) -> list[types.InlayHint] | None:

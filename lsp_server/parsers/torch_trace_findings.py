@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lsp_server.parsers.guard_words import plain_words
 from lsp_server.parsers.torch_trace_payloads import QuickFix
 from lsp_server.parsers.torch_trace_summary import FunctionSummary, TraceSummary
 
@@ -130,7 +131,10 @@ def find_divergences(summary: TraceSummary) -> list[RankDivergence]:
 
 
 def _graph_break_diagnostics(summary: TraceSummary) -> list[TraceDiagnostic]:
+    """One diagnostic per break location, deduplicated across frames, recompiles and ranks, with how many
+    compiled frames hit it when more than one did."""
     merged: dict[tuple[str, int], TraceDiagnostic] = {}
+    frames: dict[tuple[str, int], set] = {}
     for f in summary.functions():
         for gb in f.graph_breaks:
             file, line = gb.file or f.file, gb.line or f.def_line
@@ -145,6 +149,15 @@ def _graph_break_diagnostics(summary: TraceSummary) -> list[TraceDiagnostic]:
                     gb.quick_fix)
             if f.rank not in diag.ranks:
                 diag.ranks.append(f.rank)
+        for fc in f.compiles:
+            for gb in fc.graph_breaks:
+                key = (gb.file or f.file, gb.line or f.def_line)
+                frames.setdefault(key, set()).add((f.rank, fc.compiled_autograd_id, fc.frame_id))
+    for key, diag in merged.items():
+        seen = frames.get(key, set())
+        if len(seen) > 1:
+            ranks = len({rank for rank, _, _ in seen})
+            diag.message += f" (in {len(seen)} frames" + (f" on {ranks} ranks)" if ranks > 1 else ")")
     return list(merged.values())
 
 
@@ -154,11 +167,12 @@ def _recompile_diagnostics(summary: TraceSummary) -> list[TraceDiagnostic]:
         if not f.recompiles:
             continue
         reasons = f.recompile_reasons
-        message = f"{f.name} recompiled {f.recompiles}×" + (f": {reasons[0].reason}" if reasons else "")
+        message = f"{f.name} recompiled {f.recompiles}×" + (
+            f": {plain_words(reasons[0].reason)} (failed guard `{reasons[0].reason}`)" if reasons else "")
         key = (f.file, f.def_line, message)
         if key not in merged:
-            related = [RelatedInfo(f.file, f.def_line, f"guard failed ({g.cache_entry or '?'}): {g.reason}")
-                       for g in reasons]
+            related = [RelatedInfo(f.file, f.def_line, f"guard failed ({g.cache_entry or '?'}): {plain_words(g.reason)}"
+                                               f" — `{g.reason}`") for g in reasons]
             merged[key] = TraceDiagnostic("recompile", "information", f.file, f.def_line, message, f.name,
                                           related)
         merged[key].ranks.append(f.rank)

@@ -183,10 +183,14 @@ async def test_real_torch_run_under_torch_trace_publishes_diagnostics_live(live_
     assert any("data-dependent" in m.lower() for m in related if not m.startswith("Hint:"))  # the explanation
     (recompile,) = by_code(found, "recompile")
     assert recompile.range.start.line == line_of(script, "def branchy")
-    assert recompile.message.startswith("branchy recompiled 1×: tensor 'a' size mismatch at index 0")
+    # in plain words, with the failed guard itself quoted
+    assert recompile.message == ("branchy recompiled 1×: `a`'s dimension 0 changed: compiled for 10, called with 12 "
+                                 "(failed guard `tensor 'a' size mismatch at index 0. expected 10, actual 12`)")
     assert [r.message for r in recompile.related_information] == [
-        "guard failed (0/0): tensor 'a' size mismatch at index 0. expected 10, actual 12",
-        "guard failed (1/0): tensor 'x' size mismatch at index 0. expected 10, actual 12"]
+        "guard failed (0/0): `a`'s dimension 0 changed: compiled for 10, called with 12 — "
+        "`tensor 'a' size mismatch at index 0. expected 10, actual 12`",
+        "guard failed (1/0): `x`'s dimension 0 changed: compiled for 10, called with 12 — "
+        "`tensor 'x' size mismatch at index 0. expected 10, actual 12`"]
     failures = {d.range.start.line: d for d in by_code(found, "compile-failure")}
     assert "boom from raising_backend" in failures[line_of(script, "def sine")].message
     assert failures[line_of(script, "return y @ torch.ones")].severity == types.DiagnosticSeverity.Error

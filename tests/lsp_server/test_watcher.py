@@ -88,3 +88,23 @@ async def test_debug_roots_setting_adds_a_watched_root(extra_root_client: Langua
     workspace = tmp_path / "ws"
     copy_run(OK_RUN, tmp_path / "elsewhere", source_workspace=workspace)
     await poll_hover(extra_root_client, workspace, lambda t: t is not None and KERNEL in t)
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def existing_root_client(lsp_client: LanguageClient, tmp_path: Path):
+    """A workspace whose torch_compile_debug/ exists (empty) when the server starts."""
+    workspace = lens_workspace_with(tmp_path)
+    (workspace / "torch_compile_debug").mkdir()
+    await start_session(lsp_client, workspace)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_a_run_in_a_root_that_existed_at_start_is_seen(existing_root_client: LanguageClient, tmp_path: Path):
+    # The root is also a top-level folder of the workspace: its own watch and the workspace's watch of it are
+    # one watchdog watch, which dropping the root's "duplicate" removed (runs after the first seconds were lost).
+    workspace = tmp_path / "ws"
+    await asyncio.sleep(2.0)  # past the settling rescan: only the watch can see the run now
+    copy_run(OK_RUN, workspace)
+    text = await poll_hover(existing_root_client, workspace, lambda t: t is not None, timeout=15.0)
+    assert KERNEL in text

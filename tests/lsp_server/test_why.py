@@ -119,8 +119,10 @@ async def test_hover_explains_the_line_and_the_quick_fix_sets_max_fusion_size(wh
         types.TextDocumentIdentifier(uri), at, types.CodeActionContext(diagnostics=[])))
     (action,) = [a for a in actions if a.title == "Set compiler.config.max_fusion_size = 4"]
     (edit,) = action.edit.changes[uri]
-    assert edit.new_text == "compiler.config.max_fusion_size = 4\n"  # the file imports compiler already
-    assert edit.range.start.line == LINES.index("import compiler") + 1
+    setting = LINES.index("compiler.config.max_fusion_size = 2")  # the file sets it: that line changes
+    assert edit.new_text == "compiler.config.max_fusion_size = 4"
+    assert (edit.range.start.line, edit.range.start.character, edit.range.end.line, edit.range.end.character) == (
+        setting, 0, setting, len(LINES[setting]))
 
 
 async def test_dynamic_sizes_on_the_function_and_on_a_symbol_in_output_code(why_client: LanguageClient,

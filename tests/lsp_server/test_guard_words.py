@@ -1,0 +1,22 @@
+"""Failed guards in plain words (recompile diagnostics and hovers): each pattern of the table, and text no
+pattern knows left as it is."""
+import pytest
+
+from lsp_server.parsers.guard_words import plain_words
+
+
+@pytest.mark.parametrize("guard, words", [
+    ("tensor 'a' size mismatch at index 0. expected 10, actual 12",
+     "`a`'s dimension 0 changed: compiled for 10, called with 12"),
+    ("tensor 'L['x']' stride mismatch at index 1. expected 1, actual 8",
+     "`x`'s stride 1 changed: compiled for 1, called with 8 (another layout: a transpose, a slice)"),
+    ("tensor 'x' dtype mismatch. expected Float, actual Double", "`x`'s dtype changed: compiled for Float, called with Double"),
+    ("tensor 'x' requires_grad mismatch. expected requires_grad=0", "`x`.requires_grad changed (compiled with 0)"),
+    ("tensor 'x' rank mismatch. expected 2, actual 3", "`x` has 3 dimensions, compiled for 2"),
+    ("L['n'] == 3", "`n` was 3 when compiled: a Python value is part of the guard"),
+    ("___check_type_id(L['x'], 94125)", "`x` has another type than when compiled"),
+    ("len(L['xs']) == 2", "`xs` has another length (compiled for 2)"),
+    ("Ne(s0, 1)  # some new guard", "Ne(s0, 1)  # some new guard"),
+])
+def test_plain_words(guard: str, words: str) -> None:
+    assert plain_words(guard) == words
