@@ -24,7 +24,7 @@ from compiler import config
 from compiler.frontend import lens_backend
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_bench_report import Result, print_report, target_lines  # noqa: E402,F401  (target_lines: tests)
+from model_bench_report import Result, print_report, row_line, target_lines  # noqa: E402,F401  (target_lines: tests)
 from model_zoo import ZooModel, has_package, zoo  # noqa: E402
 
 # lens's graph compiler (frontend.compile_graph: lowering, codegen, g++ or cache, load): ms and graphs; the C++
@@ -281,6 +281,7 @@ def main() -> None:
                 continue
             print(f"... {m.name}", file=sys.stderr, flush=True)
             rows.append((m.name, run_model(m, a.rounds, tmp, a.train, not a.no_inductor, variants)))
+            print(row_line(*rows[-1], [name for name, _ in variants]), file=sys.stderr, flush=True)
     print_report(rows, [name for name, _ in variants])
     print("\nTimes: ms per call, median over rounds (each round: every variant once untimed, then timed calls of "
           "about 200 ms of eager); ratios: median over rounds of the ratio within a round. Cold: fresh "

@@ -37,6 +37,19 @@ def _div(a: float, b: float) -> float:
     return a / b if b == b and b > 0 else NAN
 
 
+def row_line(name: str, r: Result, lens_variants: list[str]) -> str:
+    """One model's row of the run time table (also printed as each model finishes, so a run cut short keeps
+    what it measured)."""
+    if r.skipped:
+        return f"{name:11} skipped: {r.skipped}"
+    cells = "".join(f" {r.median(v):10.2f} {r.ratio(v, 'inductor'):5.2f}" for v in lens_variants)
+    lc, ic = r.cold_ms("lens"), r.cold_ms("inductor")
+    return (f"{name:11} {r.median('eager'):8.2f} {r.median('inductor'):8.2f} {r.median('lens'):8.2f}{cells} "
+            f"{r.ratio('lens', 'inductor'):6.2f} {r.ratio('lens', 'eager'):6.2f} {r.ratio('inductor', 'eager'):7.2f} "
+            f"{lc:7.0f} {ic:7.0f} {_div(lc, ic):6.3f} {r.warm_ms.get('lens', NAN):7.0f} "
+            f"{r.warm_ms.get('inductor', NAN):7.0f} {_div(r.warm_ms.get('lens', NAN), lc):6.3f}")
+
+
 def print_report(rows: list[tuple[str, Result]], lens_variants: list[str]) -> None:
     extra = "".join(f" {v[:10]:>10} {'/ind':>5}" for v in lens_variants)
     head = (f"{'model':11} {'eager':>8} {'induct':>8} {'lens':>8}{extra} {'l/ind':>6} {'l/eag':>6} {'ind/eag':>7} "
@@ -44,15 +57,7 @@ def print_report(rows: list[tuple[str, Result]], lens_variants: list[str]) -> No
     print(head)
     print("-" * len(head))
     for name, r in rows:
-        if r.skipped:
-            print(f"{name:11} skipped: {r.skipped}")
-            continue
-        cells = "".join(f" {r.median(v):10.2f} {r.ratio(v, 'inductor'):5.2f}" for v in lens_variants)
-        lc, ic = r.cold_ms("lens"), r.cold_ms("inductor")
-        print(f"{name:11} {r.median('eager'):8.2f} {r.median('inductor'):8.2f} {r.median('lens'):8.2f}{cells} "
-              f"{r.ratio('lens', 'inductor'):6.2f} {r.ratio('lens', 'eager'):6.2f} {r.ratio('inductor', 'eager'):7.2f} "
-              f"{lc:7.0f} {ic:7.0f} {_div(lc, ic):6.3f} {r.warm_ms.get('lens', NAN):7.0f} "
-              f"{r.warm_ms.get('inductor', NAN):7.0f} {_div(r.warm_ms.get('lens', NAN), lc):6.3f}")
+        print(row_line(name, r, lens_variants))
     print()
     print("Cold first call by stage, ms (dynamo: Dynamo's tracing; aot+other: AOTAutograd and what is left of the first "
           "call; lower+codegen: the graph compiler without its C++ builds; g++: lens's builds / Inductor's "
