@@ -169,8 +169,9 @@ class KernelRenderer(ExpressionRenderer):
         pragmas = loop_nest.outer_pragmas(k, osizes, bool(parallel), simdlen, flat, self.parallel_if)
         if not self.symbolic:  # (each plans from concrete sizes; a symbolic kernel runs plain loops)
             self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
-            self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
             self.deferred = pipeline.plan(self, list(ovars), bodies)
+        if not self.symbolic or symbolic.static_loops(*bodies):  # (rows of concrete length, any count of them)
+            self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
         if self.streamed:
             pragmas = streaming.open_region(self, pragmas)
         if self.deferred:

@@ -23,6 +23,7 @@ import sympy
 
 from compiler import config
 from compiler.codegen.index import cpp_index
+from compiler.symbols import is_static
 from compiler.ir import Load, walk
 
 LINE_BYTES = 64
@@ -39,7 +40,7 @@ class RowPrefetch:
     after the first pass (`after`: the index of its node); neither when there is no target."""
 
     row: str = ""  # the outer loop variable over rows, and its trip count
-    rows: int = 0
+    rows: int | str = 0  # (C++ text for a symbolic count)
     targets: list[tuple[str, str, int, int]] = field(default_factory=list)  # param, next row's start, length, lanes
     into: str = ""
     after: int = -1
@@ -63,9 +64,9 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
     """Which inputs of renderer `r`'s kernel to prefetch a row ahead, and where (`pairs`: the kernel fuses
     sibling loops)."""
     passes = _passes(r, bodies, pairs)
-    if not config.cpp.prefetch_rows or not ovars or osizes[-1] < 2 or len(passes) < 2:
+    if not config.cpp.prefetch_rows or not ovars or len(passes) < 2 or (is_static(osizes[-1]) and osizes[-1] < 2):
         return RowPrefetch()  # (a kernel without loops inside its outer loops is flat: that loop is the vector one)
-    row, rows = ovars[-1], osizes[-1]
+    row, rows = ovars[-1], osizes[-1] if is_static(osizes[-1]) else cpp_index(osizes[-1])  # (a symbolic count)
     outer = set(ovars)
     targets: dict[tuple[str, str], tuple[int, int]] = {}
     for b in bodies:

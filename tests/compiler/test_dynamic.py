@@ -189,3 +189,12 @@ def test_attention_over_dynamic_sequence_lengths_is_one_graph_across_the_key_lim
     with torch.no_grad():
         check_dynamic(attend, make, sizes=(config.attention_max_keys * 2, 40, config.attention_max_keys + 1),
                       externs=("_scaled_dot_product_flash_attention_for_cpu",), atol=1e-4, rtol=1e-4)
+
+
+def test_rows_of_static_length_are_prefetched_up_to_a_symbolic_row_count():
+    ln = torch.nn.LayerNorm(1024).eval()
+    with torch.no_grad():
+        graph, = check_dynamic(lambda x: ln(x) * 2, lambda n: (torch.randn(n, 1024),), sizes=(7, 30, 65),
+                               atol=1e-4, rtol=1e-4)
+    prefetches = [line for line in graph.code.text.splitlines() if "__builtin_prefetch" in line]
+    assert prefetches and all(" + 1 < s" in line for line in prefetches)
