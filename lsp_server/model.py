@@ -140,6 +140,25 @@ class TraceFunction:
     failed_guards: tuple[str, ...] = ()  # "0/0: size mismatch at index 0. expected 10, actual 12"
 
 
+@dataclass(frozen=True)
+class CompileFact:
+    """One Dynamo compile of a user frame, as a structured trace reports it (a snapshot for the compiles picker)."""
+
+    file: str  # normalised path of the compiled frame
+    function: str
+    def_line: int
+    rank: int | None
+    compile_id: str  # "frame/compile", e.g. "0/1" for the frame's first recompile
+    call_file: str | None  # where the compiled frame was called from (the stack's next frame out)
+    call_line: int | None
+    ops: int | None
+    guards: int | None
+    compile_time_s: float | None
+    status: str  # compiled | failed | no graph
+    graph_breaks: int
+    recompile_reasons: tuple[str, ...] = ()  # plain words (parsers/guard_words.py)
+
+
 @dataclass
 class TraceFacts:
     """What the current structured-trace runs say: per-function figures and findings on user lines.
@@ -149,6 +168,7 @@ class TraceFacts:
 
     functions: list[TraceFunction] = field(default_factory=list)
     findings: list[TraceDiagnostic] = field(default_factory=list)  # file paths normalised
+    compiles: list[CompileFact] = field(default_factory=list)
     logs: int = 0
     skipped_records: int = 0
 

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 # Each module has `register(server)`; the table is the server's feature list.
 FEATURE_MODULES = (
     "hover", "definition", "references", "code_lens", "inlay_hints", "document_symbols", "diagnostics",
-    "code_actions", "commands", "linked_lines",
+    "code_actions", "commands", "linked_lines", "compiles",
 )
 
 

@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .graph_builder import normalize_path
-from .model import Run, TraceFacts, TraceFunction
+from .model import CompileFact, Run, TraceFacts, TraceFunction
+from .parsers.guard_words import plain_words
 from .parsers.torch_trace import find_trace_logs
+from .parsers.torch_trace_compiles import FrameCompile
 from .parsers.torch_trace_dir import TraceDirectory
 from .parsers.torch_trace_findings import RelatedInfo, trace_diagnostics
 from .parsers.torch_trace_summary import FunctionSummary, TraceLog, TraceSummary
@@ -53,22 +55,38 @@ def trace_function(f: FunctionSummary) -> TraceFunction:
                          f.recompiles, len(f.graph_breaks), len(f.failures), f.compile_time_s, f.lens_text(), guards)
 
 
+def compile_fact(f: FunctionSummary, fc: FrameCompile) -> CompileFact:
+    # A frame called from the top level has no caller in its stack; its resume frame (same function, same
+    # recompile) does, and that call is the one that started both.
+    caller = fc.stack[-2] if len(fc.stack) >= 2 else next(
+        (other.stack[-2] for other in f.compiles if other.frame_compile_id == fc.frame_compile_id
+         and other.compiled_autograd_id == fc.compiled_autograd_id and len(other.stack) >= 2), None)
+    status = "failed" if fc.failed else "compiled" if fc.has_graph else "no graph"
+    return CompileFact(normalize_path(f.file), f.name, f.def_line, f.rank, fc.compile_id,
+                       normalize_path(caller.file) if caller else None, caller.line if caller else None,
+                       fc.graph_op_count, fc.guard_count, fc.compile_time_s, status, len(fc.graph_breaks),
+                       tuple(plain_words(g.reason) for g in fc.recompile_reasons))
+
+
 def current_facts(summary: TraceSummary) -> TraceFacts:
     """Facts per user file from the newest run that compiled something in it."""
     facts = TraceFacts(logs=len(summary.logs), skipped_records=summary.skipped_records)
     owner: dict[str, int] = {}
     per_run = []
     for number, run in enumerate(trace_runs_of(summary)):
-        functions = [trace_function(f) for f in run.functions() if not f.file.startswith("<")]
+        users = [f for f in run.functions() if not f.file.startswith("<")]
+        functions = [trace_function(f) for f in users]
+        compiles = [compile_fact(f, fc) for f in users for fc in f.compiles]
         findings = trace_diagnostics(run)
         for d in findings:
             d.file = normalize_path(d.file)
             d.related = [RelatedInfo(normalize_path(r.file), r.line, r.message) for r in d.related]
         for file in {f.file for f in functions} | {d.file for d in findings}:
             owner[file] = number
-        per_run.append((functions, findings))
-    for number, (functions, findings) in enumerate(per_run):
+        per_run.append((functions, findings, compiles))
+    for number, (functions, findings, compiles) in enumerate(per_run):
         facts.functions += [f for f in functions if owner.get(f.file) == number]
+        facts.compiles += [c for c in compiles if owner.get(c.file) == number]
         facts.findings += [d for d in findings if owner.get(d.file) == number]
     return facts
 

@@ -211,3 +211,15 @@ async def test_real_torch_run_under_torch_trace_publishes_diagnostics_live(live_
     titles = {lens.range.start.line: lens.command.title for lens in lenses}
     assert titles[def_line].startswith("2 graphs · 4 ops · 1 graph break · recompiled 1× · ")
     assert titles[line_of(script, "def sine")].startswith("0 graphs · 0 ops · 1 failed compile")
+
+    # The compiles picker: each compile with its id, the call that triggered it and why it recompiled, in words.
+    compiles = await live_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="kernelLens.listCompiles", arguments=[{"uri": script.as_uri()}]))
+    branchy = {c["compile_id"]: c for c in compiles if c["function"] == "branchy"}
+    assert {"0/0", "0/1"} <= set(branchy), [c["compile_id"] for c in compiles]
+    assert branchy["0/0"]["call_site"] == {"uri": script.as_uri(),
+                                           "line": line_of(script, "compiled(torch.randn(10), torch.ones(10))")}
+    assert branchy["0/1"]["call_site"]["line"] == line_of(script, "compiled(torch.randn(12), torch.ones(12))")
+    assert branchy["0/1"]["recompile_reasons"] == ["`a`'s dimension 0 changed: compiled for 10, called with 12"]
+    assert branchy["0/0"]["status"] == "compiled" and branchy["0/0"]["graph_breaks"] == 1
+    assert {c["status"] for c in compiles if c["function"] == "sine"} == {"failed"}

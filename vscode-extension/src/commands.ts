@@ -8,9 +8,10 @@ import { Interpreter } from "./common/interpreter";
 import { runJobTask } from "./common/jobTask";
 import { JOB_SPECS, jobOutcome, MessageLevel } from "./common/jobs";
 import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
-import { JobKind, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
+import { CompileSummary, JobKind, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
+import { compileItem } from "./views/compilePick";
 import { formatMs } from "./views/profileHtml";
 import { revealLocation } from "./views/editorLocation";
 import { compareRuns, KernelDiffDocuments } from "./views/diffView";
@@ -123,6 +124,28 @@ export async function pickRun(services: Pick<CommandServices, "server" | "profil
   }
 }
 
+/** The compiles of the active file (all files when it has none): choosing one opens the call that triggered it. */
+async function pickCompile(services: CommandServices): Promise<void> {
+  requireTrust();
+  const uri = vscode.window.activeTextEditor?.document.uri.toString();
+  let compiles = await services.server.executeCommand<CompileSummary[]>(ServerCommands.listCompiles, { uri });
+  if (!compiles || compiles.length === 0) {
+    compiles = await services.server.executeCommand<CompileSummary[]>(ServerCommands.listCompiles, {});
+  }
+  if (!compiles || compiles.length === 0) {
+    throw new CommandRefused("Kernel Lens: no compiles recorded. Compile the file (its TORCH_TRACE log lists them).");
+  }
+  const picked = await vscode.window.showQuickPick(compiles.map(compileItem), {
+    placeHolder: "Dynamo compiles: frame, compile id, call site, why it recompiled",
+    matchOnDescription: true,
+    matchOnDetail: true,
+  });
+  if (picked) {
+    const where = picked.compile.call_site ?? { uri: picked.compile.uri, line: picked.compile.def_line };
+    await revealLocation(where.uri, where.line, vscode.ViewColumn.One);
+  }
+}
+
 async function reindex(services: CommandServices): Promise<void> {
   requireTrust();
   const result = await services.server.executeCommand<ReindexResult>(ServerCommands.reindex);
@@ -158,6 +181,7 @@ export function registerCommands(services: CommandServices): vscode.Disposable[]
       requireTrust();
       await compareRuns(services.server, services.diffDocuments);
     },
+    [Commands.pickCompile]: () => pickCompile(services),
     [Commands.openKernelView]: async () => {
       requireTrust();
       const editor = vscode.window.activeTextEditor;

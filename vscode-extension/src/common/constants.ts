@@ -19,6 +19,7 @@ export const Commands = {
   restartServer: "kernelLens.restartServer",
   compareRuns: "kernelLens.compareRuns",
   openKernelView: "kernelLens.openKernelView",
+  pickCompile: "kernelLens.pickCompile",
 } as const;
 
 /** `workspace/executeCommand` commands the language server implements (see lsp_server). */
@@ -32,6 +33,7 @@ export const ServerCommands = {
   runJob: "kernelLens.runJob",
   linkedLines: "kernelLens.linkedLines",
   lineCosts: "kernelLens.lineCosts",
+  listCompiles: "kernelLens.listCompiles",
 } as const;
 
 /** How long to wait for settings/interpreter changes to settle before restarting the server. */

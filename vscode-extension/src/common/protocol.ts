@@ -162,3 +162,19 @@ export interface RunDiff {
 }
 
 export type RunDiffResult = RunDiff | { error: string };
+
+/** One Dynamo compile (`kernelLens.listCompiles` ({uri?})): what triggered it and why it recompiled. */
+export interface CompileSummary {
+  function: string;
+  compile_id: string;
+  rank: number | null;
+  uri: string;
+  def_line: number;
+  call_site: SourceLocation | null;
+  ops: number | null;
+  guards: number | null;
+  compile_time_s: number | null;
+  status: "compiled" | "failed" | "no graph" | string;
+  graph_breaks: number;
+  recompile_reasons: string[];
+}

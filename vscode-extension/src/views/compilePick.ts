@@ -1,0 +1,35 @@
+/** Quick-pick items of the compiles picker: one per Dynamo compile, saying what triggered it and why it
+ * recompiled. Pure (no `vscode` import). */
+
+import { CompileSummary } from "../common/protocol";
+import { locationLabel } from "./profileHtml";
+
+export interface CompileItem {
+  label: string;
+  description: string;
+  detail: string;
+  compile: CompileSummary;
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
+export function compileItem(c: CompileSummary): CompileItem {
+  const rank = c.rank === null ? "" : ` · rank ${c.rank}`;
+  const figures = [
+    c.status,
+    c.ops === null ? null : plural(c.ops, "op"),
+    c.guards === null ? null : plural(c.guards, "guard"),
+    c.graph_breaks ? plural(c.graph_breaks, "graph break") : null,
+    c.compile_time_s === null ? null : `${c.compile_time_s.toFixed(2)} s`,
+  ].filter((part): part is string => part !== null);
+  const called = c.call_site ? `called from ${locationLabel(c.call_site.uri, c.call_site.line)}` : "call site unknown";
+  const why = c.recompile_reasons.length > 0 ? ` · recompiled: ${c.recompile_reasons.join("; ")}` : "";
+  return {
+    label: `[${c.compile_id}] ${c.function}`,
+    description: `${figures.join(" · ")}${rank}`,
+    detail: `${called}${why}`,
+    compile: c,
+  };
+}
