@@ -2,6 +2,7 @@
 from which FX nodes, which user source line each node came from, and each kernel's arguments with their dtypes."""
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 import torch
@@ -13,6 +14,7 @@ from compiler.ir import ExternArg, ExternCall, Layout
 from compiler.scheduler import ScheduledGraph
 
 KERNEL_MAP_VERSION = 1
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -114,7 +116,11 @@ def build_kernel_map(graph_id: str, readable: ReadableGraph, code: OutputCode, s
         src = readable.sources.get(name)
         nodes.append({"name": name, "target": readable.targets.get(name, ""), "readable_line": line,
                       "source": src.to_json() if src else None})
-    args = kernel_args(graph, code) if graph is not None else {}
+    try:  # the arguments are for readers: a gap in them is logged, never a graph run eagerly
+        args = kernel_args(graph, code) if graph is not None else {}
+    except Exception:  # noqa: BLE001
+        log.warning("kernel-lens: %s: kernel arguments left out of kernel_map.json", graph_id, exc_info=True)
+        args = {}
     kernels = []
     for k in code.kernels:
         kernels.append({"name": k.name, "kind": k.kind, "output_code_lines": [k.start, k.end],
