@@ -112,3 +112,28 @@ async def test_cpu_benchmark_gets_a_category_breakdown(gpu_client: LanguageClien
     assert category["kind"] == "pointwise" and category["total_ms"] == pytest.approx(26.28)
     assert category["percent"] == pytest.approx(100 * 26.28 / 26.742)
     assert [k["name"] for k in graph["kernels"]] == ["cpp_fused_add_exp_mul_relu_sigmoid_slice_0"]
+
+
+async def test_real_inductor_triton_run_cost_per_line_and_linked_lines(gpu_client: LanguageClient, workspace: Path):
+    """Issue 33 on a real GPU Inductor run: ms beside the share in inlay hints, lineCosts, and the kernel view's
+    links between the user's lines and the Triton kernel's lines."""
+    prog = workspace / "prog.py"
+    line = line_of(prog, "x = a * b + c")
+    hints = await gpu_client.text_document_inlay_hint_async(types.InlayHintParams(
+        doc(prog), types.Range(types.Position(0, 0), types.Position(40, 0))))
+    label = next(h.label for h in hints if h.position.line == line)
+    assert label.startswith("→ triton_poi_fused_add_mul_relu_sigmoid_0 · ") and label.endswith(" µs"), label
+    costs = await gpu_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="kernelLens.lineCosts", arguments=[{"uri": prog.as_uri()}]))
+    entry = next(e for e in costs["lines"] if e["line"] == line)
+    (kernel,) = entry["kernels"]
+    assert kernel["name"] == "triton_poi_fused_add_mul_relu_sigmoid_0" and kernel["lines_sharing"] >= 1
+    assert abs(entry["ms"] * kernel["lines_sharing"] - 0.00326) < 0.0005  # the kernel's 3.26 µs, split
+    linked = await gpu_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="kernelLens.linkedLines", arguments=[{"uri": prog.as_uri()}]))
+    code = Path(linked["generated_uri"].removeprefix("file://")).read_text().splitlines()
+    links = {li["source_line"]: [code[n].strip() for n in li["generated_lines"]] for li in linked["links"]}
+    assert "tmp7 = tl.sigmoid(tmp6)" in links[line_of(prog, "torch.relu(x).sigmoid()")]  # a statement
+    assert any(".run(" in text for text in links[line])  # else the kernel's launch in call()
+    assert linked["prelude"] is not None and linked["prelude"]["end"] < line_of(Path(linked["generated_uri"]
+                                                                               .removeprefix("file://")), "def triton_")
