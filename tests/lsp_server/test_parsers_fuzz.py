@@ -32,6 +32,13 @@ def sample_files() -> dict[str, list[str]]:
         "    tmp0 = tl.load(x)\n''', device_str='cuda')\n\ndef call(args):\n"
         "    # Topologically Sorted Source Nodes: [add], Original ATen: [aten.add]\n"
         "    # [Provenance debug handles] triton_poi_fused_add_0:1\n    triton_poi_fused_add_0.run(buf0)\n")
+    samples["symbols.json"].append(
+        '{"version": 1, "symbols": [{"name": "s0", "source": "L[\'x\'].size()[0]", "range": [2, null], "hint": 8,'
+        ' "guards": ["Ne(s0, 1)"]}]}')
+    samples["why.json"].append(
+        '{"version": 1, "graph_id": "graph_0", "records": [{"kind": "not_fused", "nodes": ["amax", "add"], "kernel":'
+        ' "cpp_fused_add_amax_1", "reason": "max_fusion_size", "message": "did not join", "fix": {"title": "Set",'
+        ' "setting": "max_fusion_size", "value": 4}, "related": ["mul"]}]}')
     return {name: texts for name, texts in samples.items() if texts}
 
 
