@@ -137,21 +137,33 @@ def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, g
     return res
 
 
-def run_mlp_scenario(batches: tuple[int, ...], calls: int, use_inductor: bool) -> dict[str, list[float]]:
-    """Each backend's default torch.compile (automatic dynamic) called at `batches` in turn: per phase the median
-    ms of `calls` calls after the phase's first (compiling) call; eager for reference."""
+def run_mlp_scenario(batches: tuple[int, ...], rounds: int, use_inductor: bool) -> dict[str, list[float]]:
+    """Each backend's default torch.compile (automatic dynamic) called at `batches` in turn (4096, 3000, 4096:
+    a static graph, then the recompile with symbols, which then serves 4096 too); per phase the median ms of a
+    call, every phase of every backend timed round-robin in each round (a shared host's slow minutes hit all)."""
     model = mlp_scenario_model()
     inputs = {b: torch.randn(b, 512) for b in set(batches)}
-    out: dict[str, list[float]] = {}
+    calls: dict[tuple[str, int], Callable[[], object]] = {}
     with torch.no_grad():
         for backend in (["inductor"] if use_inductor else []) + ["lens", "eager"]:
-            fn = model if backend == "eager" else torch.compile(fresh_function(model, f"mlp_{backend}"),
-                                                                backend=backend)
-            phases = []
-            for b in batches:
-                fn(inputs[b])
-                phases.append(statistics.median(_time(lambda: fn(inputs[b]), 1) for _ in range(calls)))
-            out[backend] = phases
+            for phase in range(len(batches)):
+                if backend == "eager":
+                    calls[(backend, phase)] = lambda b=batches[phase]: model(inputs[b])
+                    continue
+                fn = torch.compile(fresh_function(model, f"mlp_{backend}_{phase}"), backend=backend)
+                for b in batches[:phase + 1]:  # the calls before this phase: its graph is the one they left
+                    fn(inputs[b])
+                calls[(backend, phase)] = lambda f=fn, b=batches[phase]: f(inputs[b])
+        for fn in calls.values():
+            fn()
+        times: dict[tuple[str, int], list[float]] = {}
+        for _ in range(rounds):
+            for key, fn in calls.items():
+                fn()
+                times.setdefault(key, []).append(_time(fn, 2))
+    out: dict[str, list[float]] = {}
+    for (backend, phase), t in times.items():
+        out.setdefault(backend, []).append(statistics.median(t))
     return out
 
 
@@ -184,7 +196,7 @@ def print_dynamic(results: list[tuple[DynamicWorkload, DynamicResult]], scenario
     if scenario:
         print()
         print(f"MLP 512-2048-512 + LayerNorm, default torch.compile (automatic dynamic), batch "
-              f"{' -> '.join(map(str, batches))}, ms per call in each phase:")
+              f"{' -> '.join(map(str, batches))}, ms per call in each phase (timed round-robin):")
         for backend, phases in scenario.items():
             print(f"  {backend:9} " + " -> ".join(f"{ms:.1f}" for ms in phases))
     print("graphs: aten graphs each backend's graph compiler compiled for all sizes (a forward-only suite: one per "
