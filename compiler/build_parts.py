@@ -9,6 +9,7 @@ vectorization report read as if one file had been compiled.
 from __future__ import annotations
 
 import os
+import re
 
 from compiler import config
 
@@ -35,11 +36,41 @@ def units(rest: str, first_line: int) -> list[tuple[int, str]]:
     return [(first_line + a, "".join(lines[a:b])) for a, b in zip([0, *starts], [*starts, len(lines)])]
 
 
+_NAME = re.compile(r'^extern "C" void (\w+)\(.*$', re.M)
+_COMMENT = re.compile(r"//[^\n]*")
+
+
+def deduplicated(found: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Kernels whose text differs only in their name and comments (a deep model's layers: 66 kernels of 19
+    distinct bodies in a 4-layer MobileBERT) compiled once: each copy becomes an alias of the first, declared
+    after it in its unit (an alias must be defined in the same translation unit)."""
+    first: dict[str, int] = {}
+    kept: list[list] = []
+    for line, text in found:
+        name = _NAME.search(text)
+        if name is None:
+            kept.append([line, text])
+            continue
+        kernel = text[name.start():]  # (the first unit also holds the code before the first kernel)
+        key = " ".join(_COMMENT.sub("", kernel.replace(name.group(1), "\0")).split())
+        orig_name = _NAME.search(kept[first[key]][1]).group(1) if key in first else None
+        if orig_name not in (None, name.group(1)):
+            original = kept[first[key]]
+            original[1] += f'{name.group(0).rstrip()} __attribute__((alias("{orig_name}")));\n'
+            continue
+        first[key] = len(kept)
+        kept.append([line, text])
+    return [(line, text) for line, text in kept]
+
+
 def parts(rest: str, first_line: int, src_path: str, max_parts: int) -> list[str] | None:
     """Up to `max_parts` bodies to compile after the prelude, each unit after a `#line` naming its place in
     `src_path`; units go largest first into the smallest part (their text's length stands for their g++
-    time). None when there are fewer than two units or parts: one g++ is then as fast."""
+    time). None when there are fewer than two units or parts: one g++ is then as fast. Identical kernels are
+    compiled once (`deduplicated`), except in debug mode, whose vectorization report names every kernel."""
     found = units(rest, first_line)
+    if not config.debug:
+        found = deduplicated(found)
     n = min(max_parts, len(found))
     if n < 2:
         return None

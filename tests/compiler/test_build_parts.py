@@ -145,3 +145,20 @@ def test_graph_of_two_kernels_matches_eager_and_maps_errors_to_the_user_line(two
     report = json.loads((graph_dir / "compile_error.json").read_text())
     first = next(d for d in report["diagnostics"] if d["severity"] == "error")
     assert first["source"]["line"] == line and first["kernel"].endswith("_1") and "kernels_part" in report["command"]
+
+
+def test_identical_kernels_compile_once_and_each_name_runs(two_jobs):
+    copies = KERNELS + KERNELS.replace("add_one", "add_one_again").replace("twice", "twice_again").replace(
+        "exp_of(", "exp_of_again(").replace("for (int64_t", "// another comment\n    for (int64_t")
+    source = cpp_source(copies)
+    prelude, rest, first = pch.split(source)
+    bodies = build_parts.parts(rest, first, "/x/kernels.cpp", 2)
+    assert sum(b.count("#pragma omp simd") for b in bodies) == 3  # three bodies compiled, three aliases
+    assert sum(b.count("__attribute__((alias(") for b in bodies) == 3
+    lib = ctypes.CDLL(build.build_shared_library(source))
+    data = (ctypes.c_float * 64)(*[i / 8 - 4 for i in range(64)])
+    for name in ("add_one", "twice", "exp_of"):
+        a, b = (ctypes.c_float * 64)(), (ctypes.c_float * 64)()
+        getattr(lib, name)(data, a)
+        getattr(lib, f"{name}_again")(data, b)
+        assert list(a) == list(b)
