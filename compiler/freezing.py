@@ -48,6 +48,8 @@ def _pure(node: torch.fx.Node) -> bool:
     if node.op not in ("call_function", "call_method"):
         return False
     name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    if getattr(node.target, "__module__", None) in ("_operator", "operator"):
+        name = name.rstrip("_") if name in ("and_", "or_", "not_", "is_") else name  # `&`, `|`: not in place
     if any(r in name for r in _RANDOM) or (name.endswith("_") and not name.startswith("_")):
         return False
     return "out" not in node.kwargs and not node.kwargs.get("inplace", False)
@@ -236,8 +238,9 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence) -> FrozenGraph | 
     freezing off, a graph that changes tensors in place, nothing to fold)."""
     if not config.freezing or torch.is_grad_enabled() or gm.meta.get("lens_frozen") or _mutates(gm):
         return None
-    if not all(isinstance(t, torch.Tensor) for t in example_inputs):
-        return None
+    from torch._subclasses.fake_tensor import FakeTensor
+    if not all(isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) for t in example_inputs):
+        return None  # constants are computed from the real parameters
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     out = graph.graph_copy(gm.graph, env)
