@@ -94,9 +94,10 @@ export class EditorSession {
   /**
    * @param {{ trusted: boolean, multiRoot?: boolean }} options `trusted: false` keeps workspace trust on and
    * the folder untrusted; `multiRoot` opens the folder through a `.code-workspace` file, so that folders can be
-   * added without VS Code reopening the window (`addWorkspaceFolder`)
+   * added without VS Code reopening the window (`addWorkspaceFolder`); `files`, more files {name: text} for the
+   * workspace, written before VS Code opens it (so Quick Open finds them)
    */
-  static async open({ trusted, multiRoot = false }) {
+  static async open({ trusted, multiRoot = false, files = {} }) {
     assert.ok(fs.existsSync(PYTHON), `no interpreter at ${PYTHON} (make the project's .venv first)`);
     assert.ok(fs.existsSync(path.join(EXAMPLES, SCRIPT)), `no ${SCRIPT} in ${EXAMPLES}`);
     assert.ok(fs.existsSync(VSIX), `no ${VSIX}: run npm run package first`);
@@ -106,6 +107,9 @@ export class EditorSession {
     // A copy without earlier runs: every kernel the test sees comes from this session's jobs.
     session.workspace = path.join(session.root, "examples");
     fs.cpSync(EXAMPLES, session.workspace, { recursive: true, filter: (src) => !src.includes(`${path.sep}torch_compile_debug`) });
+    for (const [name, text] of Object.entries(files)) {
+      fs.writeFileSync(path.join(session.workspace, name), text);
+    }
     session.server = new CodeServer({ home, stateDir: path.join(session.root, "code-server"), settings: userSettings(trusted) });
     const installed = session.server.installExtension(VSIX);
     assert.ok(installed.includes(EXTENSION_ID), `vsix not installed; code-server lists ${JSON.stringify(installed)}`);
