@@ -84,6 +84,7 @@ class RunView:
     graphs_by_function: dict[tuple[str, str], list[FunctionGraph]] = field(default_factory=dict)  # compile order
     why_by_line: dict[SourceKey, list[WhyHit]] = field(default_factory=dict)
     line_ms: dict[SourceKey, float] = field(default_factory=dict)  # ms per iteration, split as line_share is
+    memo: dict = field(default_factory=dict)  # answers features derive from this view; dropped with it
 
 
 def function_graphs(graph: Graph) -> dict[tuple[str, str], FunctionGraph]:

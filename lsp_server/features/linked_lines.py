@@ -58,14 +58,27 @@ def linked_lines_json(index: Index, uri: str, graph_id: str | None = None) -> di
         if view is None:
             return None
         file = normalize_path(path)
-        candidates = [g for g in view.run.graphs if g.kernels and any(
-            n.source is not None and n.source.file == file for n in g.nodes.values())]
-        if not candidates:
-            return None
-        chosen = [g for g in candidates if g.id == graph_id]
-        graph = chosen[0] if chosen else max(candidates, key=lambda g: len(graph_links(g, file)))
+        key = ("linked_lines", file, graph_id)
+        if key not in view.memo:  # the run's graphs never change under a view: one answer per file and graph
+            view.memo[key] = source_links(view.run.graphs, file, graph_id)
+        return view.memo[key]
     if file is None:
         return None
+    return links_json(graph, file, candidates)
+
+
+def source_links(graphs: list[Graph], file: str, graph_id: str | None) -> dict[str, Any] | None:
+    """The answer for a user file: the named graph, else the one linking most of its lines."""
+    candidates = [g for g in graphs if g.kernels and any(
+        n.source is not None and n.source.file == file for n in g.nodes.values())]
+    if not candidates:
+        return None
+    chosen = [g for g in candidates if g.id == graph_id]
+    graph = chosen[0] if chosen else max(candidates, key=lambda g: len(graph_links(g, file)))
+    return links_json(graph, file, candidates)
+
+
+def links_json(graph: Graph, file: str, candidates: list[Graph]) -> dict[str, Any]:
     links = graph_links(graph, file)
     prelude = prelude_lines(graph)
     return {"run_id": graph.run_id, "graph_id": graph.id, "source_uri": uri_of(file),
