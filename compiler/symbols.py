@@ -16,8 +16,8 @@ Size = Union[int, sympy.Expr]  # a constant size, or an expression of Dynamo's s
 
 # The functions a size expression may use: generated C++ (codegen/index.py `cpp_index`) and Python
 # (`py_expr`) both compute them. Anything else (a float, a ceiling, a bitwise op) is not generated.
-SIZE_FUNCTIONS = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, sympy.Max, sympy.Min, torch_sym.Max, torch_sym.Min,
-                  torch_sym.FloorDiv, torch_sym.ModularIndexing, torch_sym.PythonMod, torch_sym.Mod)
+SIZE_FUNCTIONS = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, sympy.Max, sympy.Min, torch_sym.Max,
+                  torch_sym.Min, torch_sym.FloorDiv, torch_sym.ModularIndexing, torch_sym.PythonMod, torch_sym.Mod)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,8 @@ def check_dynamic(fn, make_args, sizes=(7, 13, 40), graphs=1, externs=(), atol=1
 
 
 CASES = {
-    "pointwise_broadcast": (lambda a, b: ((a + b) * 2).sigmoid() - b, lambda n: (torch.randn(n, 37), torch.randn(1, 37))),
+    "pointwise_broadcast": (lambda a, b: ((a + b) * 2).sigmoid() - b,
+                            lambda n: (torch.randn(n, 37), torch.randn(1, 37))),
     "column_broadcast": (lambda a, b: a * b + 1, lambda n: (torch.randn(n, 64), torch.randn(n, 1))),
     "softmax_rows": (lambda x: torch.softmax(x, -1), lambda n: (torch.randn(n, 100),)),
     "softmax_dim0": (lambda x: torch.softmax(x, 0), lambda n: (torch.randn(n, 33),)),
