@@ -51,9 +51,11 @@ async def test_kernels_at_def_and_source_line(lens_client: LanguageClient, lens_
 async def test_get_profile(lens_client: LanguageClient, lens_workspace: Path):
     profile = await execute(lens_client, "kernelLens.getProfile", {"run_id": None})
     graph_dir = lens_workspace / "torch_compile_debug" / OK_RUN / "lens" / "graph_0"
+    lines = profile.pop("lines")  # the run's source lines by cost (test_linked_lines.py checks them)
+    assert {line["line"] for line in lines} == {4, 5, 6}
     assert profile == {"run_id": OK_RUN, "graphs": [{
         "graph_id": "graph_0", "eager_ms": PROFILED["eager_ms"], "compiled_ms": PROFILED["compiled_ms"],
-        "speedup": PROFILED["speedup"],
+        "speedup": PROFILED["speedup"], "profiled_ms": PROFILED["profiled_ms"],
         "categories": [{"kind": "pointwise", "total_ms": PROFILED["categories"][0]["total_ms"],
                         "percent": PROFILED["categories"][0]["percent"]}],
         "kernels": [{"name": KERNEL, "kind": "pointwise", "calls": 1, "total_ms": KERNEL_TIMED["total_ms"],
