@@ -1,8 +1,8 @@
 """PyTorch's OpInfo database judges `backend="lens"`: each sample input (float32, float64, int64, bool)
 compiled and compared with eager, with the OpInfo's tolerances. Default run: the OpInfos whose aten op has
 a lowering of ours (a spread subset of samples); `-m slow`: every OpInfo, every sample, and again in bfloat16
-and float16 (the OpInfo's own per-dtype tolerances; the summary gives each dtype's native share and pass
-rate). The judge itself lives in benchmarks/opinfo_*.py (also a CLI: benchmarks/opinfo_coverage.py)."""
+and float16 (the OpInfo's own per-dtype tolerances, compiled with emulate_precision_casts so that each half op
+rounds as eager's does; the summary gives each dtype's native share and pass rate). The judge itself lives in benchmarks/opinfo_*.py (also a CLI: benchmarks/opinfo_coverage.py)."""
 import pathlib
 import sys
 
