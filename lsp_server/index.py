@@ -182,8 +182,8 @@ class Index:
     def put_run(self, run: Run) -> None:
         """Add or replace (by folder) a run."""
         old = self.run_at_path(run.path)
-        if old is not None:
-            self.remove_run(old.id)
+        if old is not None:  # the same folder read again (it grew, a profile landed): a selection stays on it
+            self.remove_run(old.id, keep_selection=True)
             run.id = old.id
         elif run.id in self.views:
             run.id = f"{run.id}#{next(self._ids)}"
@@ -193,14 +193,14 @@ class Index:
             self.readable[normalize_path(str(graph.readable))] = (run, graph)
         self.views[run.id] = build_view(run)
 
-    def remove_run(self, run_id: str) -> Run | None:
+    def remove_run(self, run_id: str, keep_selection: bool = False) -> Run | None:
         view = self.views.pop(run_id, None)
         if view is None:
             return None
         for graph in view.run.graphs:
             self.generated.pop(normalize_path(str(graph.output_code)), None)
             self.readable.pop(normalize_path(str(graph.readable)), None)
-        if self.selected_run_id == run_id:
+        if self.selected_run_id == run_id and not keep_selection:
             self.selected_run_id = None
         return view.run
 

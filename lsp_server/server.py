@@ -127,12 +127,14 @@ class KernelLensServer(LanguageServer):
             loaded += [(d, load_run(d)) for d in find_run_dirs(debug_dir)]
         trace = self.read_traces(lambda: self.trace_loader.refresh_all(every_run=True))
         with self.index_lock:
+            selected = self.index.selected_run_id  # the user's choice outlives a rescan when its run does
             for run_id in list(self.index.views):
                 self.index.remove_run(run_id)
             for _, run in loaded:
                 if run is not None:
                     self.index.put_run(run)
             self.apply_trace(trace)
+            self.index.select(selected if selected in self.index.views else None)
         self.after_index_change([run for _, run in loaded if run is not None])
         return len(self.index.views)
 

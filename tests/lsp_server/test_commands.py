@@ -1,6 +1,7 @@
 """End-to-end `workspace/executeCommand` tests with the signatures the VS Code extension calls."""
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 
@@ -29,6 +30,11 @@ async def test_list_and_select_runs(lens_client: LanguageClient, lens_workspace:
     runs = await execute(lens_client, "kernelLens.listRuns")
     assert [r["selected"] for r in runs] == [False, True]
     assert types.WORKSPACE_CODE_LENS_REFRESH in lens_client.refresh_requests
+    # a rescan, or the watcher reading the selected run's folder again, keeps the user's choice
+    assert await execute(lens_client, "kernelLens.reindex") == {"runs": 2}
+    (lens_workspace / "torch_compile_debug" / ACCURACY_RUN / "lens" / "graph_0" / "notes.txt").write_text("")
+    await asyncio.sleep(0.5)  # (the watcher's debounce; the selection must hold whether or not it has fired)
+    assert [r["selected"] for r in await execute(lens_client, "kernelLens.listRuns")] == [False, True]
     # the selected (older) run now answers for foo1.py: it has no profile, so no time in kernelsAt
     kernels = await execute(lens_client, "kernelLens.kernelsAt", {"uri": (lens_workspace / "foo1.py").as_uri(), "line": 3})
     assert [(k["run_id"], k["time_ms"]) for k in kernels] == [(ACCURACY_RUN, None)]
