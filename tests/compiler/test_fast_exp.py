@@ -1,6 +1,7 @@
-"""`lens_exp` (compiler/codegen/vector_math.py): on AVX-512 with g++ our own 16-lane expf; everywhere its
-results stay within 1 ulp of the correctly rounded exp, as eager's Sleef expf does, with exact special
-values, and the scalar tail computes the same bits as the vector body."""
+"""`lens_exp` (compiler/codegen/vector_math.py): on AVX-512 with g++ our own 16-lane expf, within 1 ulp of the
+correctly rounded exp as eager's Sleef expf is; elsewhere glibc's expf and its libmvec vector variants, within
+their documented 4 ulp (3 seen at -37.78 on an AVX2 machine; OpInfo's float32 exp tolerance is ~11 ulp). Special
+values are exact everywhere, and the scalar tail computes the same bits as the vector body."""
 import subprocess
 
 import pytest
@@ -11,6 +12,7 @@ from compiler import build
 from tests.compiler.conftest import compile_with_debug
 
 FAST = bool(build.isa_flags())  # -march=native on an AVX-512 machine: what the prelude's #if sees
+ULPS = 1 if FAST else 4  # our expf's bound, else glibc's (libmvec)
 
 
 def _ulps_from_exact(got: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
@@ -38,7 +40,7 @@ def test_exp_is_within_one_ulp_of_exact_and_special_values_are_exact(tmp_path):
     got, graph = compile_with_debug(tmp_path, torch.exp, x)
     assert "lens_exp(" in (graph / "output_code.py").read_text()
     err = _ulps_from_exact(got, x)
-    assert err.max().item() <= 1, (x[err.argmax()].item(), got[err.argmax()].item())
+    assert err.max().item() <= ULPS, (x[err.argmax()].item(), got[err.argmax()].item())
     special = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 89.0, -120.0])
     out = torch.compile(torch.exp, backend="lens")(special)
     assert out[:2].tolist() == [float("inf"), 0.0] and out[2].isnan()
@@ -52,7 +54,7 @@ def test_scalar_tail_gives_the_vector_body_bits():
     torch._dynamo.reset()
     out = torch.compile(torch.exp, backend="lens")(x)
     assert out[16].view(torch.int32) == out[5].view(torch.int32)
-    assert _ulps_from_exact(out, x).max() <= 1
+    assert _ulps_from_exact(out, x).max() <= ULPS
 
 
 @pytest.mark.parametrize("shape", [(8, 1000), (3, 17), (64, 1024)])
