@@ -110,15 +110,21 @@ def bench_index(folder: Path, kernels: int) -> None:
     debug = folder / "torch_compile_debug"
     debug.mkdir()
     run_dir = write_run(debug, run_name(0), source, graphs, 50)
+    times, index = _time_indexing(run_dir)
+    count = sum(len(g.kernels) for g in index.runs_newest_first()[0].graphs)
+    print(f"index: {count} kernels in {graphs} graphs: median {statistics.median(times) * 1000:.0f} ms, "
+          f"best {min(times) * 1000:.0f} ms (load_run + Index.put_run)")
+
+
+def _time_indexing(run_dir: Path, repeats: int = 5) -> tuple[list[float], Index]:
+    """Seconds of load_run + Index.put_run of one run folder, `repeats` times; the last index built."""
     times = []
-    for _ in range(5):
+    for _ in range(repeats):
         started = time.perf_counter()
         index = Index()
         index.put_run(load_run(run_dir))
         times.append(time.perf_counter() - started)
-    count = sum(len(g.kernels) for g in index.runs_newest_first()[0].graphs)
-    print(f"index: {count} kernels in {graphs} graphs: median {statistics.median(times) * 1000:.0f} ms, "
-          f"best {min(times) * 1000:.0f} ms (load_run + Index.put_run)")
+    return times, index
 
 
 def bench_why_index(folder: Path, graphs: int = 100) -> None:
@@ -130,12 +136,7 @@ def bench_why_index(folder: Path, graphs: int = 100) -> None:
     with_why = write_run(debug, run_name(0), source, graphs, 10, why=True)
     plain = write_run(debug, run_name(1), source, graphs, 10)
     for label, run_dir in (("with why.json", with_why), ("without", plain)):
-        times = []
-        for _ in range(5):
-            started = time.perf_counter()
-            index = Index()
-            index.put_run(load_run(run_dir))
-            times.append(time.perf_counter() - started)
+        times, index = _time_indexing(run_dir)
         records = sum(len(g.why) for g in index.runs_newest_first()[0].graphs)
         print(f"index {graphs} graphs ({graphs * 10} kernels) {label}: {records} why-records, median "
               f"{statistics.median(times) * 1000:.0f} ms, best {min(times) * 1000:.0f} ms (load_run + Index.put_run)")
