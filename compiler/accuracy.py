@@ -228,7 +228,7 @@ def clone_args(args) -> list:
 
 
 def accuracy_report(graph, node: DivergingNode | None, tol: float) -> AccuracyReport:
-    """accuracy.json (docs/debug-directory.md) for one lens graph (a frontend.CompiledGraph)."""
+    """accuracy.json (docs/debug-directory.md) for one lens graph (a compiled_graph.CompiledGraph)."""
     if node is None:
         return AccuracyReport(graph.graph_id, "ok", tol, tol)
     kmap = graph.kernel_map

@@ -33,7 +33,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from compiler import config
 
 if TYPE_CHECKING:
-    from compiler.frontend import CompiledGraph
+    from compiler.compiled_graph import CompiledGraph
 
 _IN_PLACE_OPERATORS = {
     operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,

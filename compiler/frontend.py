@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -16,6 +15,7 @@ from compiler import why as decisions
 from compiler.accuracy import accuracy_settings, check_on_first_call, clone_args
 from compiler.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
+from compiler.compiled_graph import CompiledGraph
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.debug import DebugDir
 from compiler.decompositions import decomposition_table
@@ -24,7 +24,7 @@ from compiler.dynamo_skip import skip_compiler_package
 from compiler.freezing import freeze
 from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
-from compiler.kernel_map import KernelMap, build_kernel_map
+from compiler.kernel_map import build_kernel_map
 from compiler.lowering import EagerGraph, lower_graph
 from compiler.profiling import profile_on_first_call, profiling_settings
 from compiler.repro_code import input_specs, runnable_graph_code
@@ -36,22 +36,6 @@ skip_compiler_package()
 _GRAPH_IDS = itertools.count()
 COMPILED: list["CompiledGraph"] = []  # every graph this process compiled, in order
 EAGER: list[tuple[str, str]] = []  # (graph id, why) of every graph that runs eagerly instead, in order
-
-
-@dataclass
-class CompiledGraph:
-    """What one compile produced: ids, files' contents, and the callable that runs it."""
-
-    graph_id: str
-    readable: ReadableGraph
-    code: OutputCode | None
-    kernel_map: KernelMap | None
-    debug: DebugDir | None
-    call: Callable
-    gm: torch.fx.GraphModule | None = None
-    recorded_inputs: list | None = None  # the first real inputs, kept only while checking accuracy
-    num_inputs: int = 0  # inputs the caller passes (gm's placeholders after them are lifted constants)
-    output_code_path: str | None = None  # the imported output_code.py (in the cache)
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable:

@@ -1,0 +1,29 @@
+"""`CompiledGraph`: what one compile of the frontend produced (its own module so that the stages and tools that
+take one, direct_call among them, need not import the frontend)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from compiler.codegen.wrapper import OutputCode
+from compiler.debug import DebugDir
+from compiler.graph_source import ReadableGraph
+from compiler.kernel_map import KernelMap
+
+
+@dataclass
+class CompiledGraph:
+    """What one compile produced: ids, files' contents, and the callable that runs it."""
+
+    graph_id: str
+    readable: ReadableGraph
+    code: OutputCode | None
+    kernel_map: KernelMap | None
+    debug: DebugDir | None
+    call: Callable
+    gm: torch.fx.GraphModule | None = None
+    recorded_inputs: list | None = None  # the first real inputs, kept only while checking accuracy
+    num_inputs: int = 0  # inputs the caller passes (gm's placeholders after them are lifted constants)
+    output_code_path: str | None = None  # the imported output_code.py (in the cache)
