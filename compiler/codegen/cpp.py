@@ -169,9 +169,10 @@ class KernelRenderer(ExpressionRenderer):
         pragmas = loop_nest.outer_pragmas(k, osizes, bool(parallel), simdlen, flat, self.parallel_if)
         if not self.symbolic:  # (each plans from concrete sizes; a symbolic kernel runs plain loops)
             self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
-            self.deferred = pipeline.plan(self, list(ovars), bodies)
         if not self.symbolic or symbolic.static_loops(*bodies):  # (rows of concrete length, any count of them)
             self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
+        if not self.symbolic:  # the deferred output pass runs inside the prefetching pass: planned after it
+            self.deferred = pipeline.plan(self, list(ovars), bodies)
         if self.streamed:
             pragmas = streaming.open_region(self, pragmas)
         if self.deferred:
