@@ -9,7 +9,7 @@ import torch
 
 from compiler import config, why
 from compiler.codegen import (column_reduction, exp_lanes, half, lane_reduction, loop_nest, pipeline, prefetch,
-                              sibling_loops, streaming, symbolic)
+                              row_blocks, sibling_loops, streaming, symbolic)
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
@@ -320,7 +320,7 @@ class KernelRenderer(ExpressionRenderer):
                 and (not static or rsizes[-1] >= 2 * lanes)):
             lane_reduction.render(self, n, b, acc, lanes)
         elif self.row_prefetch.into == n.name:
-            prefetch.render_blocked_reduction(self, n, b, acc)
+            row_blocks.render_blocked_reduction(self, n, b, acc)
         elif rvars and lane_reduction.wide_sum(n, rsizes, lanes):
             lane_reduction.render(self, n, b, acc, lanes)
         else:

@@ -23,6 +23,7 @@ import sympy
 
 from compiler import config
 from compiler.codegen.index import cpp_index
+from compiler.codegen.sibling_pairs import fused_body
 from compiler.symbols import is_static
 from compiler.ir import Load, walk
 
@@ -95,12 +96,11 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
 def _passes(r, bodies: list[dict], pairs: bool) -> list[int]:
     """Indices of the nodes that open a pass over the row: those with loops of their own, but not a reduction
     that shares its producer's loop (sibling_loops.py: the pair is one pass, and its producer names it)."""
-    from compiler.codegen import sibling_loops
     nodes, out, i = r.k.nodes, [], 0
     while i < len(nodes):
         if bodies[i]["inner"][0] or bodies[i]["red"][0]:
             out.append(i)
-        pair = pairs and i + 1 < len(nodes) and sibling_loops.fused_body(r, nodes[i], bodies[i], nodes[i + 1],
+        pair = pairs and i + 1 < len(nodes) and fused_body(r, nodes[i], bodies[i], nodes[i + 1],
                                                                          bodies[i + 1]) is not None
         i += 1 + pair
     return out
@@ -135,40 +135,9 @@ def _dense_row(index: sympy.Expr, row: sympy.Symbol, outer: set, ranges: dict) -
 def blocked_length(r, nodes: list, bodies: list[dict], i: int, pairs: bool) -> int | None:
     """The row length of node i's pass when it can run by blocks of a line: a plain sum/prod over one loop,
     or (`pairs`: the kernel fuses sibling loops) a producer fused with the sum that reads it back."""
-    from compiler.codegen import sibling_loops
     n, b = nodes[i], bodies[i]
-    if pairs and i + 1 < len(nodes) and sibling_loops.fused_body(r, n, b, nodes[i + 1], bodies[i + 1]) is not None:
+    if pairs and i + 1 < len(nodes) and fused_body(r, n, b, nodes[i + 1], bodies[i + 1]) is not None:
         return b["inner"][1][0]
     if n.reduction_type in ("sum", "prod") and n.dtype.is_floating_point and not b["inner"][0] and len(b["red"][0]) == 1:
         return b["red"][1][0]
     return None
-
-
-def open_blocks(r, var: sympy.Symbol, size: int, nodes: list[str]) -> None:
-    """Open `for (var_base ...)` over the row by lines, ask for the next row's lines there, and open the
-    lanes loop defining `var` (two loops to close)."""
-    pf = r.row_prefetch
-    r.open_loop(sympy.Symbol(f"{var.name}_base"), size, None, nodes, step=pf.lanes)
-    r.emit(pf.lines(f"{var.name}_base"), nodes[:1])
-    r.open_lanes(var, pf.lanes, nodes)
-
-
-def close_blocks(r, var: sympy.Symbol) -> None:
-    """Close the lanes loop and the loop by lines that `open_blocks` opened; a row's deferred output pass
-    writes its line in between (pipeline.py)."""
-    from compiler.codegen import pipeline
-    r.close()
-    if r.deferred is not None:
-        pipeline.line(r, var)
-    r.close()
-
-
-def render_blocked_reduction(r, n, b: dict, acc: str) -> None:
-    """A sum/prod over one loop by blocks of a line (the prefetching pass of a row kernel)."""
-    (v,), (size,) = b["red"]
-    lanes = r.row_prefetch.lanes
-    part = r.declare_lanes(n, acc, lanes)
-    open_blocks(r, v, size, n.origins)
-    r.combine(n, b, acc, f"{part}[{v.name}_lane]")
-    close_blocks(r, v)
-    r.fold_lanes(n, acc, lanes)

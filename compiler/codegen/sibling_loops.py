@@ -16,28 +16,10 @@ from __future__ import annotations
 
 import sympy
 
-from compiler.codegen import exp_lanes, prefetch
+from compiler.codegen import exp_lanes, row_blocks
 from compiler.codegen.cpp_ops import simd_reduction_op
-from compiler.ir import ComputedBuffer, Load, Op, substitute, walk
-
-
-def fused_body(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> dict | None:
-    """Node `b`'s body dict with its reduction variable renamed to `a`'s loop variable, or None when the
-    pair cannot share one loop."""
-    if a.reduction_type or a.name in r.streamed or not b.reduction_type:
-        return None
-    if simd_reduction_op(b.dtype, b.reduction_type) is None:
-        return None
-    (ivars, isizes), (rvars, rsizes) = ba["inner"], bb["red"]
-    if len(ivars) != 1 or len(rvars) != 1 or isizes != rsizes or bb["inner"][0]:
-        return None
-    x = ivars[0]
-    body = substitute(bb["body"], {rvars[0]: x})
-    written = sympy.expand(ba["store"])
-    for ld in walk(body):
-        if isinstance(ld, Load) and ld.buffer == a.name and sympy.expand(r.flat(ld) - written) != 0:
-            return None  # reads another element than the one this iteration writes
-    return dict(bb, body=body)
+from compiler.codegen.sibling_pairs import fused_body
+from compiler.ir import ComputedBuffer, Op, walk
 
 
 def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> bool:
@@ -58,7 +40,7 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
         return True
     if blocked:
         into = r.declare_lanes(b, acc, r.row_prefetch.lanes) + f"[{x.name}_lane]"
-        prefetch.open_blocks(r, x, size, a.origins + b.origins)
+        row_blocks.open_blocks(r, x, size, a.origins + b.origins)
     else:
         into = acc
         op = simd_reduction_op(b.dtype, b.reduction_type)
@@ -67,7 +49,7 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     r.store_body(a, ba, store)
     r.combine(b, fused, acc, into)
     if blocked:
-        prefetch.close_blocks(r, x)
+        row_blocks.close_blocks(r, x)
         r.fold_lanes(b, acc, r.row_prefetch.lanes)
     else:
         r.close()

@@ -36,3 +36,66 @@ def test_compiler_and_server_share_only_the_format_package():
     # and both do read and write through it (the check above would hold for two packages sharing nothing)
     assert any("lens_format" in n for n in imported_packages("compiler").values())
     assert any("lens_format" in n for n in imported_packages("lsp_server").values())
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Each module of ours (dotted name) -> the modules of ours it imports, at any depth, TYPE_CHECKING included."""
+    files = {}
+    for package in OURS:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            files[name.removesuffix(".__init__")] = path
+    edges: dict[str, set[str]] = {name: set() for name in files}
+    for name, path in files.items():
+        here = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    base = ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+            edges[name].update(t for t in targets if t in files and t != name)
+    return edges
+
+
+def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles_anywhere():
+    edges = _module_imports()
+    assert len(edges) > 100 and edges["compiler.frontend"]  # the walk saw the packages and their imports
+    assert _circles(edges) == []
+    # the check finds a circle where there is one
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
