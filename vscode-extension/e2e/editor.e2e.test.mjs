@@ -8,7 +8,7 @@ import { after, before, test } from "node:test";
 import path from "node:path";
 import { EditorSession, SCRIPT } from "./session.mjs";
 import {
-  activeTabTitle, clickToken, hoverUntil, openFile, runCommand, settledCursorLine, waitForActiveTab, webviewFrame,
+  activeTabTitle, clickToken, clickUntilActiveTab, hoverUntil, openFile, runCommand, settledCursorLine, waitForActiveTab, webviewFrame,
 } from "./workbench.mjs";
 
 const JOB_TIMEOUT_MS = 5 * 60_000;
@@ -97,13 +97,12 @@ test("Profile Current File opens the profile view with one row per kernel", { ti
     const maps = session.kernelMaps().filter((m) => m.kernels.some((k) => k.name === name));
     const kernels = maps.flatMap((m) => m.kernels.filter((k) => k.name === name));
     const sourceLines = maps.flatMap((m) => m.nodes.filter((n) => kernels.some((k) => k.nodes.includes(n.name))).map((n) => n.source?.line));
-    await row.locator("a.source-link").click();
-    await waitForActiveTab(session.page, SCRIPT);
+    const sourceClicks = await clickUntilActiveTab(session.page, row.locator("a.source-link"), SCRIPT);
     const sourceLine = await settledCursorLine(session.page, (line) => sourceLines.includes(line));
     t.diagnostic(`${name}: source link opened ${SCRIPT}:${sourceLine}; its nodes come from lines ${[...new Set(sourceLines)]}`);
     assert.ok(sourceLines.includes(sourceLine), `the source link opened line ${sourceLine}`);
-    await row.locator("a.kernel-link").click();
-    await waitForActiveTab(session.page, "output_code.py");
+    const kernelClicks = await clickUntilActiveTab(session.page, row.locator("a.kernel-link"), "output_code.py");
+    t.diagnostic(`links opened after ${sourceClicks} and ${kernelClicks} click(s)`);
     const kernelLine = await settledCursorLine(
       session.page, (line) => kernels.some((k) => k.output_code_lines[0] <= line && line <= k.output_code_lines[1]));
     assert.ok(

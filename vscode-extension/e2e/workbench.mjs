@@ -129,6 +129,23 @@ export async function waitForActiveTab(page, title, timeout = 30_000) {
   );
 }
 
+/** Clicks `link` until the active tab becomes `title`: a click that lands while the webview is re-rendering
+ *  (a refresh after a server restart or a new run) is lost, as it would be for a user, who clicks again.
+ *  Returns the number of clicks it took; throws after `attempts` clicks. */
+export async function clickUntilActiveTab(page, link, title, attempts = 3) {
+  for (let attempt = 1; ; attempt++) {
+    await link.click();
+    try {
+      await waitForActiveTab(page, title, attempt < attempts ? 10_000 : 30_000);
+      return attempt;
+    } catch (error) {
+      if (attempt >= attempts) {
+        throw error;
+      }
+    }
+  }
+}
+
 /** The 1-based cursor line the status bar shows for the active editor. */
 export async function cursorLine(page) {
   const status = await page.locator(".statusbar-item", { hasText: /Ln \d+, Col \d+/ }).first().innerText();
