@@ -30,8 +30,8 @@ def kernel_named(name: str, kernels: list[Kernel]) -> Kernel | None:
 
 def category_profile(path: Path, graph_id: str, output: BenchmarkOutput, kernels: list[Kernel]) -> GraphProfile:
     device = (output.busy_device or (output.categories[0].device if output.categories else "") or "cuda").lower()
-    profile = GraphProfile(path, graph_id, None, output.wall_ms, None, device=device,
-                           busy_percent=output.busy_percent)
+    profile = GraphProfile(graph_id, None, output.wall_ms, device=device, busy_percent=output.busy_percent,
+                           path=path)
     for table in output.categories:
         kind = CATEGORY_KIND.get(table.category, table.category)
         for row in table.kernels:
@@ -50,7 +50,7 @@ def timed_profile(path: Path, graph_id: str, timed: list[tuple[str, int, float]]
     runs = min((calls for _, calls, _ in timed), default=1) or 1  # every kernel runs at least once a run
     per_run = [(name, calls, total / runs) for name, calls, total in timed]
     whole = wall_ms or sum(ms for _, _, ms in per_run) or 1.0
-    profile = GraphProfile(path, graph_id, None, wall_ms, None, device=device)
+    profile = GraphProfile(graph_id, None, wall_ms, device=device, path=path)
     categories: dict[str, CategoryTime] = {}
     for name, calls, ms in per_run:
         kernel = kernel_named(name, kernels)

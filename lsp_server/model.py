@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from lens_format.jsonio import SourceRef
+
 from .parsers.accuracy import AccuracyReport
 from .parsers.compile_error import CompileError
 from .parsers.notes import GraphNotes
@@ -16,14 +18,8 @@ from .parsers.torch_trace_findings import TraceDiagnostic
 from .parsers.why import WhyRecord
 
 
-@dataclass(frozen=True)
-class SourceLocation:
-    """A user source line (file is an absolute, normalised path; line is 1-based)."""
-
-    file: str
-    line: int
-    function: str = ""
-    code: str = ""
+# A user source line: the format's one location type; in the index `file` is an absolute, normalised path.
+SourceLocation = SourceRef
 
 
 @dataclass
