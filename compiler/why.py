@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from compiler import config
+from lens_format import why as why_format
 
-VERSION = 1
+VERSION = why_format.VERSION
 GEMM_TARGETS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten._scaled_dot")
 
 SCALAR_REDUCTIONS = {"max": "NaN propagation", "min": "NaN propagation", "argmax": "first index of the maximum",
@@ -46,12 +47,10 @@ class WhyRecord:
     related: list[str] = field(default_factory=list)  # other nodes it names (the kernel it did not join)
     kernel: str | None = None  # filled when written: the kernel holding `nodes[0]`
 
-    def to_json(self) -> dict:
-        out = {"kind": self.kind, "nodes": self.nodes, "kernel": self.kernel, "reason": self.reason,
-               "message": self.message, "fix": self.fix}
-        if self.related:
-            out["related"] = self.related
-        return out
+    def to_format(self) -> why_format.WhyRecord:
+        """The record as why.json holds it (lens_format owns the file's fields)."""
+        return why_format.WhyRecord(self.kind, tuple(self.nodes), self.reason, self.message, self.kernel,
+                                    why_format.WhyFix.from_json(self.fix), tuple(self.related))
 
 
 _records: ContextVar[list[WhyRecord] | None] = ContextVar("lens_why_records", default=None)
@@ -77,7 +76,7 @@ def finish(graph_id: str, ir_nodes: Iterable, kernels: Iterable[dict]) -> dict:
             r.nodes.sort(key=lambda n: n in extern)
         kernel_of = extern if r.kind == "aten_call" else generated
         r.kernel = next((kernel_of[n] for n in r.nodes if n in kernel_of), None)
-    return {"version": VERSION, "graph_id": graph_id, "records": [r.to_json() for r in records]}
+    return why_format.WhyFile(graph_id, [r.to_format() for r in records]).to_json()
 
 
 def record(kind: str, nodes: Iterable[str], reason: str, fix: dict | None = None,
@@ -144,4 +143,4 @@ def eager_graph(graph_id: str, why: str, nodes: Iterable[str] = ()) -> dict:
             "eager_dynamic_shapes" if re.search(r"symbolic|dynamic", why) else "eager_other")
     r = WhyRecord("eager_graph", list(nodes), code, MESSAGES[code].format(detail=why))
     _records.set(None)
-    return {"version": VERSION, "graph_id": graph_id, "records": [r.to_json()]}
+    return why_format.WhyFile(graph_id, [r.to_format()]).to_json()
