@@ -3,7 +3,10 @@ p50/p99, why-records of a 100-graph run indexed, time from a run landing on disk
 why-diagnostics, server RSS with 100 runs, and the cost of finding nested debug folders in a 50,000-file workspace
 (walk time; a nested run made after start → hover). Prints numbers; asserts nothing.
 
-    .venv/bin/python benchmarks/lsp_bench.py [--kernels 1000] [--runs 100] [--files 50000]
+    .venv/bin/python benchmarks/lsp_bench.py [--kernels 1000] [--runs 100] [--files 50000] [--only server]
+                                             [--profile server.prof]
+
+--profile runs the server under cProfile (its request paths: `pstats` the file; timings are then cProfile's).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from lsp_server.index import Index
 from lsp_server.run_loader import load_run
 
 NODES_PER_KERNEL = 3
+PROFILE_TO: list[str] = []  # --profile: the servers run under cProfile, writing here
 
 
 def write_source(path: Path, graphs: int, kernels_per_graph: int) -> None:
@@ -192,7 +196,8 @@ async def start_client(workspace: Path) -> tuple[LanguageClient, list]:
 
     for method in (types.WINDOW_LOG_MESSAGE, types.WINDOW_SHOW_MESSAGE):
         client.feature(method)(lambda params: None)
-    await client.start_io(sys.executable, "-m", "lsp_server")
+    profile = ["-m", "cProfile", "-o", PROFILE_TO[0]] if PROFILE_TO else []
+    await client.start_io(sys.executable, *profile, "-m", "lsp_server")
     await client.initialize_async(types.InitializeParams(
         capabilities=types.ClientCapabilities(), root_uri=workspace.as_uri(),
         workspace_folders=[types.WorkspaceFolder(workspace.as_uri(), "bench")]))
@@ -349,13 +354,19 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--files", type=int, default=50_000, help="files in the discovery benchmark's workspace")
+    parser.add_argument("--only", choices=("index", "server", "memory", "discovery"), help="one part of the bench")
+    parser.add_argument("--profile", metavar="FILE", help="run the language servers under cProfile, into FILE")
     options = parser.parse_args()
+    if options.profile:
+        PROFILE_TO.append(str(Path(options.profile).absolute()))
+    parts = {"index": lambda folder: (bench_index(folder, options.kernels), bench_why_index(folder)),
+             "server": lambda folder: asyncio.run(bench_server(folder, options.kernels)),
+             "memory": lambda folder: asyncio.run(bench_memory(folder, options.runs)),
+             "discovery": lambda folder: asyncio.run(bench_discovery(folder, options.files))}
     with tempfile.TemporaryDirectory() as folder:
-        bench_index(Path(folder), options.kernels)
-        bench_why_index(Path(folder))
-        asyncio.run(bench_server(Path(folder), options.kernels))
-        asyncio.run(bench_memory(Path(folder), options.runs))
-        asyncio.run(bench_discovery(Path(folder), options.files))
+        for name, part in parts.items():
+            if options.only in (None, name):
+                part(Path(folder))
 
 
 if __name__ == "__main__":

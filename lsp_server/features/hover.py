@@ -47,10 +47,21 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
         dynamic = dynamic_block(graphs)
         if dynamic:
             parts.append(dynamic)
-        parts += [kernel_block(ref) for ref in refs]
+        parts += kernel_blocks(index, path, function, refs)
         if parts:
             return "\n\n".join(parts)
     return source_line_text(index, path, line0 + 1)
+
+
+def kernel_blocks(index: Index, path: str, function: str, refs: list) -> list[str]:
+    """Each kernel's section of a function's hover, rendered once per run view (its kernels never change)."""
+    view = index.view_for_file(path)
+    if view is None:
+        return [kernel_block(ref) for ref in refs]
+    key = ("kernel_blocks", path, function)
+    if key not in view.memo:
+        view.memo[key] = [kernel_block(ref) for ref in refs]
+    return view.memo[key]
 
 
 def generated_line_text(index: Index, path: str, line: int) -> str | None:

@@ -10,6 +10,7 @@ from lsprotocol import types
 
 from ..graph_builder import normalize_path
 from ..index import Index
+from ..json_answer import JsonAnswer
 from ..model import Graph
 from .commands import first_argument
 from .failsafe import failsafe
@@ -50,21 +51,17 @@ def main_source_file(graph: Graph) -> str | None:
 def linked_lines_json(index: Index, uri: str, graph_id: str | None = None) -> dict[str, Any] | None:
     path = path_of(uri)
     generated = index.generated_file(path)
-    if generated is not None:
-        graph, file = generated.graph, main_source_file(generated.graph)
-        candidates = [graph]
-    else:
-        view = index.view_for_file(path)
-        if view is None:
-            return None
-        file = normalize_path(path)
-        key = ("linked_lines", file, graph_id)
-        if key not in view.memo:  # the run's graphs never change under a view: one answer per file and graph
-            view.memo[key] = source_links(view.run.graphs, file, graph_id)
-        return view.memo[key]
-    if file is None:
+    view = index.views.get(generated.run.id) if generated is not None else index.view_for_file(path)
+    if view is None:
         return None
-    return links_json(graph, file, candidates)
+    key = ("linked_lines", path, graph_id)
+    if key not in view.memo:  # the run's graphs never change under a view: one answer per file and graph
+        if generated is not None:
+            file = main_source_file(generated.graph)
+            view.memo[key] = links_json(generated.graph, file, [generated.graph]) if file is not None else None
+        else:
+            view.memo[key] = source_links(view.run.graphs, normalize_path(path), graph_id)
+    return view.memo[key]
 
 
 def source_links(graphs: list[Graph], file: str, graph_id: str | None) -> dict[str, Any] | None:
@@ -78,15 +75,15 @@ def source_links(graphs: list[Graph], file: str, graph_id: str | None) -> dict[s
     return links_json(graph, file, candidates)
 
 
-def links_json(graph: Graph, file: str, candidates: list[Graph]) -> dict[str, Any]:
+def links_json(graph: Graph, file: str, candidates: list[Graph]) -> JsonAnswer:
     links = graph_links(graph, file)
     prelude = prelude_lines(graph)
-    return {"run_id": graph.run_id, "graph_id": graph.id, "source_uri": uri_of(file),
+    return JsonAnswer({"run_id": graph.run_id, "graph_id": graph.id, "source_uri": uri_of(file),
             "generated_uri": uri_of(graph.output_code),
             "links": [{"source_line": line - 1, "generated_lines": [n - 1 for n in sorted(lines)], "band": band}
                       for band, (line, lines) in enumerate(sorted(links.items()))],
             "prelude": {"start": prelude[0] - 1, "end": prelude[1] - 1} if prelude else None,
-            "graphs": [{"graph_id": g.id, "uri": uri_of(g.output_code)} for g in candidates]}
+            "graphs": [{"graph_id": g.id, "uri": uri_of(g.output_code)} for g in candidates]})
 
 
 def line_costs_json(index: Index, uri: str) -> dict[str, Any] | None:

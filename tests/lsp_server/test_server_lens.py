@@ -99,3 +99,21 @@ async def test_document_symbols_one_per_kernel(lens_client: LanguageClient, lens
         types.DocumentSymbolParams(doc(graph_dir(lens_workspace) / "output_code.py")))
     assert [(s.name, s.range.start.line, s.range.end.line) for s in symbols] == [(KERNEL, KERNEL_START, KERNEL_END)]
     assert symbols[0].detail == "pointwise · neg, maximum, cat"
+
+
+async def test_hover_on_def_follows_the_open_buffer_then_the_file(lens_client: LanguageClient, lens_workspace: Path):
+    """The server keeps a document's lines between hovers: an edit, and closing the buffer, still count."""
+    source = lens_workspace / "foo1.py"
+    assert "`foo1` compiled into" in (await hover_text(lens_client, source, DEF_LINE) or "")
+    text = source.read_text()
+    lens_client.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(source.as_uri(), "python", 1, "\n\n" + text)))
+    assert "`foo1` compiled into" in (await hover_text(lens_client, source, DEF_LINE + 2) or "")
+    assert "`foo1` compiled into" not in (await hover_text(lens_client, source, DEF_LINE) or "")
+    lens_client.text_document_did_change(types.DidChangeTextDocumentParams(
+        types.VersionedTextDocumentIdentifier(2, source.as_uri()),
+        [types.TextDocumentContentChangeWholeDocument(text)]))
+    assert "`foo1` compiled into" in (await hover_text(lens_client, source, DEF_LINE) or "")
+    lens_client.text_document_did_close(types.DidCloseTextDocumentParams(doc(source)))
+    source.write_text("\n" + text)  # the file on disk now has the `def` one line lower
+    assert "`foo1` compiled into" in (await hover_text(lens_client, source, DEF_LINE + 1) or "")
