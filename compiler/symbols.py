@@ -3,7 +3,7 @@ expressions (plain ints where they are constants), what the ShapeEnv knows of ea
 it, its range, its example value, the guards on it), and the Python text that computes a size at run time."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Sequence, Union
 
 import sympy
@@ -11,6 +11,8 @@ import torch
 from torch.utils._sympy import functions as torch_sym
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.printers import PythonPrinter
+
+from lens_format.symbols import ShapeSymbol, SymbolTable
 
 Size = Union[int, sympy.Expr]  # a constant size, or an expression of Dynamo's symbols
 
@@ -145,22 +147,6 @@ def substitute_hints(value, hints: dict[sympy.Symbol, int]):
     return value
 
 
-@dataclass
-class SymbolInfo:
-    """One of Dynamo's symbols as the debug directory lists it (symbols.json, docs/debug-directory.md)."""
-
-    name: str
-    source: str | None  # where Dynamo read it, e.g. "L['x'].size()[0]" (None: data-dependent, `u0`)
-    lower: int | None  # its range (None: unbounded)
-    upper: int | None
-    hint: int | None  # the example value it was traced with (None for a data-dependent size)
-    guards: list[str] = field(default_factory=list)  # the ShapeEnv's guards that mention it
-
-    def to_json(self) -> dict:
-        return {"name": self.name, "source": self.source, "range": [self.lower, self.upper], "hint": self.hint,
-                "guards": self.guards}
-
-
 def shape_env_of(values: Sequence):
     """The ShapeEnv behind any symbolic value among `values` (fake tensors, SymInts), or None."""
     for v in values:
@@ -186,8 +172,8 @@ def _source_name(src) -> str:
     return name if isinstance(name, str) else name()
 
 
-def symbol_infos(shape_env, symbols: Iterable[sympy.Symbol]) -> list[SymbolInfo]:
-    """What `shape_env` knows of each of `symbols`, in name order."""
+def symbol_infos(shape_env, symbols: Iterable[sympy.Symbol]) -> list[ShapeSymbol]:
+    """What `shape_env` knows of each of `symbols` (symbols.json's entries), in name order."""
     out = []
     guards = [g.expr for g in getattr(shape_env, "guards", [])] if shape_env is not None else []
     sources = getattr(shape_env, "var_to_sources", {}) if shape_env is not None else {}
@@ -196,11 +182,11 @@ def symbol_infos(shape_env, symbols: Iterable[sympy.Symbol]) -> list[SymbolInfo]
     for s in sorted_symbols(symbols):
         rng = ranges.get(s)
         srcs = sources.get(s, [])
-        out.append(SymbolInfo(
-            s.name, _source_name(srcs[0]) if srcs else None,
+        out.append(ShapeSymbol(
+            s.name, _source_name(srcs[0]) if srcs else "",
             _bound(rng.lower) if rng is not None else None, _bound(rng.upper) if rng is not None else None,
             _bound(hints[s]) if s in hints else None,
-            [str(g) for g in guards if s in getattr(g, "free_symbols", ())]))
+            tuple(str(g) for g in guards if s in getattr(g, "free_symbols", ()))))
     return out
 
 
@@ -218,7 +204,7 @@ def graph_symbols(gm) -> dict | None:
                     found |= sympy.sympify(s.node.expr).free_symbols
     if not found:
         return None
-    return {"version": 1, "symbols": [i.to_json() for i in symbol_infos(shape_env_of(flat), found)]}
+    return SymbolTable(symbol_infos(shape_env_of(flat), found)).to_json()
 
 
 def _known_values(shape_env) -> dict:
