@@ -31,7 +31,7 @@ import half_workloads  # noqa: E402
 from compiler_bench_report import print_table, target_lines  # noqa: E402,F401  (target_lines: tests/benchmarks)
 
 try:
-    from compiler import memory
+    from compiler.machine import memory
 except ImportError:  # before the buffer pool existed: both lens columns are the same code
     memory = None
 
@@ -227,7 +227,7 @@ def _fresh_cache_dirs(tmp: str, tag: str) -> None:
 
 
 def _with_only_toolchain_builds(tmp: str, tag: str) -> None:
-    from compiler import pch
+    from compiler.machine import pch
     pch.wait_for_builds()
     cold = os.environ["LENS_CACHE_DIR"]
     os.environ["LENS_CACHE_DIR"] = os.path.join(tmp, f"lens-{tag}-pch")
@@ -276,7 +276,7 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
             variants["bound"] = w.bound(args)
         for key, make in w.extra.items():
             variants[key] = make(args)
-        from compiler import pch
+        from compiler.machine import pch
         pch.wait_for_builds()  # no background g++ while timing
         for key, fn in variants.items():  # warm up every variant (pools, caches)
             _with_pool(key not in pool_off, lambda: (fn(), fn()))

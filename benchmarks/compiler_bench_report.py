@@ -36,8 +36,8 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
         print(f"{w.name:28} {lc:9.0f} {ic:9.0f} {ratio(lc):8.3f} {lp:9.0f} {ratio(lp):8.3f} "
               f"{c.get('lens backend warm', nan):9.0f} {c.get('inductor backend warm', nan):9.0f}")
     print("lens pch: a new graph compiled in a cache holding only what is built once per toolchain, in the "
-          "background after the first compile: the precompiled prelude (compiler/pch.py) and the support objects "
-          "(compiler/prebuilt.py).")
+          "background after the first compile: the precompiled prelude (compiler/machine/pch.py) and the support objects "
+          "(compiler/machine/prebuilt.py).")
     print()
     print("torch.compile's own cost (backend 'dynamo': a no-op graph compiler, Dynamo's graph run as Python calling "
           "eager's ops), which lens pays too: run ms, its ratio to eager, lens's ratio to it, and the first call "
@@ -52,11 +52,11 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
           "≥ 3 timed calls); ratios: median over rounds of the ratio within a round. bound: preallocated ATen op "
           "moving the same bytes (pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), "
           "column sum: sum(dim=0,out=)); mlp: 2x addmm(out=), ATen's GEMMs (compute-bound, not a memory bound).")
-    from compiler import gemm
+    from compiler.machine import gemm
     print(f"lens GEMM library for large float32 products here: {'oneDNN' if gemm.onednn_is_faster() else 'ATen'} "
-          "(compiler/gemm.py); eager and Inductor call ATen's addmm/mm.")
+          "(compiler/machine/gemm.py); eager and Inductor call ATen's addmm/mm.")
     print("Allocators: eager, inductor and 'lens nopool' allocate outputs with torch.empty_strided (c10 CPU "
-          "allocator over glibc malloc); 'lens' serves buffers from compiler.memory's pool (reuses a block only "
+          "allocator over glibc malloc); 'lens' serves buffers from compiler.machine.memory's pool (reuses a block only "
           "once nothing but the pool references its storage).")
     print("Compile ms: first call minus a steady call; cold = fresh TORCHINDUCTOR_CACHE_DIR/LENS_CACHE_DIR, "
           "warm = torch._dynamo.reset() then the same cache dirs (disk cache hit).")

@@ -125,7 +125,7 @@ def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, g
             torch.testing.assert_close(static(*args[n]), expected[n], atol=w.atol, rtol=w.rtol)
             calls[("lens static", n)] = lambda a=args[n], c=static: c(*a)
         res.graphs["lens static"] = graph_counts.get("lens", 0) - before
-        from compiler import pch
+        from compiler.machine import pch
         pch.wait_for_builds()
         for fn in calls.values():
             fn(), fn()

@@ -1,4 +1,4 @@
-"""bfloat16/float16 products on this CPU (compiler/gemm_half.py's measurement): eager's op in the dtype (ATen,
+"""bfloat16/float16 products on this CPU (compiler/machine/gemm_half.py's measurement): eager's op in the dtype (ATen,
 which calls oneDNN where it supports the dtype, its own loops elsewhere), oneDNN's linear in the dtype where it
 runs, and the float32 product of the same values (gemm.py's library, casts in and out included or not).
 Prints the best and median of `--reps` runs per row (ms); noisy neighbours move the medians, rarely the best.

@@ -38,7 +38,7 @@ def half_variants(workloads: list, extra: list) -> list:
 
 def autocast_mlps(workload_type, mlp: torch.nn.Sequential, rows: int) -> list:
     """`mlp` under `torch.autocast("cpu", dtype)`: its casts run in lens's kernels, its GEMMs in the library
-    (compiler/gemm.py); the bound is the two half-precision addmm(out=) of eager's autocast."""
+    (compiler/machine/gemm.py); the bound is the two half-precision addmm(out=) of eager's autocast."""
     out = []
     for tag, dtype, atol, rtol in HALF:
         def run(x, dtype=dtype):
@@ -60,7 +60,7 @@ def autocast_mlps(workload_type, mlp: torch.nn.Sequential, rows: int) -> list:
 
 def autocast_encoders(workload_type, enc: torch.nn.Module, shape: tuple[int, int, int]) -> list:
     """The transformer encoder layer under `torch.autocast("cpu", dtype)` (issue 31): its products in `dtype`
-    (or in float32 where the CPU has no dot products for it: compiler/gemm_half.py), layer norms in float32,
+    (or in float32 where the CPU has no dot products for it: compiler/machine/gemm_half.py), layer norms in float32,
     the casts between them in lens's kernels. No bound: compute-bound, judged against eager and Inductor."""
     out = []
     for tag, dtype, atol, rtol in HALF:

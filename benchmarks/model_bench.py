@@ -67,7 +67,7 @@ def union_ms(intervals: list[tuple[float, float]]) -> float:
 
 def _instrument() -> None:
     import compiler.frontend as frontend
-    import compiler.runtime as runtime
+    import compiler.machine.runtime as runtime
     frontend.compile_graph = _timed_graph(frontend.compile_graph)
     runtime.build_shared_library = _timed_build(runtime.build_shared_library)
     try:
@@ -231,7 +231,7 @@ def run_model(m: ZooModel, rounds: int, tmp: str, train: bool, use_inductor: boo
             why = _mismatch(m, expected, steps[name](*inputs))
         if why:
             res.mismatches[name] = why
-    from compiler import pch
+    from compiler.machine import pch
     pch.wait_for_builds()  # no background g++ while timing
     for step in steps.values():  # warm up (recompiles after the resets hit the caches), pools, allocators
         step(*inputs), step(*inputs)

@@ -12,8 +12,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from compiler import inductor_profile
-from compiler.inductor_errors import write_inductor_compile_errors
+from compiler.tools import inductor_profile
+from compiler.tools.inductor_errors import write_inductor_compile_errors
 from lens_format import files
 from lens_format.accuracy import read_accuracy
 from lens_format.errors import ParseError
@@ -54,9 +54,9 @@ class ScriptRun:
 def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | None = None,
                launcher: tuple[str, ...] = (), progress: bool = False) -> ScriptRun:
     """Run the user's script in a child Python (its own cwd = its folder), showing its output live;
-    `launcher` runs it through a module first (e.g. ("-m", "compiler.narrow_child")); `progress` prints a
+    `launcher` runs it through a module first (e.g. ("-m", "compiler.tools.narrow_child")); `progress` prints a
     line per graph as its debug folder lands (compile_progress.py)."""
-    from compiler.compile_progress import CompileProgress
+    from compiler.tools.compile_progress import CompileProgress
     script = os.path.abspath(script)
     folder = os.path.dirname(script)
     before = _runs(debug_root(folder))
@@ -121,7 +121,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     result = run_script(args.script, args.script_args, env)
     code, runs = result.exit_code, result.runs
     profiles = sorted(p for run in runs for p in glob.glob(os.path.join(run, "lens", "*", "profile.json")))
-    from compiler.profile_report import print_profiles
+    from compiler.tools.profile_report import print_profiles
     print_profiles(profiles)
     if code != 0:
         print(f"the script exited with code {code}", file=sys.stderr)
@@ -154,7 +154,7 @@ def cmd_check_accuracy(args: argparse.Namespace) -> int:
 
 def cmd_minify(args: argparse.Namespace) -> int:
     from compiler.frontend import compile_quietly
-    from compiler.minifier import NothingToMinify, load_repro, minify, write_repro
+    from compiler.tools.minifier import NothingToMinify, load_repro, minify, write_repro
     if not os.path.isdir(args.debug_dir):
         print(f"kernel-lens: no such debug directory: {args.debug_dir}", file=sys.stderr)
         return EXIT_USAGE
@@ -173,7 +173,7 @@ def cmd_minify(args: argparse.Namespace) -> int:
 
 
 def cmd_gen_tests(args: argparse.Namespace) -> int:
-    from compiler.testgen import generate_tests, graph_dirs
+    from compiler.tools.testgen import generate_tests, graph_dirs
     if not os.path.isdir(args.debug_dir) or not graph_dirs(args.debug_dir):
         print(f"kernel-lens: no lens graph folders under {args.debug_dir} (give a run_*/lens/graph_N folder, a "
               f"run folder or torch_compile_debug)", file=sys.stderr)
@@ -188,7 +188,7 @@ def cmd_gen_tests(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from compiler.run_diff import RunNotFound, diff_runs, format_diff
+    from compiler.tools.run_diff import RunNotFound, diff_runs, format_diff
     try:
         doc = diff_runs(args.run_a, args.run_b)
     except RunNotFound as e:
@@ -209,7 +209,7 @@ def cmd_narrow(args: argparse.Namespace) -> int:
         print(f"== running with backend={backend}", flush=True)
         result = run_script(args.script, args.script_args,
                             {"LENS_NARROW_BACKEND": backend, "LENS_NARROW_REPORT": report_path},
-                            launcher=("-m", "compiler.narrow_child"))
+                            launcher=("-m", "compiler.tools.narrow_child"))
         try:
             with open(report_path) as f:
                 report = json.load(f)

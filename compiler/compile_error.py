@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compiler.build import CppCompileError
+from compiler.machine.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode
 from compiler.graph_source import ReadableGraph
 from compiler.kernel_map import KernelMap

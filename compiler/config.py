@@ -97,13 +97,13 @@ class cpp:
     min_pool_bytes: int = 256 * 1024
     # Most blocks kept per (bytes, dtype); beyond that, allocations bypass the pool.
     max_blocks_per_size: int = 4
-    # Build the prelude once as a precompiled header (compiler/pch.py); LENS_PCH=0 turns it off.
+    # Build the prelude once as a precompiled header (compiler/machine/pch.py); LENS_PCH=0 turns it off.
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
-    # How many g++ build one graph's kernels side by side (compiler/build_parts.py); 0: one per core this
+    # How many g++ build one graph's kernels side by side (compiler/machine/build_parts.py); 0: one per core this
     # process may run on, 1: one g++ for the whole source (also LENS_BUILD_JOBS).
     build_jobs: int = int(os.environ.get("LENS_BUILD_JOBS") or 0)
     # Support code (the fast expf) is compiled once per toolchain into an object that kernels link
-    # (compiler/prebuilt.py); LENS_PREBUILT=0 compiles it into every kernel source instead.
+    # (compiler/machine/prebuilt.py); LENS_PREBUILT=0 compiles it into every kernel source instead.
     prebuilt_objects: bool = os.environ.get("LENS_PREBUILT", "1") not in ("", "0")
     # A float exp inside a loop over one vector's lanes is computed by an inline vector function between two
     # halves of that loop (compiler/codegen/exp_lanes.py) instead of g++ calling the 16-lane variant per
@@ -121,7 +121,7 @@ class cpp:
     # A pointwise kernel output written over an input buffer that dies in that kernel (codegen/inplace.py;
     # LENS_INPLACE=0 turns it off).
     inplace_buffers: bool = os.environ.get("LENS_INPLACE", "1") not in ("", "0")
-    # Library for float32 matrix products of at least `onednn_min_macs` multiply-adds (compiler/gemm.py):
+    # Library for float32 matrix products of at least `onednn_min_macs` multiply-adds (compiler/machine/gemm.py):
     # "auto" takes oneDNN where ATen's BLAS is MKL on an AVX-512 CPU not made by Intel (MKL runs generic AVX2
     # code there: 2.2x slower than oneDNN on an AMD EPYC), "aten" or "onednn" decide (also LENS_GEMM). oneDNN's results of at least
     # `onednn_blocked_min_bytes` (glibc's largest mmap threshold: bigger blocks are fresh mmaps, page faults on
@@ -132,7 +132,7 @@ class cpp:
     onednn_min_macs: int = 1 << 22
     onednn_blocked_min_bytes: int = 32 * 1024 * 1024
     onednn_block_bytes: int = 8 * 1024 * 1024
-    # bfloat16/float16 products and convolutions (compiler/gemm_half.py): "auto" keeps them in their dtype where
+    # bfloat16/float16 products and convolutions (compiler/machine/gemm_half.py): "auto" keeps them in their dtype where
     # the CPU has AMX/AVX512 dot products for it, else computes them in float32; "native" or "float32" decide
     # (LENS_HALF_GEMM). Accuracy checks keep eager's library.
     half_gemm: str = os.environ.get("LENS_HALF_GEMM") or ("native" if os.environ.get("LENS_CHECK_ACCURACY") else "auto")

@@ -10,7 +10,8 @@ import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from compiler import config, gemm_half
+from compiler import config
+from compiler.machine import gemm_half
 
 aten = torch.ops.aten
 

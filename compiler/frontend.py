@@ -12,8 +12,8 @@ import torch.fx
 
 from compiler import config, graph_cache
 from compiler import why as decisions
-from compiler.accuracy import accuracy_settings, check_on_first_call, clone_args
-from compiler.build import CppCompileError
+from compiler.tools.accuracy import accuracy_settings, check_on_first_call, clone_args
+from compiler.machine.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compiled_graph import CompiledGraph
 from compiler.compile_error import LensCompileError, map_compile_error
@@ -26,9 +26,9 @@ from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
 from compiler.kernel_map import build_kernel_map
 from compiler.lowering import EagerGraph, lower_graph
-from compiler.profiling import profile_on_first_call, profiling_settings
+from compiler.tools.profiling import profile_on_first_call, profiling_settings
 from compiler.repro_code import input_specs, runnable_graph_code
-from compiler.runtime import load_output_code
+from compiler.machine.runtime import load_output_code
 from compiler.scheduler import format_schedule, schedule
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     call = module.call
     call._boxed_call = True
     if debug and config.save_tensors:
-        from compiler.saved_tensors import saving_tensors_on_first_call
+        from compiler.tools.saved_tensors import saving_tensors_on_first_call
         call = saving_tensors_on_first_call(graph_id, gm, kmap.kernels, debug, call)
     compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts), gm,
                              num_inputs=num_inputs, output_code_path=None if consts else module.__file__)
@@ -155,7 +155,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
 
 
 def _write_vectorization(debug: DebugDir, code: OutputCode, cpp_source: str | None) -> None:
-    from compiler.build import opt_info_report, vectorization_report
+    from compiler.machine.build import opt_info_report, vectorization_report
     report = opt_info_report(cpp_source) if cpp_source else None
     if report is not None:
         debug.vectorization(vectorization_report(cpp_source, report, code.cpp_first_line - 1))

@@ -35,7 +35,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from compiler import config
 from compiler.direct_call import direct_run
-from compiler.runtime import import_output_code
+from compiler.machine.runtime import import_output_code
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import torch
 import torch.fx
 
 from compiler.codegen.wrapper import py_repr
-from compiler.saved_tensors import GRAPH_INPUTS_FILE
+from compiler.tools.saved_tensors import GRAPH_INPUTS_FILE
 
 
 def input_specs(example_inputs) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
@@ -33,7 +33,7 @@ import os
 import torch
 from torch import tensor, device
 from math import inf, nan
-from compiler.runtime import rand_strided
+from compiler.machine.runtime import rand_strided
 {overrides}
 _SAVED_INPUTS = {saved}  # real inputs, loaded when present (kernel-lens compile --save-tensors)
 

@@ -14,7 +14,7 @@ def pytest_sessionfinish(session, exitstatus):
     if not _OWNED:
         return
     try:
-        from compiler import pch
+        from compiler.machine import pch
         pch.wait_for_builds()
     except ImportError:
         pass

@@ -153,7 +153,7 @@ def simd_reduction_op(dtype: torch.dtype, reduction_type: str) -> str | None:
     return SIMD_REDUCTION_OPS.get(reduction_type)
 
 
-# Ends the part of every C++ source that is the same for all graphs (compiler/pch.py precompiles it).
+# Ends the part of every C++ source that is the same for all graphs (compiler/machine/pch.py precompiles it).
 PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
 
 PRELUDE = r"""#include <cstdint>

@@ -124,7 +124,7 @@ asm(".globl lens_expf\n\t.hidden lens_expf\n\t.set lens_expf, lens_expf_scalar")
 # `lens_exp_lanes<N>(v)`: v[0:N] = exp(v[0:N]) in place, for N a multiple of 16, inlined into the kernel (its
 # vector registers stay live across it, where the vector-function ABI's call clobbers them all: a masked
 # softmax row kernel 6-12% faster here). Elsewhere, a loop of lens_exp. In the prelude: every part of a source
-# cut into parts (compiler/build_parts.py) may call it, and an uncalled template costs g++ nothing to speak of.
+# cut into parts (compiler/machine/build_parts.py) may call it, and an uncalled template costs g++ nothing to speak of.
 EXP_LANES = _FAST_EXP_IF + r"""static inline __attribute__((always_inline)) lens_v16sf lens_exp_v16(lens_v16sf x) noexcept {
 """ + _EXP_BODY + r"""}
 template <int N> static inline __attribute__((always_inline)) void lens_exp_lanes(float* __restrict__ v) noexcept {
@@ -143,7 +143,7 @@ template <int N> inline void lens_exp_lanes(float* v) noexcept {
 """
 
 
-# The definitions as a translation unit of their own (compiler/prebuilt.py builds it once per toolchain).
+# The definitions as a translation unit of their own (compiler/machine/prebuilt.py builds it once per toolchain).
 FAST_EXP_OBJECT = _FAST_EXP_IF + _V16SF + "#endif\n" + FAST_EXP_DEFINITIONS
 
 

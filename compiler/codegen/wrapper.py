@@ -14,7 +14,7 @@ from compiler.codegen import inplace, vector_math
 from compiler.codegen.cpp import RenderedKernel, render_kernel
 from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
-from compiler.memory import storage_numel
+from compiler.machine.memory import storage_numel
 from compiler.scheduler import FusedKernel, ScheduledGraph
 from compiler.symbols import FloatSize, is_static, py_expr, substitute_hints
 
@@ -86,7 +86,7 @@ def _arg_code(a: ExternArg, layouts: dict[str, tuple[torch.dtype, Layout]]) -> s
 # Extern ops called with a preallocated output (`.out` overload) when the output is dense and contiguous.
 OUT_VARIANTS = {"aten.mm.default": "torch.ops.aten.mm.out", "aten.addmm.default": "torch.ops.aten.addmm.out",
                 "aten.bmm.default": "torch.ops.aten.bmm.out", "aten.baddbmm.default": "torch.ops.aten.baddbmm.out"}
-# 2-D products go through compiler/gemm.py, which picks ATen's mm or oneDNN and returns the output buffer.
+# 2-D products go through compiler/machine/gemm.py, which picks ATen's mm or oneDNN and returns the output buffer.
 GEMM_HELPERS = {"aten.mm.default": "gemm.mm", "aten.addmm.default": "gemm.addmm"}
 
 
@@ -116,9 +116,9 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     out.add("import sys")
     out.add("import torch")
     if any(isinstance(s, ExternCall) and s.target in GEMM_HELPERS and _out_variant(s) for s in sg.steps):
-        out.add("from compiler import gemm")
-    out.add("from compiler.runtime import load_cpp_module, reinterpret, rand_strided, empty_strided, "
-            "empty_strided_cpu, output_code_main, with_layout")
+        out.add("from compiler.machine import gemm")
+    out.add("from compiler.machine.runtime import load_cpp_module, reinterpret, rand_strided, empty_strided, "
+            "empty_strided_cpu, with_layout")
     out.add("")
     src_line = out.add("cpp_source = r'''")
     cpp_first = src_line  # the string starts with a newline: C++ line 1 is this line's remainder
@@ -154,6 +154,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     out.add("")
     out.add('if __name__ == "__main__":')
     kinds = {k.name: k.kind for k in kernels}
+    out.add("    from compiler.tools.profiling import output_code_main")
     out.add(f"    output_code_main(call, get_args, __file__, {kinds!r})")
     return OutputCode("\n".join(out.lines) + "\n", cpp_first, kernels, rendered)
 

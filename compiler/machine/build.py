@@ -14,7 +14,8 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from compiler import build_parts, config, pch, prebuilt
+from compiler import config
+from compiler.machine import build_parts, pch, prebuilt
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,7 @@ def _link(driver: str | None, cxx: str, cmd: list[str]) -> subprocess.CompletedP
 
 
 def _part_sources(text: str, src_path: str, tmp: str, jobs: int) -> list[list[str]] | None:
-    """g++'s inputs for each part of `text` that compiler/build_parts.py cuts it into (against the precompiled
+    """g++'s inputs for each part of `text` that compiler/machine/build_parts.py cuts it into (against the precompiled
     prelude when it is ready, else with the prelude's text in front); None when one g++ builds it as fast."""
     split = pch.split(text)
     if split is None or jobs < 2:
@@ -226,7 +227,7 @@ def _part_sources(text: str, src_path: str, tmp: str, jobs: int) -> list[list[st
 
 
 class _SupportObjectFailed(Exception):
-    """A support object compiled beside the kernels failed (compiler/prebuilt.py); they compiled fine."""
+    """A support object compiled beside the kernels failed (compiler/machine/prebuilt.py); they compiled fine."""
 
 
 def _compile_parts(compiler: str, parts: list[list[str]], tmp: str, report_path: str, src_path: str,

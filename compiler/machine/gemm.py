@@ -29,7 +29,7 @@ import logging
 import torch
 
 from compiler import config
-from compiler.memory import empty_strided
+from compiler.machine.memory import empty_strided
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +111,7 @@ def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, size, s
     return out
 
 
-# What torch.profiler calls each helper's call, whichever library ran it (compiler/profiling.py times an
+# What torch.profiler calls each helper's call, whichever library ran it (compiler/tools/profiling.py times an
 # extern mm/addmm of the generated code by this name; the library's own op is nested inside).
 PROFILER_NAMES = {"aten.mm.default": "lens::mm", "aten.addmm.default": "lens::addmm"}
 

@@ -1,7 +1,7 @@
 """Where bfloat16 and float16 matrix products and convolutions run: in their dtype, in ATen's op (which calls
 oneDNN, and oneDNN AMX or the AVX512-BF16/AVX512-FP16 dot products where the CPU has them), or as the float32
 product of the same values rounded once to the dtype (`mm(a.float(), b.float()).to(a.dtype)`), whose float32
-product then follows compiler/gemm.py's float32 rule (MKL's sgemm or oneDNN).
+product then follows compiler/machine/gemm.py's float32 rule (MKL's sgemm or oneDNN).
 
 The float32 form computes what eager computes: ATen's half products accumulate in float32 and round the result
 (bias included) once, and every half value is exact in float32, so only the order of the sums can differ. Its
@@ -45,7 +45,7 @@ def _onednn_supports(dtype: torch.dtype) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def _cpu_has_dot_products(dtype: torch.dtype) -> bool:
-    from compiler.build import cpu_flags
+    from compiler.machine.build import cpu_flags
     found = [f for f in NATIVE_FLAGS[dtype] if f in cpu_flags()]
     native = bool(found) and _onednn_supports(dtype)
     log.info("%s products run %s (CPU flags %s, capability %s)", dtype, "in oneDNN" if native else "in float32",

@@ -103,7 +103,7 @@ def claim(folder: str, files: dict[str, str]) -> str | None:
 
 
 def wait_for_builds() -> None:
-    """Wait for the background builds this process started (headers, compiler/prebuilt.py's objects), so that
+    """Wait for the background builds this process started (headers, compiler/machine/prebuilt.py's objects), so that
     benchmarks and tests time no background g++."""
     while _PENDING:
         _PENDING.pop().wait()

@@ -3,9 +3,9 @@
 The generated source keeps the full text (output_code.py compiles standalone), but once a part's object is
 built, g++ compiles a copy of the source in which the part's definitions are blank lines (diagnostics and
 the vectorization report keep their line numbers) and links the object. The fast expf's definitions cost
-~25 ms of every softmax-like build. Where g++ runs several at once (compiler/build_parts.py's jobs), the first
+~25 ms of every softmax-like build. Where g++ runs several at once (compiler/machine/build_parts.py's jobs), the first
 build that needs an object compiles it beside its kernels and links it (a masked softmax's cold build here:
-121-164 -> 112-118 ms); with one job, like the precompiled prelude (compiler/pch.py), the object is built in
+121-164 -> 112-118 ms); with one job, like the precompiled prelude (compiler/machine/pch.py), the object is built in
 the background after that first build, which compiles the definitions itself.
 
 Objects live in `<cache>/prebuilt/<key>/<name>.o`, keyed by their text, compiler, flags and compiler version.
@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from compiler import config, pch
+from compiler import config
+from compiler.machine import pch
 from compiler.codegen import vector_math
 
 

@@ -5,17 +5,16 @@ import ctypes
 import hashlib
 import importlib.util
 import os
-import sys
 import types
 from typing import Callable
 
 import torch
 
 from compiler import config
-from compiler.build import build_shared_library
+from compiler.machine.build import build_shared_library
 from compiler.dynamo_skip import skip_dynamo_in
-from compiler.kernel_timer import profiled as _profiled
-from compiler.memory import empty_strided  # noqa: F401  (generated code allocates through the pool)
+from compiler.machine.kernel_timer import profiled as _profiled
+from compiler.machine.memory import empty_strided  # noqa: F401  (generated code allocates through the pool)
 
 # torch's own CPU allocation without the dispatcher (what Inductor's generated code calls): 6 us instead of
 # 11 for a small buffer right after a kernel streamed 32 MiB; torch.empty_strided where a torch lacks it
@@ -92,13 +91,3 @@ def import_output_code(path: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def output_code_main(call: Callable, get_args: Callable, path: str, kinds: dict[str, str]) -> None:
-    """`python output_code.py` benchmarks the module; `-p` profiles it per kernel and writes a trace."""
-    from compiler.profiling import benchmark_module, profile_module
-    if "-p" in sys.argv:
-        profile_module(call, get_args, path, kinds)
-    else:
-        ms = benchmark_module(call, get_args)
-        print(f"{ms:.6f} ms per call")

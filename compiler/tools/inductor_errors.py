@@ -8,7 +8,7 @@ import json
 import os
 import re
 
-from compiler.build import parse_diagnostics
+from compiler.machine.build import parse_diagnostics
 from lens_format.compile_error import CompileDiagnostic, CompileError
 from lens_format.jsonio import parse_source_ref
 

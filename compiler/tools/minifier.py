@@ -12,7 +12,7 @@ from typing import Callable
 import torch
 import torch.fx
 
-from compiler.accuracy import DEFAULT_TOL, clone_args, compare
+from compiler.tools.accuracy import DEFAULT_TOL, clone_args, compare
 from compiler.compile_error import LensCompileError
 
 Candidate = tuple[torch.fx.GraphModule, list]

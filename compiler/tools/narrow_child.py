@@ -1,6 +1,6 @@
 """Runs a user script with every `torch.compile` forced onto one backend (LENS_NARROW_BACKEND) and each
 compiled graph checked against eager on its first call; writes the outcome to LENS_NARROW_REPORT.
-Used by `kernel-lens narrow` in a child process: `python -m compiler.narrow_child SCRIPT [ARGS]`."""
+Used by `kernel-lens narrow` in a child process: `python -m compiler.tools.narrow_child SCRIPT [ARGS]`."""
 from __future__ import annotations
 
 import atexit
@@ -11,7 +11,7 @@ import sys
 
 import torch
 
-from compiler.accuracy import DEFAULT_TOL, compare_on_first_call
+from compiler.tools.accuracy import DEFAULT_TOL, compare_on_first_call
 
 _REPORT = {"backend": os.environ.get("LENS_NARROW_BACKEND", "lens"), "graphs": 0, "mismatches": [],
            "compile_errors": []}
@@ -40,7 +40,7 @@ def _checked_backend(name: str):
 
 def main() -> None:
     if len(sys.argv) < 2:
-        print("usage: python -m compiler.narrow_child SCRIPT [ARGS]", file=sys.stderr)
+        print("usage: python -m compiler.tools.narrow_child SCRIPT [ARGS]", file=sys.stderr)
         sys.exit(2)
     backend = _checked_backend(_REPORT["backend"])
     original = torch.compile

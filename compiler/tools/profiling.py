@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 import torch
 
-from compiler.gemm import PROFILER_NAMES
-from compiler.kernel_timer import KernelTimer
+from compiler.machine.gemm import PROFILER_NAMES
+from compiler.machine.kernel_timer import KernelTimer
 
 PROFILE_VERSION = 1
 
@@ -81,7 +82,7 @@ def _events(prof: torch.profiler.profile):
 
 def _extern_op_name(target: str) -> str:
     """`aten.bmm.default` -> `aten::bmm`, the profiler's name for it (`lens::mm` for the products generated
-    code runs through compiler/gemm.py, in ATen or oneDNN)."""
+    code runs through compiler/machine/gemm.py, in ATen or oneDNN)."""
     if target in PROFILER_NAMES:
         return PROFILER_NAMES[target]
     parts = target.split(".")
@@ -287,6 +288,15 @@ def profile_module(call: Callable, get_args: Callable, path: str, kinds: dict[st
     print(f"Chrome trace for the profile is written to {trace}")
     return p
 
+
+
+def output_code_main(call: Callable, get_args: Callable, path: str, kinds: dict[str, str]) -> None:
+    """`python output_code.py` benchmarks the module; `-p` profiles it per kernel and writes a trace."""
+    if "-p" in sys.argv:
+        profile_module(call, get_args, path, kinds)
+    else:
+        ms = benchmark_module(call, get_args)
+        print(f"{ms:.6f} ms per call")
 
 def profiling_settings() -> tuple[int, int] | None:
     """(warmup, iters) when the process runs under `kernel-lens profile` (LENS_PROFILE=warmup:iters)."""

@@ -11,9 +11,9 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from compiler.accuracy import compare
-from compiler.saved_tensors import load_graph_tensors
-from compiler.testgen import graph_dirs
+from compiler.tools.accuracy import compare
+from compiler.tools.saved_tensors import load_graph_tensors
+from compiler.tools.testgen import graph_dirs
 
 DIFF_VERSION = 1
 NodeKey = tuple  # (source file name, function, statement text, target, occurrence); align_edited_lines

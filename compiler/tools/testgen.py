@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import torch
 
-from compiler.accuracy import DEFAULT_TOL
+from compiler.tools.accuracy import DEFAULT_TOL
 from compiler.codegen.wrapper import py_repr
 from compiler.kernel_subgraph import (KernelBoundary, kernel_boundary, kernel_subgraph, load_named_graph,
                                       recorded_op_overrides)
-from compiler.saved_tensors import boundary_values, load_kernel_tensors
+from compiler.tools.saved_tensors import boundary_values, load_kernel_tensors
 
 
 @dataclass
@@ -130,9 +130,9 @@ from torch import tensor, device
 from math import inf, nan
 
 import compiler.config
-from compiler.accuracy import compare
+from compiler.tools.accuracy import compare
 from compiler.frontend import compile_graph_module
-from compiler.runtime import rand_strided
+from compiler.machine.runtime import rand_strided
 
 KERNEL = {b.kernel!r}
 OP_OVERRIDES = {overrides!r}  # compiler.config.cpp.op_overrides of the run (recorded in fx_graph_runnable.py)

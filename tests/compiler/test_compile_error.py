@@ -5,7 +5,8 @@ import pathlib
 import pytest
 import torch
 
-from compiler import build, config
+from compiler import config
+from compiler.machine import build
 from compiler.compile_error import LensCompileError
 
 NEG_LINE = 16  # the `a = torch.neg(x1)` line below

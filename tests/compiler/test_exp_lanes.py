@@ -5,7 +5,8 @@ import subprocess
 import pytest
 import torch
 
-from compiler import build, config
+from compiler import config
+from compiler.machine import build
 
 from tests.compiler.conftest import compile_with_debug
 

@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import torch
 
-from compiler import build
+from compiler.machine import build
 
 from tests.compiler.conftest import compile_with_debug
 

@@ -8,7 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from compiler import config, gemm_half
+from compiler import config
+from compiler.machine import gemm_half
 from tests.compiler.conftest import compile_with_debug
 
 HALF = [torch.bfloat16, torch.float16]
@@ -213,7 +214,7 @@ def test_autocast_mlp_casts_fuse_around_the_gemms(dtype, rows, half_gemm, tmp_pa
     """Linear -> GELU -> Linear under autocast: the weights' and input's casts are generated kernels, and the
     first product's cast, its bias, the GELU and the cast for the second product are one kernel between the two
     products (no converted copy in between). The products run in `dtype` where the CPU has dot products for it
-    (compiler/gemm_half.py), else in float32 on operands rounded to `dtype`."""
+    (compiler/machine/gemm_half.py), else in float32 on operands rounded to `dtype`."""
     monkeypatch.setattr(config.cpp, "half_gemm", half_gemm)
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(512, 2048), torch.nn.GELU(), torch.nn.Linear(2048, 512)).eval()
@@ -288,7 +289,7 @@ def test_half_products_in_float32_match_eager(dtype, op, tmp_path, monkeypatch):
 def test_kernel_map_gives_each_kernel_arguments_dtype(dtype, tmp_path, monkeypatch):
     """kernel_map.json answers "did my bf16 stay bf16?": each kernel's arguments with role, dtype and shape; a
     generated kernel's half buffers as 16-bit C++ elements computed in float32; the GEMMs' operands in `dtype`
-    (products kept in their dtype here: compiler/gemm_half.py)."""
+    (products kept in their dtype here: compiler/machine/gemm_half.py)."""
     monkeypatch.setattr(config.cpp, "half_gemm", "native")
     lin = torch.nn.Linear(64, 32).eval()
 

@@ -28,7 +28,7 @@ def written_over(code: str) -> list[tuple[str, str]]:
 def test_relu_after_a_matmul_writes_over_the_matmul_output(tmp_path, dtype, shape):
     m, k, n = shape
     x, w, b = torch.randn(m, k, dtype=dtype), torch.randn(n, k, dtype=dtype), torch.randn(n, dtype=dtype)
-    # (a product this deep may run in oneDNN, compiler/gemm.py: float32 rounds differently than eager's MKL)
+    # (a product this deep may run in oneDNN, compiler/machine/gemm.py: float32 rounds differently than eager's MKL)
     tol = {"atol": 1e-3, "rtol": 1e-5} if k * m * n >= config.cpp.onednn_min_macs else None
     code = code_of(tmp_path, lambda x: torch.nn.functional.linear(x, w, b).relu() * 2 - 1, x, tol=tol)
     (pair,) = written_over(code)

@@ -5,7 +5,7 @@ import ctypes
 import pytest
 import torch
 
-from compiler.build import build_shared_library
+from compiler.machine.build import build_shared_library
 from compiler.codegen.cpp_ops import CTYPES, PRELUDE
 
 INTS = [torch.bool, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8]

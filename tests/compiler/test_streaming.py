@@ -11,7 +11,7 @@ from compiler import config
 from compiler.codegen.cpp import render_kernel
 from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from compiler.codegen.streaming import line_aligned
-from compiler.build import build_shared_library
+from compiler.machine.build import build_shared_library
 from compiler.ir import ComputedBuffer, Constant, Layout, Load, Op, index_vars
 from compiler.scheduler import FusedKernel
 from tests.compiler.conftest import assert_same, compile_with_debug

@@ -2,7 +2,8 @@
 for libraries built without it)."""
 import os
 
-from compiler import build, config
+from compiler import config
+from compiler.machine import build
 
 SOURCE = r'''
 extern "C" void gather_kernel(const float* __restrict__ in, const long* __restrict__ idx, float* __restrict__ out)

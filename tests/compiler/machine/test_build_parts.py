@@ -8,7 +8,8 @@ import pathlib
 import pytest
 import torch
 
-from compiler import build, build_parts, config, pch
+from compiler import config
+from compiler.machine import build, build_parts, pch
 from tests.compiler.conftest import assert_same, cpp_source
 
 KERNELS = r'''

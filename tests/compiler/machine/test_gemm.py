@@ -1,4 +1,4 @@
-"""Matrix products through compiler/gemm.py: ATen's mm or oneDNN, chosen per process; results stay eager's
+"""Matrix products through compiler/machine/gemm.py: ATen's mm or oneDNN, chosen per process; results stay eager's
 (within a float32 product's rounding), whichever library runs."""
 import logging
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from compiler import config, gemm
+from compiler import config
+from compiler.machine import gemm
 from tests.compiler.conftest import compile_with_debug
 
 
@@ -115,7 +116,7 @@ def test_generated_code_calls_the_helper(tmp_path):
     with torch.no_grad():
         _, graph = compile_with_debug(tmp_path, lambda x: torch.relu(lin(x)), torch.randn(40, 64))
     code = (graph / "output_code.py").read_text()
-    assert "from compiler import gemm" in code
+    assert "from compiler.machine import gemm" in code
     assert "= gemm.mm(arg" in code and "size=(40, 96), stride=(96, 1))" in code
 
 
@@ -136,7 +137,7 @@ def test_auto_takes_onednn_only_where_mkl_takes_a_generic_path(monkeypatch, capl
     monkeypatch.setattr(torch.backends.mkl, "is_available", lambda: mkl)
     gemm._auto_choice.cache_clear()
     try:
-        with caplog.at_level(logging.INFO, logger="compiler.gemm"):
+        with caplog.at_level(logging.INFO, logger="compiler.machine.gemm"):
             assert gemm.onednn_is_faster() is expected
             assert gemm.onednn_is_faster() is expected
         said = [r.getMessage() for r in caplog.records if "oneDNN" in r.getMessage()]

@@ -4,7 +4,8 @@ import gc
 import pytest
 import torch
 
-from compiler import config, memory
+from compiler import config
+from compiler.machine import memory
 
 SIZE, STRIDE = (512, 256), (256, 1)  # 512 KiB of float32: pooled
 

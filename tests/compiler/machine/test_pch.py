@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from compiler import build, config, pch
+from compiler import config
+from compiler.machine import build, pch
 from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from tests.compiler.conftest import cpp_source
 

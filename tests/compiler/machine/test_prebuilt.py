@@ -1,4 +1,4 @@
-"""Support objects (compiler/prebuilt.py): the fast expf is compiled once per toolchain in the background and
+"""Support objects (compiler/machine/prebuilt.py): the fast expf is compiled once per toolchain in the background and
 linked by later builds, whose compiled text has its definitions blanked with line numbers kept."""
 import ctypes
 import math
@@ -7,7 +7,8 @@ import pathlib
 
 import pytest
 
-from compiler import build, config, pch, prebuilt
+from compiler import config
+from compiler.machine import build, pch, prebuilt
 from compiler.codegen import vector_math
 from tests.compiler.conftest import cpp_source
 

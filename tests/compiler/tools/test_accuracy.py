@@ -9,7 +9,7 @@ import textwrap
 
 import torch
 
-from compiler.accuracy import compare, difference_fields
+from compiler.tools.accuracy import compare, difference_fields
 
 OLD_FIELDS = {"version", "graph_id", "status", "node", "target", "readable_line", "kernel", "source",
               "max_abs_error", "max_rel_error", "atol", "rtol"}  # what lsp_server/parsers/accuracy.py reads

@@ -3,7 +3,7 @@ when its files land, and run folders that existed before are not reported. (A re
 import io
 import json
 
-from compiler.compile_progress import SLOW_AFTER_S, CompileProgress
+from compiler.tools.compile_progress import SLOW_AFTER_S, CompileProgress
 
 
 def test_slow_graph_is_named_and_each_graph_reported_once(tmp_path):

@@ -1,4 +1,4 @@
-"""compiler/inductor_errors.py on a real Inductor `CppCompileError`: the failing C++ statement is mapped to the
+"""compiler/tools/inductor_errors.py on a real Inductor `CppCompileError`: the failing C++ statement is mapped to the
 node it computes (not to the kernel's first node, nor guessed from the function named on the line)."""
 import os
 import pathlib
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from compiler.inductor_errors import _nodes_for, map_inductor_compile_error
+from compiler.tools.inductor_errors import _nodes_for, map_inductor_compile_error
 
 BAD_TANH = '''import torch
 import torch._inductor.codegen.cpp as cpp

@@ -9,7 +9,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import compiler.config as config
 from compiler.frontend import compile_quietly
-from compiler.minifier import minify, write_repro
+from compiler.tools.minifier import minify, write_repro
 
 
 def program(x1, x2):

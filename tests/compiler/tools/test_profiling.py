@@ -1,7 +1,7 @@
 """Per-kernel times from torch.profiler: extern kernels that call the same aten op each get their own calls."""
 import torch
 
-from compiler.profiling import kernel_times
+from compiler.tools.profiling import kernel_times
 
 KINDS = {"extern_buf0_mm": "extern", "extern_buf1_mm": "extern"}
 EXTERNS = {"extern_buf0_mm": "aten::mm", "extern_buf1_mm": "aten::mm"}

@@ -12,7 +12,7 @@ import torch
 
 import compiler.config as config
 from compiler.cli import main as kernel_lens
-from compiler.run_diff import diff_runs
+from compiler.tools.run_diff import diff_runs
 
 CHAIN = '''
 import torch

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import compiler.config as config
-from compiler import saved_tensors
+from compiler.tools import saved_tensors
 from compiler.frontend import compile_graph_module
 from compiler.kernel_subgraph import load_named_graph
 

@@ -14,7 +14,7 @@ import torch
 import compiler.config as config
 from compiler.cli import main as kernel_lens
 from compiler.kernel_subgraph import forward_variables, kernel_boundary, load_named_graph, recorded_op_overrides
-from compiler.testgen import graph_dirs
+from compiler.tools.testgen import graph_dirs
 
 PROGRAM = '''
 import torch
