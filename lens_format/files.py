@@ -19,5 +19,7 @@ COMPILE_ERROR = "compile_error.json"
 ACCURACY = "accuracy.json"
 PROFILE = "profile.json"
 TRACE = "trace.json"
+TENSORS_INPUTS = "tensors/inputs.pt"  # (fx_graph_runnable.py loads it when present)
+TENSORS_OUTPUTS = "tensors/outputs.pt"
 TENSORS_MANIFEST = "tensors/manifest.json"
 TENSORS_README = "tensors/README.txt"

@@ -44,18 +44,3 @@ async def run_job(kind: str, file: Path, on_line: Callable[[str], None],
         on_line(line.rstrip("\n"))
     return JobResult(await process.wait(), tail)
 
-
-async def diff_runs(run_a: Path, run_b: Path, python: str = sys.executable) -> dict:
-    """`python -m compiler diff A B --json` (exit 0: same, 1: they differ; anything else is an error)."""
-    import json
-    process = await asyncio.create_subprocess_exec(
-        python, "-m", "compiler", "diff", str(run_a), str(run_b), "--json",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL)
-    out, err = await process.communicate()
-    if process.returncode not in (0, 1):
-        raise JobError(f"kernel-lens diff failed (exit {process.returncode}): "
-                       f"{err.decode('utf-8', errors='replace')[-1000:]}")
-    try:
-        return json.loads(out.decode("utf-8", errors="replace"))
-    except ValueError as exc:
-        raise JobError(f"kernel-lens diff printed no JSON: {exc}") from None

@@ -8,8 +8,9 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index, RunView, source_of
-from ..jobs import JobError, diff_runs, run_job
+from ..jobs import JobError, run_job
 from ..model import Run
+from ..run_diff import diff_indexed_runs
 from .failsafe import failsafe
 from .lookup import kernels_at, path_of, uri_of
 
@@ -154,17 +155,14 @@ def register(server: Any) -> None:
     @server.command("kernelLens.diffRuns")
     @failsafe(server, "kernelLens.diffRuns")
     async def diff_runs_command(*args: Any) -> dict[str, Any]:
-        """{"a": run_id, "b": run_id} -> `kernel-lens diff --json`, each kernel entry with `a_locations` and
+        """{"a": run_id, "b": run_id} -> `kernel-lens diff --json`'s document, each kernel entry with `a_locations` and
         `b_locations` (uri + 0-based line range of the kernels in each run's output_code.py)."""
         request = first_argument(args)
         views = [server.index.views.get(request.get(side) or "") for side in ("a", "b")]
         if any(v is None for v in views):
             return {"error": f"unknown run(s): {request.get('a')!r}, {request.get('b')!r}"}
         run_a, run_b = views[0].run, views[1].run
-        try:
-            report = await diff_runs(run_a.path, run_b.path)
-        except JobError as exc:
-            return {"error": str(exc)}
+        report = diff_indexed_runs(run_a, run_b)  # from the index, in process (lens_format.run_diff)
         for graph in report.get("graphs", []):
             for kernel in graph.get("kernels", []):
                 kernel["a_locations"] = kernel_locations(server.index, run_a.id, graph.get("a"), kernel.get("a") or [])
