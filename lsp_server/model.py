@@ -153,6 +153,7 @@ class CompileFact:
     status: str  # compiled | failed | no graph
     graph_breaks: int
     recompile_reasons: tuple[str, ...] = ()  # plain words (parsers/guard_words.py)
+    failed_guards: tuple[str, ...] = ()  # the same guards as Dynamo wrote them (the mark_dynamic quick fix reads them)
 
 
 @dataclass

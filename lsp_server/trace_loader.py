@@ -65,7 +65,8 @@ def compile_fact(f: FunctionSummary, fc: FrameCompile) -> CompileFact:
     return CompileFact(normalize_path(f.file), f.name, f.def_line, f.rank, fc.compile_id,
                        normalize_path(caller.file) if caller else None, caller.line if caller else None,
                        fc.graph_op_count, fc.guard_count, fc.compile_time_s, status, len(fc.graph_breaks),
-                       tuple(plain_words(g.reason) for g in fc.recompile_reasons))
+                       tuple(plain_words(g.reason) for g in fc.recompile_reasons),
+                       tuple(g.reason for g in fc.recompile_reasons))
 
 
 def current_facts(summary: TraceSummary) -> TraceFacts:

@@ -13,6 +13,7 @@ from ..index import Index
 from ..parsers.torch_trace_findings import TraceDiagnostic
 from .failsafe import failsafe
 from .lookup import document_lines, path_of
+from .mark_dynamic import mark_dynamic_fixes
 from .trace_diagnostics import CODES
 
 CONFIG_PREFIXES = ("torch._dynamo.config.", "torch._inductor.config.", "torch.fx.experimental._config.")
@@ -101,4 +102,5 @@ def register(server: Any) -> None:
         published = list(params.context.diagnostics)
         uri = params.text_document.uri
         return (quick_fixes(server, server.index, uri, params.range, published)
+                + mark_dynamic_fixes(server, server.index, uri, params.range, published)
                 + why_fixes(server.index, uri, params.range, document_lines(server, uri), published)) or None
