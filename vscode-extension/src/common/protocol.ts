@@ -1,7 +1,10 @@
-/** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs). */
+/** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs).
+ * Generated from lsp_server/protocol.py by `python -m lsp_server.protocol_ts --write`: edit that file. */
 
 export type RunKind = "lens" | "inductor";
+
 export type KernelKind = "pointwise" | "reduction" | "persistent_reduction" | "extern" | "unknown" | string;
+
 export type JobKind = "compile" | "profile" | "check-accuracy";
 
 export interface RunSummary {
@@ -12,6 +15,12 @@ export interface RunSummary {
   graphs: number;
   kernels: number;
   selected: boolean;
+}
+
+/** `kernelLens.selectRun` ({run_id} or a run id; null: the newest run answers again). */
+export interface SelectRunResult {
+  selected: string | null;
+  error?: string;
 }
 
 export interface KernelLocation {
@@ -87,6 +96,17 @@ export interface LineLink {
   band: number;
 }
 
+/** Lines of a file, 0-based and inclusive. */
+export interface LineRange {
+  start: number;
+  end: number;
+}
+
+export interface GraphLink {
+  graph_id: string;
+  uri: string;
+}
+
 /** `kernelLens.linkedLines` ({uri, graph_id?}): a user file linked with one graph's output_code.py. */
 export interface LinkedLines {
   run_id: string;
@@ -95,8 +115,8 @@ export interface LinkedLines {
   generated_uri: string;
   links: LineLink[];
   /** The C++ prelude before the first kernel (0-based, inclusive), folded by the kernel view. */
-  prelude: { start: number; end: number } | null;
-  graphs: { graph_id: string; uri: string }[];
+  prelude: LineRange | null;
+  graphs: GraphLink[];
 }
 
 export interface LineCostKernel {
@@ -107,11 +127,18 @@ export interface LineCostKernel {
   ms: number | null;
 }
 
+export interface LineCost {
+  line: number;
+  percent: number | null;
+  ms: number | null;
+  kernels: LineCostKernel[];
+}
+
 /** `kernelLens.lineCosts` ({uri}): each source line's share and ms per iteration, costliest first. */
 export interface LineCosts {
   run_id: string;
   uri: string;
-  lines: { line: number; percent: number | null; ms: number | null; kernels: LineCostKernel[] }[];
+  lines: LineCost[];
   measures: string;
 }
 
@@ -134,26 +161,76 @@ export interface KernelSpan {
 
 export type KernelChange = "same" | "code_changed" | "split" | "merged" | "regrouped" | "nodes_changed" | "added" | "removed";
 
+export interface TimePair {
+  a: number | null;
+  b: number | null;
+}
+
+/** A user source line as the debug directory writes it (1-based). */
+export interface SourceRef {
+  file: string;
+  line: number;
+  function: string;
+  code: string;
+}
+
+/** An FX node only one run has. */
+export interface DiffNode {
+  name: string;
+  target: string;
+  source: SourceRef | null;
+}
+
+/** A node of a kernel group: its FX name in each run (null where absent) and which kernel holds it. */
+export interface KernelDiffNode {
+  target: string;
+  source: SourceRef | null;
+  a: string | null;
+  b: string | null;
+  a_kernel: string | null;
+  b_kernel: string | null;
+}
+
 /** One group of kernels sharing FX nodes across the two runs (`kernel-lens diff --json`). */
 export interface KernelDiffEntry {
   change: KernelChange | string;
   a: string[];
   b: string[];
+  /** Always sent; optional here, where the extension does not read it. */
+  nodes?: KernelDiffNode[];
   code_diff: string | null;
-  time_ms: { a: number | null; b: number | null } | null;
+  time_ms: TimePair | null;
   a_locations: KernelSpan[];
   b_locations: KernelSpan[];
+}
+
+export interface OutputsComparison {
+  status: "same" | "changed" | "inputs_differ" | "not_saved" | "not_compared" | string;
+  max_abs_error: number | null;
+  max_rel_error: number | null;
 }
 
 export interface GraphDiff {
   a: string | null;
   b: string | null;
-  change: string;
+  /** Always sent; optional here, where the extension does not read it. */
+  a_dir?: string | null;
+  b_dir?: string | null;
+  change: "same" | "changed" | "added" | "removed" | string;
+  nodes_added?: DiffNode[];
+  nodes_removed?: DiffNode[];
   kernels: KernelDiffEntry[];
+  time_ms?: TimePair | null;
+  outputs?: OutputsComparison;
 }
 
 /** `kernelLens.diffRuns` ({a, b} run ids): the diff, or `{error}`. */
 export interface RunDiff {
+  /** Always sent; optional here, where the extension does not read it. */
+  version?: number;
+  /** The runs' folders. */
+  a?: string;
+  b?: string;
   changed: boolean;
   a_run: string;
   b_run: string;
@@ -161,7 +238,11 @@ export interface RunDiff {
   graphs: GraphDiff[];
 }
 
-export type RunDiffResult = RunDiff | { error: string };
+export interface CommandError {
+  error: string;
+}
+
+export type RunDiffResult = RunDiff | CommandError;
 
 /** One Dynamo compile (`kernelLens.listCompiles` ({uri?})): what triggered it and why it recompiled. */
 export interface CompileSummary {
@@ -177,4 +258,26 @@ export interface CompileSummary {
   status: "compiled" | "failed" | "no graph" | string;
   graph_breaks: number;
   recompile_reasons: string[];
+  /** `TORCH_TRACE`, or the debug-directory run the graph came from. */
+  origin?: string;
+  /** The settings not at their default, by full name. */
+  config?: Record<string, unknown>;
+  /** The `torch.compile` that wrapped the function. */
+  compile_call?: SourceLocation | null;
+}
+
+/** One graph break of the structured traces, once per place and reason. */
+export interface GraphBreakSummary {
+  reason: string;
+  uri: string;
+  line: number;
+  compiles: number;
+  frames: number;
+  ranks: number[];
+  functions: string[];
+}
+
+/** `kernelLens.listGraphBreaks` ({uri?}): most compiles first. */
+export interface GraphBreaks {
+  graph_breaks: GraphBreakSummary[];
 }
