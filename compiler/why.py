@@ -3,6 +3,9 @@ left scalar, a graph run eagerly. Stages report a decision with one call where t
 collects one graph's records and writes them as `why.json` (docs/debug-directory.md)."""
 from __future__ import annotations
 
+import builtins
+import functools
+import os
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -76,7 +79,7 @@ def finish(graph_id: str, ir_nodes: Iterable, kernels: Iterable[dict]) -> dict:
             r.nodes.sort(key=lambda n: n in extern)
         kernel_of = extern if r.kind == "aten_call" else generated
         r.kernel = next((kernel_of[n] for n in r.nodes if n in kernel_of), None)
-    return why_format.WhyFile(graph_id, [r.to_format() for r in records]).to_json()
+    return why_format.WhyFile(graph_id, [r.to_format() for r in records], config_snapshot()).to_json()
 
 
 def record(kind: str, nodes: Iterable[str], reason: str, fix: dict | None = None,
@@ -143,4 +146,43 @@ def eager_graph(graph_id: str, why: str, nodes: Iterable[str] = ()) -> dict:
             "eager_dynamic_shapes" if re.search(r"symbolic|dynamic", why) else "eager_other")
     r = WhyRecord("eager_graph", list(nodes), code, MESSAGES[code].format(detail=why))
     _records.set(None)
-    return why_format.WhyFile(graph_id, [r.to_format()]).to_json()
+    return why_format.WhyFile(graph_id, [r.to_format()], config_snapshot()).to_json()
+
+
+# settings about the debug output itself: on whenever a why.json is written
+NOT_SNAPSHOT = frozenset({"debug", "debug_dir_root"})
+SETTING_TYPES = (bool, int, float, str, tuple, list, dict, type(None))
+
+
+def config_snapshot() -> dict[str, object]:
+    """The `compiler.config` settings (`cpp.` ones by their dotted name) whose value differs from its default: what
+    config.py computes with no environment variable set, so a LENS_* variable counts as a change too."""
+    current, defaults = _settings(vars(config)), _defaults()
+    return {name: list(value) if isinstance(value, tuple) else value for name, value in current.items()
+            if name in defaults and defaults[name] != value}
+
+
+def _settings(namespace: dict) -> dict[str, object]:
+    found = {}
+    for prefix, values in (("", namespace), ("cpp.", vars(namespace["cpp"]) if "cpp" in namespace else {})):
+        for name, value in values.items():
+            if not name.startswith("_") and name not in NOT_SNAPSHOT and isinstance(value, SETTING_TYPES):
+                found[prefix + name] = value
+    return found
+
+
+@functools.cache
+def _defaults() -> dict[str, object]:
+    """config.py run again in a namespace of its own whose `os.environ` is empty."""
+    class NoEnvironment:
+        environ: dict[str, str] = {}
+        path = os.path
+
+    def importer(name, *args, **kwargs):
+        return NoEnvironment if name == "os" else builtins.__import__(name, *args, **kwargs)
+
+    with open(config.__file__, encoding="utf-8") as source:
+        code = compile(source.read(), config.__file__, "exec")
+    namespace = {"__name__": "compiler.config_defaults", "__builtins__": {**vars(builtins), "__import__": importer}}
+    exec(code, namespace)
+    return _settings(namespace)

@@ -67,14 +67,22 @@ class WhyRecord:
 class WhyFile:
     graph_id: str = ""
     records: list[WhyRecord] = field(default_factory=list)
+    # the `compiler.config` settings that differ from their defaults when the graph was compiled ("cpp.simdlen")
+    config: dict[str, object] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"version": VERSION, "graph_id": self.graph_id, "records": [r.to_json() for r in self.records]}
+        data: dict[str, Any] = {"version": VERSION, "graph_id": self.graph_id,
+                                "records": [r.to_json() for r in self.records]}
+        if self.config:
+            data["config"] = dict(sorted(self.config.items()))
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WhyFile:
         found = (WhyRecord.from_json(d) for d in as_dict_list(data.get("records")))
-        return cls(as_str(data.get("graph_id")), [r for r in found if r is not None])
+        config = data.get("config")
+        settings = {k: v for k, v in config.items() if isinstance(k, str)} if isinstance(config, dict) else {}
+        return cls(as_str(data.get("graph_id")), [r for r in found if r is not None], settings)
 
 
 def read_why(path: Path) -> WhyFile:

@@ -85,7 +85,9 @@ def build_graph(graph: Graph) -> bool:
     graph.not_vectorized = files.parse("vectorization.txt") or {}
     graph.notes = files.parse("notes.txt") or graph.notes
     graph.symbols = files.parse("symbols.json") or []
-    graph.why = graph_why(graph, files.parse("why.json"), ours=kernel_map is not None or graph.notes.eager is not None)
+    why = files.parse("why.json")
+    graph.why = graph_why(graph, why, ours=kernel_map is not None or graph.notes.eager is not None)
+    graph.config = dict(why.config) if why is not None else {}
     if graph.eager_reason is not None and not graph.kernels and graph.status == "ok":
         graph.status = "eager"
     graph.profile = files.parse("profile.json") or profile_from_benchmark(files)

@@ -71,6 +71,7 @@ class Graph:
     direction: str | None = None  # forward | backward | inference (AOTAutograd's graph), when known
     notes: GraphNotes = field(default_factory=GraphNotes)  # notes.txt: ATen fallbacks, eager graphs
     why: list[WhyRecord] = field(default_factory=list)  # why.json (else notes.txt), g++'s scalar loops, Inductor's
+    config: dict[str, object] = field(default_factory=dict)  # why.json: compiler.config settings not at their default
     symbols: list[ShapeSymbol] = field(default_factory=list)  # symbols.json: Dynamo's size symbols
 
     @property
@@ -154,6 +155,8 @@ class CompileFact:
     graph_breaks: int
     recompile_reasons: tuple[str, ...] = ()  # plain words (parsers/guard_words.py)
     failed_guards: tuple[str, ...] = ()  # the same guards as Dynamo wrote them (the mark_dynamic quick fix reads them)
+    config: tuple[tuple[str, object], ...] = ()  # torch.compiler.config's set values (compilation_metrics)
+    breaks: tuple[tuple[str, int, str], ...] = ()  # (file, line, reason) of each graph break the compile hit
 
 
 @dataclass

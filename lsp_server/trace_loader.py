@@ -66,7 +66,9 @@ def compile_fact(f: FunctionSummary, fc: FrameCompile) -> CompileFact:
                        normalize_path(caller.file) if caller else None, caller.line if caller else None,
                        fc.graph_op_count, fc.guard_count, fc.compile_time_s, status, len(fc.graph_breaks),
                        tuple(plain_words(g.reason) for g in fc.recompile_reasons),
-                       tuple(g.reason for g in fc.recompile_reasons))
+                       tuple(g.reason for g in fc.recompile_reasons), tuple(sorted(fc.config.items())),
+                       tuple((normalize_path(gb.file or f.file), gb.line or f.def_line, gb.reason)
+                             for gb in fc.graph_breaks))
 
 
 def current_facts(summary: TraceSummary) -> TraceFacts:

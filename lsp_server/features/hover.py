@@ -10,7 +10,7 @@ from ..index import Index
 from .describe import (count_label, direction, eager_head, kernel_block, kernel_time, link, newest_eager,
                        node_block, node_split, notes_block, source_block, trace_function_block)
 from .failsafe import failsafe
-from .why_text import dynamic_block, symbol_block, why_block
+from .why_text import dynamic_block, settings_block, symbol_block, why_block
 from .lookup import def_name_at, path_of, trace_functions_at
 
 WORD = re.compile(r"[A-Za-z_]\w*")
@@ -44,9 +44,9 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
         notes = notes_block(graphs)
         if notes:
             parts.append(notes)
-        dynamic = dynamic_block(graphs)
-        if dynamic:
-            parts.append(dynamic)
+        for block in (dynamic_block(graphs), settings_block(graphs)):
+            if block:
+                parts.append(block)
         parts += kernel_blocks(index, path, function, refs)
         if parts:
             return "\n\n".join(parts)

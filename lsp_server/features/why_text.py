@@ -50,3 +50,14 @@ def dynamic_block(graphs: list[FunctionGraph]) -> str | None:
     if not seen:
         return None
     return "**Dynamic shapes** (symbols.json):\n" + "\n".join(f"- {symbol_line(s)}" for s in seen.values())
+
+
+def settings_block(graphs: list[FunctionGraph]) -> str | None:
+    """The compiler.config settings not at their default when the function's graphs were compiled (why.json)."""
+    seen: dict[str, object] = {}
+    for entry in graphs:
+        seen.update(entry.graph.config)  # the newest graph's value wins
+    if not seen:
+        return None
+    return "**Settings in force** (why.json):\n" + "\n".join(f"- `compiler.config.{name} = {value!r}`"
+                                                             for name, value in sorted(seen.items()))

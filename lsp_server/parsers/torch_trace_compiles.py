@@ -68,6 +68,8 @@ class FrameCompile:
     graph_hash: str | None = None
     artifacts: dict[str, PayloadRef] = field(default_factory=dict)  # other payloads by kind (last wins)
     finished: bool = False  # compilation_metrics seen
+    # compilation_metrics' `compiler_config` (torch.compiler.config: dynamic_sources, job_id...), set values only
+    config: dict[str, object] = field(default_factory=dict)
 
     @property
     def compile_id(self) -> str:
@@ -141,12 +143,24 @@ def _on_metrics(fc: FrameCompile, rec: TraceRecord) -> None:
     fc.fail_reason = _str_or_none(m.get("fail_reason"))
     fc.fail_file = _str_or_none(m.get("fail_user_frame_filename"))
     fc.fail_line = _int_or_none(m.get("fail_user_frame_lineno"))
+    fc.config = _set_values(m.get("compiler_config"))
     restarts = m.get("restart_reasons")
     fc.restart_reasons = [str(r) for r in restarts] if isinstance(restarts, (list, set)) else []
     # older torch put the reason here; 2.13 leaves it None and logs a `recompile_reasons` artifact
     reason = m.get("recompile_reason")
     if isinstance(reason, str) and reason and not fc.recompile_reasons:
         fc.recompile_reasons = parse_recompile_reasons(reason)
+
+
+def _set_values(text: object) -> dict[str, object]:
+    """A JSON object of settings (a string in the record) without its empty, false and null values."""
+    try:
+        values = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return {}
+    if not isinstance(values, dict):
+        return {}
+    return {k: v for k, v in values.items() if v is not None and v is not False and v not in ("", [], {})}
 
 
 def _on_start(fc: FrameCompile, rec: TraceRecord) -> None:

@@ -143,3 +143,18 @@ async def test_dynamic_sizes_on_the_function_and_on_a_symbol_in_output_code(why_
     text = await hover(why_client, code, at, column)
     assert text.startswith(f"**Kernel Lens** — size symbol `{symbol}`: batch dimension of `x` is dynamic"), text
     assert f"read by Dynamo at `L['x'].size()[0]`" in text
+
+
+async def test_settings_in_force_on_the_hover_and_in_the_compiles_picker(why_client: LanguageClient,
+                                                                         why_workspace: InductorWorkspace):
+    """why.json's config: the compiler.config settings not at their default when the graph was compiled."""
+    chain_def = LINES.index("def chain(x, w):")
+    text = await hover(why_client, why_workspace.script, chain_def)
+    assert "**Settings in force** (why.json):\n- `compiler.config.max_fusion_size = 2`" in text, text
+    compiles = await why_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="kernelLens.listCompiles", arguments=[{"uri": why_workspace.script.as_uri()}]))
+    chain = [c for c in compiles if c["function"] == "chain"]
+    assert chain and all(c["origin"].startswith("debug directory") for c in chain)
+    assert chain[0]["config"] == {"compiler.config.max_fusion_size": 2} and chain[0]["def_line"] == chain_def
+    wrapped = LINES.index('    torch.compile(chain, backend="lens")(torch.randn(8, 16), torch.randn(16, 4))')
+    assert chain[0]["compile_call"] == {"uri": why_workspace.script.as_uri(), "line": wrapped}

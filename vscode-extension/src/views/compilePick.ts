@@ -25,11 +25,15 @@ export function compileItem(c: CompileSummary): CompileItem {
     c.compile_time_s === null ? null : `${c.compile_time_s.toFixed(2)} s`,
   ].filter((part): part is string => part !== null);
   const called = c.call_site ? `called from ${locationLabel(c.call_site.uri, c.call_site.line)}` : "call site unknown";
+  const wrapped = c.compile_call ? ` · torch.compile at ${locationLabel(c.compile_call.uri, c.compile_call.line)}` : "";
   const why = c.recompile_reasons.length > 0 ? ` · recompiled: ${c.recompile_reasons.join("; ")}` : "";
+  const settings = Object.entries(c.config ?? {}).map(([name, value]) => `${name} = ${JSON.stringify(value)}`);
+  const config = settings.length > 0 ? ` · settings: ${settings.join(", ")}` : "";
+  const origin = c.origin && c.origin !== "TORCH_TRACE" ? ` · ${c.origin}` : "";
   return {
     label: `[${c.compile_id}] ${c.function}`,
-    description: `${figures.join(" · ")}${rank}`,
-    detail: `${called}${why}`,
+    description: `${figures.join(" · ")}${rank}${origin}`,
+    detail: `${called}${wrapped}${why}${config}`,
     compile: c,
   };
 }

@@ -31,3 +31,13 @@ test("a failed compile on a rank without a known call site", () => {
   assert.equal(item.description, "failed · rank 3");
   assert.equal(item.detail, "call site unknown");
 });
+
+test("where torch.compile wrapped the function and the settings in force; one of our graphs says its run", () => {
+  const item = compileItem({
+    ...RECOMPILE, compile_id: "graph_0", call_site: null, recompile_reasons: [], graph_breaks: 0,
+    origin: "debug directory, run r1", config: { "compiler.config.max_fusion_size": 2 },
+    compile_call: { uri: "file:///w/prog.py", line: 20 },
+  });
+  assert.equal(item.description, "compiled · 2 ops · 9 guards · 0.12 s · debug directory, run r1");
+  assert.equal(item.detail, "call site unknown · torch.compile at prog.py:21 · settings: compiler.config.max_fusion_size = 2");
+});

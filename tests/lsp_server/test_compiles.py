@@ -1,0 +1,52 @@
+"""The compiles picker's data through the real server, from committed structured traces: the `torch.compile`
+line that wrapped each compiled function, torch.compiler.config's set values, and graph breaks counted once per
+place over frames, recompiles and ranks (kernelLens.listGraphBreaks)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest_lsp
+from lsp_workspaces import SERVER, start_session
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+from test_diagnostics import wait_for_diagnostics
+from trace_workspaces import line_of, trace_workspace
+
+BREAKS = "breaks_recompile_failure"
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def traces_client(lsp_client: LanguageClient, tmp_path: Path):
+    trace_workspace(tmp_path / "ws", BREAKS)
+    trace_workspace(tmp_path / "ws", "two_ranks")
+    await start_session(lsp_client, tmp_path / "ws")
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def command(client: LanguageClient, name: str, uri: str | None = None):
+    return await client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command=name, arguments=[{"uri": uri}] if uri else [{}]))
+
+
+async def test_compile_call_config_and_graph_breaks_counted_once(traces_client: LanguageClient, tmp_path: Path):
+    script, ranks_script = tmp_path / "ws" / f"{BREAKS}.py", tmp_path / "ws" / "two_ranks.py"
+    await wait_for_diagnostics(traces_client, script.as_uri(), lambda ds: any(d.code == "graph-break" for d in ds))
+    await wait_for_diagnostics(traces_client, ranks_script.as_uri(),
+                               lambda ds: any(d.code == "graph-break" for d in ds))
+    compiles = await command(traces_client, "kernelLens.listCompiles", script.as_uri())
+    branchy = {c["compile_id"]: c for c in compiles if c["function"] == "branchy"}
+    wrapped = {"uri": script.as_uri(), "line": line_of(script, 'compiled = torch.compile(branchy, backend="eager")')}
+    assert branchy["0/0"]["compile_call"] == wrapped and branchy["0/1"]["compile_call"] == wrapped
+    assert branchy["0/0"]["origin"] == "TORCH_TRACE" and branchy["0/0"]["config"] == {}  # nothing set
+    sine = next(c for c in compiles if c["function"] == "sine")
+    assert sine["compile_call"] is None  # `torch.compile(fn, ...)` in a loop over functions names none: not claimed
+    # the break in branchy: hit by its first compile and its recompile, both of frame 0
+    found = (await command(traces_client, "kernelLens.listGraphBreaks", script.as_uri()))["graph_breaks"]
+    assert found == [{"reason": "Data-dependent branching", "uri": script.as_uri(),
+                      "line": line_of(script, "if b.sum() < 0"), "compiles": 2, "frames": 1, "ranks": [],
+                      "functions": ["branchy"]}]
+    everywhere = (await command(traces_client, "kernelLens.listGraphBreaks"))["graph_breaks"]
+    (ranked,) = [b for b in everywhere if b["uri"] == ranks_script.as_uri()]
+    assert ranked["ranks"] == [1] and ranked["line"] == line_of(ranks_script, "if rank == 1")
+    assert len(everywhere) == 2
