@@ -9,6 +9,8 @@ import sympy
 import torch
 import torch.fx
 
+from lens_format.notes import ExternNote
+
 from compiler import config
 from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBuffer, Layout, Node,
                          contiguous_strides, index_vars)
@@ -322,7 +324,7 @@ class GraphLowering:
                 raise DynamicShapeGraph(f"node {node.name}'s result: {e}") from None
         self.nodes.append(ExternCall(name, _target_name(target), eargs, ekwargs, outputs, node.name,
                                      reason, is_tuple=isinstance(val, (list, tuple)), binds=binds))
-        self.notes.append(f"{node.name}: extern call to {_target_name(target)} ({reason})")
+        self.notes.append(ExternNote(node.name, _target_name(target), reason).to_line())  # notes.txt
         results = [buffer_value(o[0], o[1], o[2].size, o[2].stride) if o else
                    size_expr(m) if isinstance(m, torch.SymInt) else m for o, m in zip(outputs, vals)]
         return tuple(results) if isinstance(val, (list, tuple)) else results[0]
