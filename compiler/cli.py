@@ -120,7 +120,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
           f"calls) in eager and compiled, then profiled per kernel", flush=True)
     result = run_script(args.script, args.script_args, env)
     code, runs = result.exit_code, result.runs
-    profiles = sorted(p for run in runs for p in glob.glob(os.path.join(run, "lens", "*", "profile.json")))
+    profiles = sorted(p for run in runs for p in glob.glob(os.path.join(run, files.LENS_FOLDER, "*", files.PROFILE)))
     from compiler.tools.profile_report import print_profiles
     print_profiles(profiles)
     if code != 0:

@@ -3,14 +3,20 @@ creates and prints one plain line per graph as its files land. The script itself
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, TextIO
+
+from lens_format import files
+from lens_format.errors import ParseError
+from lens_format.jsonio import read_json_object
+from lens_format.kernel_map import KernelMap
+from lens_format.notes import read_notes
 
 POLL_S = 0.25
 SLOW_AFTER_S = 5.0  # a graph still compiling after this long is named, so a long run never looks stuck
@@ -33,19 +39,17 @@ class GraphFolder:
 def landed_as(folder: str) -> str | None:
     """What a graph folder's files say it became once compiled ("forward", "runs eagerly", "inductor"…),
     None while its files are still being written. Our files are written atomically, so a file seen is whole."""
-    kernel_map = os.path.join(folder, "kernel_map.json")
-    if os.path.exists(kernel_map):
+    kernel_map = Path(folder) / files.KERNEL_MAP
+    if kernel_map.exists():
         try:
-            with open(kernel_map) as f:
-                return str(json.load(f).get("graph_kind", "inference"))
-        except (OSError, ValueError):
+            return KernelMap.from_json(read_json_object(kernel_map, require_version=False)).graph_kind
+        except ParseError:
             return None
-    notes = os.path.join(folder, "notes.txt")
-    if os.path.exists(notes):  # a graph that falls back to eager writes its reason and no kernel map
+    notes = Path(folder) / files.NOTES
+    if notes.exists():  # a graph that falls back to eager writes its reason and no kernel map
         try:
-            with open(notes) as f:
-                return "runs eagerly" if "runs eagerly" in f.read() else None
-        except OSError:
+            return "runs eagerly" if read_notes(notes).eager is not None else None
+        except ParseError:
             return None
     if os.path.basename(os.path.dirname(folder.rstrip(os.sep))) == "torchinductor":
         return "inductor" if os.path.exists(os.path.join(folder, "output_code.py")) else None
