@@ -35,6 +35,9 @@ class FusedKernel:
     # Graph outputs that no step reads (not even a later node of this kernel): written once and handed to
     # the caller, so large ones may bypass the cache (codegen/streaming.py).
     unread_outputs: set[str] = field(default_factory=set)
+    # Dynamo's size symbols -> their example values (a graph over symbolic sizes): what codegen/size_variants.py
+    # chooses strategies from, each choice checked at run time.
+    hints: dict = field(default_factory=dict)
 
     @property
     def kind(self) -> str:
@@ -130,7 +133,8 @@ def schedule(ir: GraphIR, op_names: dict[str, str]) -> ScheduledGraph:
             current.has_reduction = current.has_reduction or bool(node.reduction_type)
             current.origins = sorted(set(current.origins) | set(node.origins), key=ir_order(ir))
             continue
-        current = FusedKernel([node], _dims_of(node), bool(node.reduction_type), origins=list(node.origins))
+        current = FusedKernel([node], _dims_of(node), bool(node.reduction_type), origins=list(node.origins),
+                              hints=ir.hints)
         steps.append(current)
     for i, k in enumerate(s for s in steps if isinstance(s, FusedKernel)):
         k.name = kernel_name(k.origins, op_names, i)

@@ -11,7 +11,7 @@ import math
 import sympy
 import torch
 
-from compiler.codegen import half
+from compiler.codegen import half, size_variants
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, SIMD_REDUCTION_OPS
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBuffer
@@ -61,9 +61,8 @@ def applies(renderer, ovars: list[sympy.Symbol], bodies: list[dict]) -> bool:
 def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: bool) -> None:
     k = renderer.k
     m = _reductions(k, bodies, KINDS)
-    static = all(is_static(s) for b in bodies for s in (size, *b["red"][1]))
-    if parallel and static:  # (planned from concrete sizes: a symbolic kernel takes blocks of outputs)
-        phases = _split_phases(k, bodies, m, size)
+    if parallel and renderer.plans and is_static(size):  # (a generic symbolic kernel takes blocks of outputs)
+        phases = _split_phases(renderer, bodies, m, size)
         if phases:
             _render_split(renderer, size, x, bodies, m, phases)
             return
@@ -109,6 +108,11 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
     renderer.close()
 
 
+def _text(size) -> str:
+    """A size as an operand in C++: a number as it is, a symbolic one parenthesized."""
+    return str(size) if is_static(size) else f"({cpp_index(sympy.expand(size))})"
+
+
 def _lane_loop(renderer, x: sympy.Symbol, width: str, origins: list[str]) -> None:
     renderer.emit(f"for (int64_t {x.name}_lane = 0; {x.name}_lane < {width}; {x.name}_lane++)", origins)
     renderer.emit("{")
@@ -126,10 +130,12 @@ SPLIT_CHUNK_ROWS = 64
 PAGE = 4096
 
 
-def _split_phases(k, bodies: list[dict], m: int, size: int) -> list[list[int]] | None:
+def _split_phases(renderer, bodies: list[dict], m: int, size: int) -> list[list[int]] | None:
     """When a thread's accumulators for every output fit in L1 and there are rows to share: the reduction
     nodes grouped into passes over the rows (a node joins the pass before it when it reduces the same
-    ranges and reads none of that pass's results); None to keep whole output blocks per thread instead."""
+    ranges and reads none of that pass's results); None to keep whole output blocks per thread instead.
+    (A symbolic count of rows: decided from its hint in a size variant, size_variants.holds.)"""
+    k = renderer.k
     phases: list[list[int]] = []
     for i in range(m):
         reads = {ld.buffer for ld in walk(bodies[i]["body"]) if isinstance(ld, Load)}
@@ -142,7 +148,7 @@ def _split_phases(k, bodies: list[dict], m: int, size: int) -> list[list[int]] |
     for phase in phases:
         rows = math.prod(bodies[phase[0]]["red"][1])
         nbytes = sum(_padded(size, k.nodes[i].dtype) + _padded(size, _partial_dtype(k.nodes[i])) for i in phase)
-        if rows < SPLIT_MIN_ROWS or nbytes > SPLIT_MAX_BYTES:
+        if nbytes > SPLIT_MAX_BYTES or not size_variants.holds(renderer, sympy.Ge(rows, SPLIT_MIN_ROWS)):
             return None
     return phases
 
@@ -233,7 +239,7 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
                            [n.origin])
         _chunk(renderer, n, bodies[i], f"acc{i}", CTYPES[n.dtype], _padded(size, n.dtype) + PAGE,
                (2 * j + 1) * PAGE // (2 * len(phase)))
-    rows = math.prod(rsizes)
+    rows = _text(math.prod(rsizes))
     renderer.emit(f"const int64_t lens_end = {rows} * (lens_tid + 1) / lens_team;", origins)
     renderer.emit(f"for (int64_t lens_first = {rows} * lens_tid / lens_team; lens_first < lens_end; "
                   f"lens_first += {SPLIT_CHUNK_ROWS})", origins)
@@ -248,8 +254,8 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
     renderer.indent += 1
     inner = 1
     for v, s in reversed(list(zip(rvars, rsizes))):  # the row number as the reduction vars
-        row = "lens_row" if inner == 1 else f"(lens_row / {inner})"
-        renderer.emit(f"const int64_t {v.name} = {row}" + (f" % {s};" if v != rvars[0] else ";"), origins)
+        row = "lens_row" if inner == 1 else f"(lens_row / {_text(inner)})"
+        renderer.emit(f"const int64_t {v.name} = {row}" + (f" % {_text(s)};" if v != rvars[0] else ";"), origins)
         inner *= s
     renderer.open_loop(x, size, "#pragma omp simd", origins)
     for i, n in zip(phase, nodes):
@@ -297,7 +303,7 @@ def applies_to_total(renderer, ovars: list, bodies: list[dict]) -> bool:
     work = 1
     for s in b["red"][1]:
         work *= s
-    return bool(b["red"][0]) and work >= PARALLEL_SUM_MIN_WORK
+    return bool(b["red"][0]) and size_variants.holds(renderer, sympy.Ge(work, PARALLEL_SUM_MIN_WORK))
 
 
 def render_total(renderer, bodies: list[dict]) -> None:
@@ -325,6 +331,7 @@ def render_total(renderer, bodies: list[dict]) -> None:
     last = len(rvars) == 1
     if last:
         renderer.emit(f"#pragma omp simd reduction({op}:{part})", [n.origin])
+    s = _text(s)
     renderer.emit(f"for (int64_t {v.name} = {s} * lens_tid / lens_team; {v.name} < {s} * (lens_tid + 1) / lens_team; "
                   f"{v.name}++)", n.origins)
     renderer.emit("{")

@@ -9,7 +9,7 @@ import torch
 
 from compiler import config, why
 from compiler.codegen import (column_reduction, exp_lanes, half, lane_reduction, loop_nest, pipeline, prefetch,
-                              row_blocks, sibling_loops, streaming, symbolic)
+                              row_blocks, sibling_loops, size_variants, streaming, symbolic)
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
@@ -32,7 +32,8 @@ class RenderedKernel:
 
 class KernelRenderer(ExpressionRenderer):
     def __init__(self, kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
-                 readable_lines: dict[str, int], inplace: dict[str, str]):
+                 readable_lines: dict[str, int], inplace: dict[str, str],
+                 assume: size_variants.Assumptions | None = None):
         self.k, self.layouts, self.readable = kernel, layouts, readable_lines
         self.lines: list[tuple[str, list[str]]] = []
         self.indent = 0
@@ -47,9 +48,12 @@ class KernelRenderer(ExpressionRenderer):
         self.inplace = {n.name for n in kernel.nodes if n.name in inplace}  # outputs over inputs (inplace.py)
         self.params = kernel_params(kernel, layouts, self.locals, inplace)
         self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/exp_lanes.py)
-        # a kernel over symbolic sizes (codegen/symbolic.py) takes them as arguments and runs plain loops
+        # a kernel over symbolic sizes (codegen/symbolic.py) takes them as arguments and runs plain loops, but in
+        # its size variants (`assume`: decisions taken from the hints, checked at run time; size_variants.py)
         self.sizes = symbolic.kernel_symbols(kernel, layouts)
         self.symbolic = bool(self.sizes)
+        self.assume = assume
+        self.plans = not self.symbolic or assume is not None  # (strategies planned from sizes)
         self.init_expressions()
 
     # -- lines ---------------------------------------------------------------------
@@ -153,7 +157,7 @@ class KernelRenderer(ExpressionRenderer):
             b["store"] = sympy.expand(b["store"].xreplace(osubst))
         if column_reduction.applies(self, list(ovars), bodies):  # (symbolic: blocks of outputs)
             column_reduction.render(self, osizes[0], ovars[0], bodies, bool(parallel))
-        elif not self.symbolic and column_reduction.applies_to_total(self, list(ovars), bodies):
+        elif self.plans and column_reduction.applies_to_total(self, list(ovars), bodies):
             column_reduction.render_total(self, bodies)
         else:
             self._render_nest(ovars, osizes, bodies, parallel, simdlen)
@@ -167,11 +171,11 @@ class KernelRenderer(ExpressionRenderer):
         k = self.k
         flat = not any(b["inner"][0] for b in bodies)
         pragmas = loop_nest.outer_pragmas(k, osizes, bool(parallel), simdlen, flat, self.parallel_if)
-        if not self.symbolic:  # (each plans from concrete sizes; a symbolic kernel runs plain loops)
+        if self.plans:  # (each plans from concrete or hinted sizes; a generic symbolic kernel runs plain loops)
             self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
-        if not self.symbolic or symbolic.static_loops(*bodies):  # (rows of concrete length, any count of them)
+        if self.plans or symbolic.static_loops(*bodies):  # (rows of concrete length, any count of them)
             self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
-        if not self.symbolic:  # the deferred output pass runs inside the prefetching pass: planned after it
+        if self.plans:  # the deferred output pass runs inside the prefetching pass: planned after it
             self.deferred = pipeline.plan(self, list(ovars), bodies)
         if self.streamed:
             pragmas = streaming.open_region(self, pragmas)
@@ -369,4 +373,8 @@ class KernelRenderer(ExpressionRenderer):
 
 def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
                   readable_lines: dict[str, int], inplace: dict[str, str] | None = None) -> RenderedKernel:
-    return KernelRenderer(kernel, layouts, readable_lines, inplace or {}).render()
+    generic = KernelRenderer(kernel, layouts, readable_lines, inplace or {}).render()
+    if not generic.sizes:
+        return generic
+    return size_variants.render(kernel, layouts, generic, lambda k, lay, assume: KernelRenderer(
+        k, lay, readable_lines, inplace or {}, assume).render())

@@ -78,7 +78,7 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
                 continue
             span = _dense_row(sympy.expand(r.flat(ld)), row, outer, ranges)
             itemsize = r.layouts[ld.buffer][0].itemsize
-            if span is None or not MIN_ROW_BYTES <= span[1] * itemsize <= MAX_ROW_BYTES:
+            if span is None or not is_static(span[1]) or not MIN_ROW_BYTES <= span[1] * itemsize <= MAX_ROW_BYTES:
                 continue
             targets.setdefault((arg.param, cpp_index(span[0])), (span[1], LINE_BYTES // itemsize))
     if not targets:

@@ -22,8 +22,11 @@ import re
 import sympy
 
 from compiler import config
+from compiler.codegen import size_variants
 from compiler.codegen.index import cpp_index
 from compiler.ir import ComputedBuffer
+from compiler.sym import FloorDiv
+from compiler.symbols import is_static
 
 LINE_BYTES = 64
 
@@ -89,24 +92,29 @@ def line_aligned(store: sympy.Expr, var: sympy.Symbol, lanes: int | None) -> boo
 def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], parallel: bool,
          flat: bool) -> set[str]:
     """The nodes of renderer `r`'s kernel whose stores stream. In a flat kernel (the last outer loop is the
-    vector loop) they share that loop's blocks: same line size, and no tail when it is the only loop."""
+    vector loop) they share that loop's blocks: same line size, and no tail when it is the only loop. (Symbolic
+    sizes: as the hints make them, in a size variant checked at run time, size_variants.holds.)"""
     k = r.k
     if not config.cpp.streaming_stores or not parallel or not ovars:
         return set()
     out: set[str] = set()
     for n, b in zip(k.nodes, bodies):
-        small = n.layout.numel * n.dtype.itemsize < config.cpp.streaming_store_min_bytes
         if (n.name not in k.unread_outputs or n.reduction_type or n.name in r.locals or n.name in r.inplace
-                or LINE_BYTES % n.dtype.itemsize or small):  # (an output written over its input is in cache)
+                or LINE_BYTES % n.dtype.itemsize):  # (an output written over its input is in cache)
             continue
         ivars, isizes = b["inner"]
         var, size = (ivars[-1], isizes[-1]) if ivars else (ovars[-1], osizes[-1])
+        if ivars and not is_static(size):
+            continue
         # (a row of its own loop may start anywhere in a line: render_row peels its head)
-        if size >= line_lanes(n) and line_aligned(b["store"], var, line_lanes(n) if not ivars else None):
+        if (line_aligned(b["store"], var, line_lanes(n) if not ivars else None)
+                and size_variants.holds(r, sympy.Ge(size, line_lanes(n)))
+                and size_variants.holds(r, sympy.Ge(n.layout.numel * n.dtype.itemsize,
+                                               config.cpp.streaming_store_min_bytes))):
             out.add(n.name)
     if flat and out:
         lanes = {line_lanes(n) for n in k.nodes if n.name in out}
-        if len(lanes) > 1 or (len(ovars) == 1 and osizes[0] % lanes.pop()):
+        if len(lanes) > 1 or (len(ovars) == 1 and sympy.sympify(osizes[0]) % lanes.pop() != 0):
             return set()
     return out
 
@@ -114,11 +122,14 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
 def open_region(r, pragmas: list[str | None]) -> list[str | None]:
     """Open the parallel region of a streaming kernel; the outer loop's pragma becomes a worksharing `for`
     (no barrier: each thread fences first, then the region's end waits for all)."""
-    r.emit("#pragma omp parallel")
-    r.emit("{")
-    r.indent += 1
     first = pragmas[0] or ""
     assert first.startswith("#pragma omp parallel for"), first
+    clause = re.search(r" if\(parallel: .*\)$", first)  # (threads chosen at run time: the region's clause)
+    if clause:
+        first = first[:clause.start()]
+    r.emit("#pragma omp parallel" + (clause.group(0) if clause else ""))
+    r.emit("{")
+    r.indent += 1
     return [first.replace("#pragma omp parallel for", "#pragma omp for", 1) + " nowait", *pragmas[1:]]
 
 
@@ -145,7 +156,7 @@ def render_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, stor
     """Node `n`'s innermost loop as blocks of streamed lines plus a plainly stored tail; False (nothing
     emitted) when its store along `var` is not made of whole lines."""
     lanes = line_lanes(n)
-    if size < lanes or not line_aligned(store, var, None):
+    if not is_static(size) or size < lanes or not line_aligned(store, var, None):
         return False
     if not line_aligned(store, var, lanes):
         _render_peeled_row(r, n, b, var, size, store)
@@ -205,7 +216,7 @@ def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: lis
     nodes fill their staged line, the others store as usual; `render_bodies()` emits the node blocks."""
     streamed = [(n, b) for n, b in zip(r.k.nodes, bodies) if n.name in r.streamed]
     lanes = max(line_lanes(n) for n, _ in streamed)
-    main = size - size % lanes
+    main = size - size % lanes if is_static(size) else FloorDiv(size, lanes) * lanes
     if pragma is not None:  # the lane loop is the vector loop now
         pragma = None if pragma.startswith("#pragma omp simd") else re.sub(r" simd( simdlen\(\d+\))?", "", pragma)
     r.open_loop(_base(var), main, pragma, r.k.origins, step=lanes)
@@ -219,7 +230,7 @@ def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: lis
     for n, b in streamed:
         _stream_lines(r, n, b["store"], var, lanes)
     r.close()
-    if main < size:  # (only inside an outer loop: `plan` keeps a lone loop whole)
+    if size_variants.tail(main, size):  # (only inside an outer loop: `plan` keeps a lone loop whole)
         r.open_loop(var, size, "#pragma omp simd", r.k.origins, start=main)
         render_bodies()
         r.close()

@@ -1,15 +1,16 @@
 """Kernels over symbolic sizes (Dynamo's `s0`, `u0`, ... in loop bounds, strides and indices).
 
 Such a kernel takes each symbol it uses as an `int64_t` argument named after it, after its pointers, and the
-wrapper passes the values it read from the inputs. Decisions that need a size are made at run time or not
-at all: threads are used when the work is big enough (an `if(parallel: ...)` clause on the loop's pragma,
-the same `config.cpp.min_chunk_size` threshold static kernels apply at code generation), and the strategies
-planned from concrete sizes (streaming stores, row prefetch and its deferred output pass, column-reduction
-blocking) are left out: the kernel runs plain `omp parallel for` outer loops and `omp simd` inner ones. Row
-strategies whose own loops are static still apply: per-lane max/min and wide sums over a row of known length,
-a producer and its row sum in one loop, kernel-local arrays of a static row (a LayerNorm over 512 columns of
-a dynamic batch keeps them). A kernel-local array of a symbolic row (softmax's exps over `s0` columns) is a
-per-thread heap row, grown when a call's rows are longer (`scratch_row`), where a static one is a stack array.
+wrapper passes the values it read from the inputs. Decisions that need a size are made at run time: threads are
+used when the work is big enough (an `if(parallel: ...)` clause on the loop's pragma, the same
+`config.cpp.min_chunk_size` threshold static kernels apply at code generation), and the strategies planned from
+concrete sizes (streaming stores, row prefetch and its deferred output pass, sibling loops, the column split)
+run in size variants of the kernel's body, each behind a run-time check of the sizes it was planned for
+(codegen/size_variants.py: `holds` takes a decision from the hints there); the generic body runs plain
+`omp parallel for` outer loops and `omp simd` inner ones. Row strategies whose own loops are static apply there
+too: per-lane max/min and wide sums over a row of known length, a producer and its row sum in one loop,
+kernel-local arrays of a static row. A kernel-local array of a symbolic row (softmax's exps over `s0` columns) is
+a per-thread heap row, grown when a call's rows are longer (`scratch_row`), where a static one is a stack array.
 """
 from __future__ import annotations
 

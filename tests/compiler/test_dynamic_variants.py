@@ -1,0 +1,86 @@
+"""Kernels over symbolic sizes keep the static kernels' strategies in size variants (compiler/codegen/size_variants.py):
+each variant planned from the size hints runs behind a run-time check of the kernel's size arguments, the generic
+body serves the other sizes; one compile, no guard, eager's results on both sides of every check."""
+import re
+
+import pytest
+import torch
+
+from compiler import config
+from compiler.codegen import size_variants
+from compiler.codegen.cpp_ops import PRELUDE_END
+from tests.compiler.test_dynamic import check_dynamic
+
+
+def _kernels(graph) -> str:
+    return graph.code.text.split(PRELUDE_END, 1)[1]
+
+
+def _checks(code: str) -> list[str]:
+    return re.findall(r"^    (?:else )?if \((.*)\)$", code, re.M)
+
+
+@pytest.fixture
+def small_streaming(monkeypatch):
+    monkeypatch.setattr(config.cpp, "streaming_store_min_bytes", 64 * 1024)  # 16 rows of 1024 floats
+
+
+def _rows(n):
+    """(n, 1024) rows, and a row of another length past the sizes the variants were planned for."""
+    return (torch.randn(n, 1024) if n < 1000 else torch.randn(9, 1000),)
+
+
+def test_softmax_streams_and_defers_its_output_pass_behind_a_check_of_the_row_count(small_streaming):
+    graph, = check_dynamic(lambda x: torch.softmax(x, -1), _rows, sizes=(40, 5, 1000, 16, 15))
+    code = _kernels(graph)
+    checks = _checks(code)
+    assert len(checks) == 2, checks  # streaming above 64 KiB, plain stores under it, then the generic body
+    assert all("== 1024" in c for c in checks) and ">= 65536" in checks[0] and checks[1].count("!(") == 1
+    streaming = code[code.index(checks[0]):code.index(checks[1])]
+    assert "lens_stream_line(" in streaming and "lens_prev_row" in streaming and "__builtin_prefetch" in streaming
+    assert "#pragma omp parallel if(parallel: " in streaming and "#pragma omp for nowait" in streaming
+    assert "alignas(64) float buf1_local_slots[2][1024];" in streaming  # the static row, not a heap row
+    generic = code[code.rindex("    else\n"):]
+    assert "lens_stream_line(" not in generic and "buf1_local_row" in generic
+
+
+def test_column_sum_splits_rows_across_threads_from_64_rows():
+    graph, = check_dynamic(lambda x: x.sum(0), lambda n: (torch.randn(n, 256) if n < 1000 else torch.randn(70, 200),),
+                           sizes=(300, 10, 64, 63, 1000), atol=1e-4, rtol=1e-4)
+    code = _kernels(graph)
+    checks = _checks(code)
+    assert checks[0].endswith(">= 64") and "== 256" in checks[0], checks
+    split = code[code.index(checks[0]):code.index(checks[1])]
+    assert "lens_team" in split and "lens_row" in split
+
+
+def test_layer_norm_over_a_dynamic_batch_needs_no_generic_body_past_its_variants(small_streaming):
+    ln = torch.nn.LayerNorm(1024).eval()
+    with torch.no_grad():
+        graph, = check_dynamic(lambda x: ln(x), lambda n: (torch.randn(n, 1024),), sizes=(40, 3, 17),
+                               atol=1e-4, rtol=1e-4)
+    code = _kernels(graph)
+    # (no stride is symbolic: the variant that streams, else the body that equals the generic one)
+    assert len(_checks(code)) == 1 and "lens_stream_line(" in code
+
+
+def test_without_size_variants_a_dynamic_kernel_is_the_generic_body(monkeypatch, small_streaming):
+    monkeypatch.setattr(size_variants, "ENABLED", False)
+    graph, = check_dynamic(lambda x: torch.softmax(x, -1), _rows, sizes=(40, 5))
+    code = _kernels(graph)
+    assert not _checks(code) and "lens_stream_line(" not in code
+
+
+def test_pinned_symbols_are_the_strides_not_the_row_count():
+    import sympy
+    from compiler.ir import Layout, Load, ComputedBuffer, index_vars
+    from compiler.scheduler import FusedKernel
+    rows, cols = sympy.symbols("s0 s1", integer=True, positive=True)
+    x0, x1 = index_vars(2)
+    lay = Layout((rows, cols), (cols, 1))
+    node = ComputedBuffer("buf0", torch.float32, lay, Load(torch.float32, None, "arg0", (x0, x1)), [x0, x1],
+                          ["mul"], "mul")
+    k = FusedKernel([node], (rows,), False, hints={rows: 4096, cols: 1024})
+    assert size_variants.pins(k, {"arg0": (torch.float32, lay)}) == {cols: 1024}
+    kernel, layouts = size_variants.pinned(k, {"arg0": (torch.float32, lay)}, {cols: 1024})
+    assert kernel.nodes[0].layout.stride == (1024, 1) and layouts["arg0"][1].size == (rows, 1024)
