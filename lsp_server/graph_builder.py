@@ -86,7 +86,8 @@ def build_graph(graph: Graph) -> bool:
     graph.notes = files.parse("notes.txt") or graph.notes
     graph.symbols = files.parse("symbols.json") or []
     why = files.parse("why.json")
-    graph.why = graph_why(graph, why, ours=kernel_map is not None or graph.notes.eager is not None)
+    ours = kernel_map is not None or graph.notes.eager is not None
+    graph.why = graph_why(graph, why, ours, None if ours else files.parse("ir_post_fusion.txt"))
     graph.config = dict(why.config) if why is not None else {}
     if graph.eager_reason is not None and not graph.kernels and graph.status == "ok":
         graph.status = "eager"

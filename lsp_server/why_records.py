@@ -1,8 +1,12 @@
 """One graph's "why" records, whatever wrote them: our `why.json` (else `notes.txt`), g++'s scalar loops from
-`vectorization.txt`, and real Inductor's extern kernels (its output_code.py says which nodes call ATen)."""
+`vectorization.txt`, and real Inductor's extern kernels (its output_code.py says which nodes call ATen) and
+kernels that read another kernel's buffer (ir_post_fusion.txt with output_code.py's launches)."""
 from __future__ import annotations
 
+import re
+
 from .model import Graph
+from .parsers.ir_post_fusion import IrGraph
 from .parsers.notes import GraphNotes
 from .parsers.why import WhyFile, WhyRecord
 
@@ -54,8 +58,41 @@ def from_inductor_externs(graph: Graph) -> list[WhyRecord]:
             for k in graph.kernels if k.kind == "extern" and k.nodes]
 
 
-def graph_why(graph: Graph, why: WhyFile | None, ours: bool) -> list[WhyRecord]:
+def from_inductor_fusion(graph: Graph, ir: IrGraph | None) -> list[WhyRecord]:
+    """Real Inductor: a kernel that reads, from memory, a buffer another kernel wrote. ir_post_fusion.txt says which
+    scheduler node reads which node's buffer and how each iterates; output_code.py's launches say whether the
+    two ended up in different kernels (the C++ backend fuses some of them after that file is written)."""
+    if ir is None:
+        return []
+    by_buffer = {}  # buffer -> the first kernel whose launch names it: the one writing it
+    for kernel in sorted(graph.kernels, key=lambda k: min(k.launch_lines or [k.start_line])):
+        for line in kernel.launch_lines or ([kernel.start_line] if kernel.kind == "extern" else []):
+            for name in re.findall(r"\bbuf\d+\b", graph.code_line(line)):
+                by_buffer.setdefault(name, kernel)
+    writer = {b: node for node in ir.nodes for b in node.writes}
+    out, seen = [], set()
+    for node in ir.nodes:
+        kernel = by_buffer.get(node.writes[0]) if node.writes else None
+        if kernel is None or kernel.kind == "extern" or not kernel.nodes:
+            continue
+        for buffer in node.reads:
+            producer, source = writer.get(buffer), by_buffer.get(buffer)
+            if producer is None or source is None or source is kernel or (kernel.name, source.name) in seen:
+                continue
+            seen.add((kernel.name, source.name))
+            if producer.extern_kernel:
+                message = f"reads `{buffer}` from memory: the extern kernel `{producer.extern_kernel}` writes it"
+            else:
+                message = (f"did not join `{source.name}`'s kernel: reads its `{buffer}` from memory (ir_post_fusion"
+                           f".txt: `{producer.name}` iterates {producer.iteration or '?'}, `{node.name}` "
+                           f"{node.iteration or '?'})")
+            out.append(WhyRecord("not_fused", (kernel.nodes[0],), "inductor_separate_kernels", message, kernel.name,
+                                 origin="ir_post_fusion.txt"))
+    return out
+
+
+def graph_why(graph: Graph, why: WhyFile | None, ours: bool, ir: IrGraph | None = None) -> list[WhyRecord]:
     records = list(why.records) if why is not None else from_notes(graph.notes)
     if not ours:
-        records += from_inductor_externs(graph)
+        records += from_inductor_externs(graph) + from_inductor_fusion(graph, ir)
     return records + from_vectorization(graph)

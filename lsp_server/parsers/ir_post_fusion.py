@@ -10,6 +10,8 @@ WRITES = re.compile(r"^(?P<name>[A-Za-z_]\w*)\.writes = \[(?P<deps>.*)\]\s*$")
 BUFFER_NAME = re.compile(r"(?:name=)?'(?P<buf>\w+)'")
 BODY_OP = re.compile(r"^\s+\w+ = ops\.(?P<op>\w+)\(")
 EXTERN_KERNEL = re.compile(r"^(?P<name>[A-Za-z_]\w*)\.node\.kernel = (?P<kernel>[\w.]+)\s*$")
+UNMET = re.compile(r"^(?P<name>[A-Za-z_]\w*)\.unmet_dependencies = (?P<deps>.*)$")  # reads of other nodes' buffers
+ITERATION = re.compile(r"^(?P<name>[A-Za-z_]\w*)\.group\.iteration = (?P<iteration>.+?)\s*$")
 
 
 @dataclass
@@ -22,6 +24,8 @@ class IrNode:
     writes: list[str] = field(default_factory=list)
     body_ops: list[str] = field(default_factory=list)
     extern_kernel: str | None = None
+    reads: list[str] = field(default_factory=list)  # buffers other nodes write (its unmet dependencies)
+    iteration: str | None = None  # its loop sizes as Inductor grouped them, e.g. "(262144, 1)"
 
 
 @dataclass
@@ -54,8 +58,16 @@ def parse_ir_post_fusion_text(path: Path, text: str) -> IrGraph:
         if current is None:
             continue
         writes = WRITES.match(line)
-        if writes and writes["name"] == current.name:
-            current.writes = [m["buf"] for m in BUFFER_NAME.finditer(writes["deps"])]
+        if writes and (writes["name"] == current.name or writes["name"] in current.name.split("_")):
+            current.writes += [m["buf"] for m in BUFFER_NAME.finditer(writes["deps"]) if m["buf"] not in current.writes]
+            continue
+        unmet = UNMET.match(line)
+        if unmet and unmet["name"] == current.name:
+            current.reads = [m["buf"] for m in BUFFER_NAME.finditer(unmet["deps"])]
+            continue
+        iteration = ITERATION.match(line)
+        if iteration and (iteration["name"] == current.name or current.iteration is None):
+            current.iteration = iteration["iteration"]  # a fused node's: its own, else its first part's
             continue
         extern = EXTERN_KERNEL.match(line)
         if extern:

@@ -137,3 +137,24 @@ async def test_real_inductor_triton_run_cost_per_line_and_linked_lines(gpu_clien
     assert any(".run(" in text for text in links[line])  # else the kernel's launch in call()
     assert linked["prelude"] is not None and linked["prelude"]["end"] < line_of(Path(linked["generated_uri"]
                                                                                .removeprefix("file://")), "def triton_")
+
+
+
+@pytest.mark.parametrize("workspace", ["pointwise", "cpu"], indirect=True)
+async def test_inductor_kernel_reading_another_kernels_buffer_is_a_not_fused_diagnostic(gpu_client: LanguageClient,
+                                                                                      workspace: Path):
+    """ir_post_fusion.txt says op1 reads op0's buf0; on the GPU they became two Triton kernels (a why diagnostic on
+    the slice's line), on the CPU one C++ kernel (none: the C++ backend fused them after writing that file)."""
+    prog = workspace / "prog.py"
+    slice_line = line_of(prog, "return z, (z[:, :256] * 3.0).exp()")
+    text = await hover(gpu_client, prog, slice_line)  # answered after the index change's diagnostics went out
+    not_fused = [d for d in gpu_client.diagnostics.get(prog.as_uri(), []) if d.code == "not-fused"]
+    if "cuda" not in prog.read_text():
+        assert text is not None and not_fused == [] and "ir_post_fusion.txt" not in text
+        return
+    (diagnostic,) = not_fused
+    assert diagnostic.range.start.line == slice_line
+    assert diagnostic.message == ("`exp` did not join `triton_poi_fused_add_mul_relu_sigmoid_0`'s kernel: reads its "
+                                  "`buf0` from memory (ir_post_fusion.txt: `op0` iterates (1048576, 1), `op1` "
+                                  "(262144, 1))")
+    assert "**Why** (ir_post_fusion.txt):\n- not fused: `exp` (`triton_poi_fused_exp_mul_slice_1`) did not join" in text
