@@ -10,10 +10,10 @@ import torch
 from compiler.sym import FloorDiv, ModularIndexing
 
 from compiler.ir import Op, contiguous_strides
-from compiler.symbols import same_size
+from compiler.symbols import is_static, same_size
 from compiler.lowering.pointwise import check_dtype
 from compiler.lowering.registry import register
-from compiler.lowering.values import (StridedView, TensorValue, broadcast_to, cast,
+from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, broadcast_to, cast,
                                       constant, hint, maybe, origin, origin_scope, surely)
 
 aten, prims = torch.ops.aten, torch.ops.prims
@@ -199,10 +199,12 @@ def slice_(ctx, x: TensorValue, dim: int = 0, start=None, end=None, step: int = 
     size = tuple(ctx.out_size)
     length = x.size[dim]
     start = 0 if start is None else start
-    if not isinstance(length, int) and isinstance(start, int) and start >= 0:
+    if isinstance(start, int) and isinstance(length, int):
+        start = max(0, min(length, start + length if start < 0 else start))
+    elif isinstance(start, int) and start >= 0:
         pass  # (a start past a symbolic length leaves no elements: the output's size says so, nothing is read)
     else:
-        start = max(0, min(length, start + length if start < 0 else start))
+        start = _slice_start(start, end, step, length, size[dim])
 
     def loader(index):
         idx = list(index)
@@ -222,12 +224,14 @@ def slice_(ctx, x: TensorValue, dim: int = 0, start=None, end=None, step: int = 
 def select(ctx, x: TensorValue, dim: int, i: int) -> TensorValue:
     n = len(x.size)
     dim = _norm_dim(dim, n)
-    i = i + x.size[dim] if i < 0 else i
+    i = _position(i, x.size[dim])
+    if i is None:
+        raise UnsupportedLowering("select at a symbolic index whose sign the sizes' ranges do not decide")
     size = x.size[:dim] + x.size[dim + 1:]
 
     def loader(index):
         idx = list(index)
-        idx.insert(dim, sympy.Integer(i))
+        idx.insert(dim, sympy.sympify(i))
         return x.load(idx)
 
     strided = None
@@ -236,6 +240,32 @@ def select(ctx, x: TensorValue, dim: int, i: int) -> TensorValue:
         strided = StridedView(st.buffer, size, st.stride[:dim] + st.stride[dim + 1:],
                               st.offset + i * st.stride[dim])
     return _view(x, size, loader, strided)
+
+
+def _position(i, length):
+    """Index `i` of a dim of `length` counted from its start (a negative one counts from the end), decided
+    without a guard: None where `i` is symbolic and its sign is not known from the symbols' ranges."""
+    if is_static(i) and is_static(length):
+        return int(i) + int(length) if int(i) < 0 else int(i)
+    i = sympy.sympify(i)
+    if surely(i >= 0):
+        return i
+    return i + length if surely(i < 0) else None
+
+
+def _slice_start(start, end, step: int, length, out):
+    """Where a slice from a symbolic `start` begins in its dim of `length` (a negative start counts from the end,
+    then it is clamped to [0, length]): from the start's sign where the ranges decide it, else, for a slice by
+    one element, as its end less its output size `out` (torch's own count of its elements)."""
+    pos = _position(start, length)
+    if pos is not None:
+        return sympy.Max(0, pos) if maybe(sympy.sympify(pos) < 0) else pos
+    if step == 1:
+        stop = length if end is None or (is_static(end) and int(end) >= 2 ** 62) else _position(end, length)
+        if stop is not None:
+            stop = sympy.Min(length, stop) if maybe(sympy.sympify(stop) > length) else stop
+            return sympy.expand(stop - out)
+    raise UnsupportedLowering("slice from a symbolic start whose sign the sizes' ranges do not decide")
 
 
 @register(aten.cat, prims.cat)

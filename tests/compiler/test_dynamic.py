@@ -70,6 +70,16 @@ CASES = {
     "arange_between_size_arguments": (lambda x: x + torch.arange(x.shape[0] - 3, 2 * x.shape[0] - 3),
                                       lambda n: (torch.randn(n),)),
     "arange_by_size": (lambda a: a + torch.arange(a.shape[0]).unsqueeze(1), lambda n: (torch.randn(n, 5),)),
+    # select/slice at a symbolic start (lowering/views.py): the sign from the ranges, else end less output size
+    "slice_from_half": (lambda x: x[x.shape[0] // 2:] * 2, lambda n: (torch.randn(n, 6),)),
+    "slice_last_rows": (lambda x: x[x.shape[0] - 3:] * 2, lambda n: (torch.randn(n, 6),)),
+    "narrow_before_the_end": (lambda x: x.narrow(0, x.shape[0] - 4, 2) * 2, lambda n: (torch.randn(n, 6),)),
+    "slice_between_symbolic_bounds": (lambda x: x[:, x.shape[1] // 3: x.shape[1] - 1] + 1,
+                                      lambda n: (torch.randn(4, n),)),
+    "slice_symbolic_start_by_two": (lambda x: x[x.shape[0] // 3::2] + 1, lambda n: (torch.randn(n, 5),)),
+    "select_last_row": (lambda x: x.select(0, x.shape[0] - 1) * 2, lambda n: (torch.randn(n, 6),)),
+    "select_middle_row": (lambda x: x[x.shape[0] // 2] * 2, lambda n: (torch.randn(n, 5),)),
+    "select_from_the_end": (lambda x: x.select(1, -(x.shape[1] // 2)) + 1, lambda n: (torch.randn(3, n + 2),)),
 }
 
 
