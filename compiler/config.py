@@ -118,6 +118,9 @@ class cpp:
     # streaming (non-temporal) stores (compiler/codegen/streaming.py); LENS_STREAMING_STORES=0 turns it off.
     streaming_stores: bool = os.environ.get("LENS_STREAMING_STORES", "1") not in ("", "0")
     streaming_store_min_bytes: int = int(os.environ.get("LENS_STREAMING_STORE_MIN_BYTES", 16 * 1024 * 1024))
+    # Kernels over symbolic sizes plan the strategies above from the size hints in variants of their body, each behind
+    # a run-time check of its sizes (compiler/codegen/size_variants.py); LENS_SIZE_VARIANTS=0: the generic body alone.
+    size_variants: bool = os.environ.get("LENS_SIZE_VARIANTS", "1") not in ("", "0")
     # A pointwise kernel output written over an input buffer that dies in that kernel (codegen/inplace.py;
     # LENS_INPLACE=0 turns it off).
     inplace_buffers: bool = os.environ.get("LENS_INPLACE", "1") not in ("", "0")

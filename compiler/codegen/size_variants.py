@@ -12,24 +12,23 @@ sizes on both sides of a threshold get a planned body:
 
     if (s27 == 1024 && s77 >= 4096) { streaming ... } else if (s27 == 1024) { plain stores ... } else { generic }
 
-Without pins, variants that cover every way the decisions go leave no generic body. `LENS_SIZE_VARIANTS=0`
-keeps the generic body alone.
+Without pins, variants that cover every way the decisions go leave no generic body. `config.cpp.size_variants`
+(LENS_SIZE_VARIANTS=0) off keeps the generic body alone.
 """
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass, field
 from typing import Callable
 
 import sympy
 
+from compiler import config
 from compiler.codegen.index import cpp_index
 from compiler.ir import IndexValue, Layout, Load, substitute, walk
 from compiler.scheduler import FusedKernel
 from compiler.symbols import Size, free_symbols
 
-ENABLED = os.environ.get("LENS_SIZE_VARIANTS", "1") not in ("", "0")
 MAX_VARIANTS = 3
 _RELATIONS = {sympy.GreaterThan: ">=", sympy.StrictGreaterThan: ">", sympy.LessThan: "<=",
               sympy.StrictLessThan: "<", sympy.Equality: "==", sympy.Unequality: "!="}
@@ -121,7 +120,7 @@ def _body(lines: list) -> list:
 def render(k: FusedKernel, layouts: dict[str, tuple], generic, render_one: Callable):
     """Kernel `k` (rendered generically as `generic`, a RenderedKernel) with its size variants in front of the
     generic body; `render_one(kernel, layouts, assumptions)` renders one variant."""
-    if not ENABLED or not k.hints:
+    if not config.cpp.size_variants or not k.hints:
         return generic
     values = pins(k, layouts)
     kernel, lays = pinned(k, layouts, values)

@@ -65,7 +65,7 @@ def test_layer_norm_over_a_dynamic_batch_needs_no_generic_body_past_its_variants
 
 
 def test_without_size_variants_a_dynamic_kernel_is_the_generic_body(monkeypatch, small_streaming):
-    monkeypatch.setattr(size_variants, "ENABLED", False)
+    monkeypatch.setattr(config.cpp, "size_variants", False)
     graph, = check_dynamic(lambda x: torch.softmax(x, -1), _rows, sizes=(40, 5))
     code = _kernels(graph)
     assert not _checks(code) and "lens_stream_line(" not in code
