@@ -10,13 +10,11 @@ from typing import Callable
 import torch
 import torch.fx
 
-from compiler import config, graph_cache
+from compiler import config, graph_cache, hooks
 from compiler import why as decisions
-from compiler.tools.accuracy import accuracy_settings, check_on_first_call, clone_args
-from compiler.machine.build import CppCompileError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
-from compiler.compiled_graph import CompiledGraph
 from compiler.compile_error import LensCompileError, map_compile_error
+from compiler.compiled_graph import CompiledGraph
 from compiler.debug import DebugDir
 from compiler.decompositions import decomposition_table
 from compiler.direct_call import direct_inference_call, without_guard_check, without_pregraph_markers
@@ -26,9 +24,9 @@ from compiler.graph_source import ReadableGraph, readable_graph
 from compiler.ir import format_node
 from compiler.kernel_map import build_kernel_map
 from compiler.lowering import EagerGraph, lower_graph
-from compiler.tools.profiling import profile_on_first_call, profiling_settings
-from compiler.repro_code import input_specs, runnable_graph_code
+from compiler.machine.build import CppCompileError
 from compiler.machine.runtime import load_output_code
+from compiler.repro_code import input_specs, runnable_graph_code
 from compiler.scheduler import format_schedule, schedule
 
 log = logging.getLogger(__name__)
@@ -143,13 +141,16 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         _write_vectorization(debug, code, getattr(module, "cpp_source", None))
     call = module.call
     call._boxed_call = True
-    if debug and config.save_tensors:
-        from compiler.tools.saved_tensors import saving_tensors_on_first_call
-        call = saving_tensors_on_first_call(graph_id, gm, kmap.kernels, debug, call)
-    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, _with_constants(call, consts), gm,
+    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, call, gm,
                              num_inputs=num_inputs, output_code_path=None if consts else module.__file__)
-    if accuracy_settings() is not None:
-        compiled.call = _recording_inputs(compiled, compiled.call)
+    tools = hooks.active_tools()
+    for tool in tools:
+        if tool.wrap_code:
+            compiled.call = tool.wrap_code(compiled, compiled.call)
+    compiled.call = _with_constants(compiled.call, consts)
+    for tool in tools:
+        if tool.wrap_graph:
+            compiled.call = tool.wrap_graph(compiled, compiled.call)
     COMPILED.append(compiled)
     return compiled
 
@@ -159,16 +160,6 @@ def _write_vectorization(debug: DebugDir, code: OutputCode, cpp_source: str | No
     report = opt_info_report(cpp_source) if cpp_source else None
     if report is not None:
         debug.vectorization(vectorization_report(cpp_source, report, code.cpp_first_line - 1))
-
-
-def _recording_inputs(graph: CompiledGraph, call: Callable) -> Callable:
-    def run(args):
-        if graph.recorded_inputs is None:
-            graph.recorded_inputs = clone_args(args)
-        return call(args)
-
-    run._boxed_call = True  # type: ignore[attr-defined]
-    return run
 
 
 def compile_quietly(gm: torch.fx.GraphModule, example_inputs) -> Callable:
@@ -252,9 +243,10 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     if frozen is not None:
         return frozen.wrap(lens_backend(frozen.gm, frozen.example_inputs, **kwargs), gm.forward)
     first_new = len(COMPILED)
-    settings, tol = profiling_settings(), accuracy_settings()
-    key, cached = graph_cache.lookup(gm, example_inputs) if settings is None and tol is None else (None, None)
-    if settings is None:
+    tools = hooks.active_tools()  # (compiler/hooks.py: accuracy, profiling, saved tensors)
+    cacheable = all(t.uses_graph_cache for t in tools)
+    key, cached = graph_cache.lookup(gm, example_inputs) if cacheable else (None, None)
+    if not any(t.keeps_profiler_markers for t in tools):
         without_pregraph_markers()
     without_guard_check()
     if cached is not None:
@@ -274,10 +266,9 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     except Exception as e:  # noqa: BLE001 (a bug of ours or of AOTAutograd: the graph runs, op by op)
         log.debug("kernel-lens: tracing to aten failed", exc_info=True)
         return _eager_dynamo_graph(gm, e, "tracing it to aten failed")
-    if settings is not None:
-        return profile_on_first_call(gm.forward, compiled, COMPILED[first_new:], settings)
-    if tol is not None:
-        return check_on_first_call(gm.forward, compiled, COMPILED[first_new:], tol, compile_quietly)
+    wrap = next((t.wrap_dynamo_graph for t in tools if t.wrap_dynamo_graph), None)
+    if wrap is not None:
+        return wrap(gm.forward, compiled, COMPILED[first_new:])
     direct = direct_inference_call(gm, example_inputs, COMPILED[first_new:])
     if direct is not None and key is not None and COMPILED[first_new].output_code_path:
         graph_cache.store(key, COMPILED[first_new].output_code_path, len(example_inputs))

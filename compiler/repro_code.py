@@ -8,7 +8,7 @@ import torch
 import torch.fx
 
 from compiler.codegen.wrapper import py_repr
-from compiler.tools.saved_tensors import GRAPH_INPUTS_FILE
+from lens_format import files
 
 
 def input_specs(example_inputs) -> list[tuple[tuple[int, ...], tuple[int, ...], torch.dtype]]:
@@ -23,7 +23,7 @@ def runnable_graph_code(gm: torch.fx.GraphModule, specs, title: str, tensors_fil
     `run_path` is the file the script is written to, as its header tells the reader to run it."""
     body = textwrap.indent(gm.code.strip("\n"), "    ")
     args = ", ".join(f"rand_strided({py_repr(s)}, {py_repr(st)}, {d})" for s, st, d in specs)
-    saved = repr(tensors_file or GRAPH_INPUTS_FILE)
+    saved = repr(tensors_file or files.TENSORS_INPUTS)
     from compiler import config
     overrides = (f"\nimport compiler.config\ncompiler.config.cpp.op_overrides = {dict(config.cpp.op_overrides)!r}"
                  "  # the codegen setting this graph was compiled with\n") if config.cpp.op_overrides else ""

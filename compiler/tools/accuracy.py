@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 import torch.fx
 
+from compiler import hooks
 from lens_format.accuracy import AccuracyReport
 
 DEFAULT_TOL = 1e-4
@@ -292,3 +293,23 @@ def _report(graph, node: DivergingNode | None, tol: float, mismatch: Difference 
         print(f"kernel-lens accuracy: {graph.graph_id}: MISMATCH; {found}: {report.summary}", flush=True)
     else:
         print(f"kernel-lens accuracy: {graph.graph_id}: ok (atol {tol:g}, rtol {tol:g})", flush=True)
+
+
+def _recording_inputs(graph, call: Callable) -> Callable:
+    """Keeps a graph's first real inputs, for the node search after a mismatch."""
+    def run(args):
+        if graph.recorded_inputs is None:
+            graph.recorded_inputs = clone_args(args)
+        return call(args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def _checking(eager: Callable, compiled: Callable, graphs: list) -> Callable:
+    from compiler.frontend import compile_quietly  # (not at the top: `kernel-lens diff` compares without compiling)
+    return check_on_first_call(eager, compiled, graphs, accuracy_settings(), compile_quietly)
+
+
+TOOL = hooks.Tool("accuracy", active=lambda: accuracy_settings() is not None, wrap_graph=_recording_inputs,
+                  wrap_dynamo_graph=_checking, uses_graph_cache=False)

@@ -12,6 +12,7 @@ from typing import Callable
 
 import torch
 
+from compiler import hooks
 from compiler.machine.gemm import PROFILER_NAMES
 from compiler.machine.kernel_timer import KernelTimer
 
@@ -346,3 +347,12 @@ def _profile_graphs(eager: Callable, compiled: Callable, graphs: list, args: tup
     speed = f"{p.speedup:.2f}x" if p.speedup else "n/a"
     print(f"kernel-lens profile: {target.graph_id}: eager {p.eager_ms:.4f} ms, compiled {p.compiled_ms:.4f} ms, "
           f"speedup {speed}", flush=True)
+
+
+def _profiling(eager: Callable, compiled: Callable, graphs: list) -> Callable:
+    return profile_on_first_call(eager, compiled, graphs, profiling_settings())
+
+
+# a warm start from the graph cache would have nothing to profile; the profile shows Dynamo's own markers
+TOOL = hooks.Tool("profiling", active=lambda: profiling_settings() is not None, wrap_dynamo_graph=_profiling,
+                  uses_graph_cache=False, keeps_profiler_markers=True)

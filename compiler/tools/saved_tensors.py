@@ -16,14 +16,15 @@ from typing import Callable
 import torch
 import torch.fx
 
-from compiler import config
+from compiler import config, hooks
 from compiler.kernel_subgraph import KernelBoundary, kernel_boundary
+from lens_format.files import TENSORS_INPUTS, TENSORS_MANIFEST, TENSORS_OUTPUTS
 
 log = logging.getLogger(__name__)
 TENSORS_DIR = "tensors"
-GRAPH_INPUTS_FILE = "tensors/inputs.pt"  # relative to the graph folder; fx_graph_runnable.py loads it
-GRAPH_OUTPUTS_FILE = "tensors/outputs.pt"
-MANIFEST_FILE = "tensors/manifest.json"
+GRAPH_INPUTS_FILE = TENSORS_INPUTS  # relative to the graph folder
+GRAPH_OUTPUTS_FILE = TENSORS_OUTPUTS
+MANIFEST_FILE = TENSORS_MANIFEST
 MANIFEST_VERSION = 1
 _saved_bytes = 0  # bytes saved by this process so far, across graphs (the cap is per process)
 
@@ -216,3 +217,13 @@ def load_kernel_tensors(graph_dir: str, kernel: str) -> KernelTensors | None:
         return None
     return KernelTensors(list(data["input_names"]), list(data["inputs"]), list(data["output_names"]),
                          list(data["outputs"]))
+
+
+def _saving_tensors(graph, call: Callable) -> Callable:
+    if not graph.debug:  # tensors go into the graph's debug folder
+        return call
+    return saving_tensors_on_first_call(graph.graph_id, graph.gm, graph.kernel_map.kernels, graph.debug, call)
+
+
+# (the generated code's own call: the inputs it saves include the graph's lifted constants)
+TOOL = hooks.Tool("saved tensors", active=lambda: config.save_tensors, wrap_code=_saving_tensors)

@@ -1,5 +1,6 @@
-"""The format package's place in the import graph: it imports nothing of ours, and `compiler` and `lsp_server`
-import only it from each other (ARCHITECTURE.md)."""
+"""The import graph's arrows (ARCHITECTURE.md): the format package imports nothing of ours, `compiler` and
+`lsp_server` import only it from each other, no modules import each other in a circle, and inside `compiler/` the
+pipeline imports no tool while the machine side imports neither the frontend nor the tools."""
 from __future__ import annotations
 
 import ast
@@ -99,3 +100,63 @@ def test_no_import_circles_anywhere():
     assert _circles(edges) == []
     # the check finds a circle where there is one
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+# compiler/'s roles: the entry points may import anything; the rest of compiler/ is the pipeline
+ENTRY_POINTS = {"compiler.cli", "compiler.__main__", "compiler.backend"}
+# what the machine side may import outside compiler/machine/: settings, Dynamo's skip list, and the C++ text
+# (prelude, vector math) it precompiles and links, never the frontend, the stages' IR or the tools
+MACHINE_MAY_IMPORT = {"compiler", "compiler.config", "compiler.dynamo_skip", "compiler.codegen",
+                      "compiler.codegen.cpp_ops", "compiler.codegen.vector_math"}
+
+
+def _role(module: str) -> str:
+    if module in ENTRY_POINTS:
+        return "entry point"
+    for role in ("machine", "tools"):
+        if module == f"compiler.{role}" or module.startswith(f"compiler.{role}."):
+            return role
+    return "pipeline"
+
+
+def _layer_violations(edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """module -> the modules it imports against compiler/'s arrows."""
+    found: dict[str, list[str]] = {}
+    for module, targets in edges.items():
+        if not (module == "compiler" or module.startswith("compiler.")):
+            continue
+        role = _role(module)
+        if role == "pipeline":
+            bad = {t for t in targets if _role(t) in ("tools", "entry point")}
+        elif role == "machine":
+            bad = {t for t in targets if t.startswith("compiler") and _role(t) != "machine"} - MACHINE_MAY_IMPORT
+        elif role == "tools":
+            bad = {t for t in targets if _role(t) == "entry point"}
+        else:  # the entry points wire everything together
+            bad = set()
+        if bad:
+            found[module] = sorted(bad)
+    return found
+
+
+def test_the_pipeline_imports_no_tool_and_the_machine_neither_the_frontend_nor_the_tools():
+    edges = _module_imports()
+    # the walk saw each role and the arrows that are allowed: pipeline -> machine, tools -> pipeline and machine
+    assert "compiler.machine.runtime" in edges["compiler.frontend"] and "compiler.hooks" in edges["compiler.frontend"]
+    assert "compiler.frontend" in edges["compiler.tools.accuracy"]
+    assert "compiler.machine.gemm" in edges["compiler.tools.profiling"]
+    assert "compiler.tools.accuracy" in edges["compiler.backend"]
+    assert _layer_violations(edges) == {}
+
+
+def test_the_layer_check_finds_an_import_against_the_arrows():
+    edges = {"compiler.scheduler": {"compiler.tools.accuracy"},  # pipeline -> a tool
+             "compiler.codegen.wrapper": {"compiler.backend", "compiler.machine.memory"},  # pipeline -> entry point
+             "compiler.machine.runtime": {"compiler.frontend", "compiler.config"},  # machine -> frontend
+             "compiler.machine.build": {"compiler.tools.profiling"},  # machine -> a tool
+             "compiler.tools.minifier": {"compiler.frontend", "compiler.cli"},  # a tool -> entry point
+             "compiler.tools.run_diff": {"compiler.tools.accuracy", "compiler.machine.runtime"}}  # allowed
+    assert _layer_violations(edges) == {
+        "compiler.scheduler": ["compiler.tools.accuracy"], "compiler.codegen.wrapper": ["compiler.backend"],
+        "compiler.machine.runtime": ["compiler.frontend"], "compiler.machine.build": ["compiler.tools.profiling"],
+        "compiler.tools.minifier": ["compiler.cli"]}
