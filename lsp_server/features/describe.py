@@ -58,6 +58,12 @@ def kernel_block(ref: KernelRef, with_source: bool = True) -> str:
     return "\n\n".join(text)
 
 
+def kernel_line(ref: KernelRef) -> str:
+    """A kernel in one line: its name linking to its code, kind and time."""
+    time = f" · {kernel_time(ref.kernel)}" if kernel_time(ref.kernel) else ""
+    return f"{link(ref.graph.output_code, ref.kernel.start_line, ref.kernel.name)} · {ref.kernel.kind}{time}"
+
+
 def node_block(graph: Graph, node: FxNode) -> str:
     text = f"FX node `{node.name}` = `{node.target}`"
     if node.readable_line is not None:

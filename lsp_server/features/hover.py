@@ -7,8 +7,8 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index
-from .describe import (count_label, direction, eager_head, kernel_block, kernel_time, link, newest_eager,
-                       node_block, node_split, notes_block, source_block, trace_function_block)
+from .describe import (count_label, direction, eager_head, kernel_block, kernel_line, kernel_time, link,
+                       newest_eager, node_block, node_split, notes_block, source_block, trace_function_block)
 from .failsafe import failsafe
 from .why_text import dynamic_block, settings_block, symbol_block, why_block
 from .lookup import def_name_at, path_of, trace_functions_at
@@ -53,15 +53,24 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
     return source_line_text(index, path, line0 + 1)
 
 
+# A function's hover shows the source of its first kernels only: fifty kernels' code is no hover to read, and its
+# ~50 KB filled the pipe to the client, so the server waited for the editor to read it (lsp_bench).
+MAX_KERNEL_SOURCES = 8
+
+
 def kernel_blocks(index: Index, path: str, function: str, refs: list) -> list[str]:
     """Each kernel's section of a function's hover, rendered once per run view (its kernels never change)."""
     view = index.view_for_file(path)
-    if view is None:
-        return [kernel_block(ref) for ref in refs]
     key = ("kernel_blocks", path, function)
-    if key not in view.memo:
-        view.memo[key] = [kernel_block(ref) for ref in refs]
-    return view.memo[key]
+    blocks = view.memo.get(key) if view is not None else None
+    if blocks is None:
+        blocks = [kernel_block(ref) for ref in refs[:MAX_KERNEL_SOURCES]]
+        if len(refs) > MAX_KERNEL_SOURCES:
+            blocks.append(f"… and {count_label(len(refs) - MAX_KERNEL_SOURCES, 'more kernel')}:\n"
+                          + "\n".join(f"- {kernel_line(ref)}" for ref in refs[MAX_KERNEL_SOURCES:]))
+        if view is not None:
+            view.memo[key] = blocks
+    return blocks
 
 
 def generated_line_text(index: Index, path: str, line: int) -> str | None:

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
 from lens_foo1_fixture import (KERNEL, KERNEL_CALL_LINE, KERNEL_CAT_LINE, KERNEL_END, KERNEL_MAX_LINE, KERNEL_NEG_LINE,
                                KERNEL_START, KERNEL_TIMED, PROFILED)
-from lsp_workspaces import OK_RUN
+from lsp_workspaces import OK_RUN, SERVER, start_session
 
 DEF_LINE, NEG_LINE, MAX_LINE, CAT_LINE = 3, 4, 5, 6  # 0-based lines of foo1.py
 
@@ -117,3 +118,37 @@ async def test_hover_on_def_follows_the_open_buffer_then_the_file(lens_client: L
     lens_client.text_document_did_close(types.DidCloseTextDocumentParams(doc(source)))
     source.write_text("\n" + text)  # the file on disk now has the `def` one line lower
     assert "`foo1` compiled into" in (await hover_text(lens_client, source, DEF_LINE + 1) or "")
+
+
+def load_lsp_bench():
+    """benchmarks/lsp_bench.py: its writer of debug directories in our format, any number of kernels."""
+    import importlib.util
+    import sys
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "lsp_bench.py"
+    spec = importlib.util.spec_from_file_location("lsp_bench_for_tests", path)
+    module = sys.modules["lsp_bench_for_tests"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def many_client(lsp_client: LanguageClient, tmp_path: Path):
+    """A run of one function compiled into 12 kernels (written as lsp_bench writes its runs)."""
+    bench = load_lsp_bench()
+    bench.write_source(tmp_path / "many.py", 1, 12)
+    (tmp_path / "torch_compile_debug").mkdir()
+    bench.write_run(tmp_path / "torch_compile_debug", bench.run_name(0), tmp_path / "many.py", 1, 12)
+    await start_session(lsp_client, tmp_path)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_hover_on_a_def_of_many_kernels_shows_the_first_ones_code_and_lists_the_rest(many_client: LanguageClient,
+                                                                                             tmp_path: Path):
+    text = await hover_text(many_client, tmp_path / "many.py", load_lsp_bench().def_line(0, 12) - 1)
+    assert text is not None and "`fn_0` compiled into 12 kernels" in text
+    assert text.count("```cpp") == 8 and "… and 4 more kernels:\n" in text
+    rest = text.split("… and 4 more kernels:\n", 1)[1].splitlines()
+    assert [line.split("]")[0] for line in rest] == [f"- [cpp_fused_neg_0_{k}" for k in range(8, 12)]
+    assert all("output_code.py#L" in line and line.endswith("· pointwise") for line in rest)
