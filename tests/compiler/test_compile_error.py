@@ -9,8 +9,8 @@ from compiler import config
 from compiler.machine import build
 from compiler.compile_error import LensCompileError
 
-NEG_LINE = 16  # the `a = torch.neg(x1)` line below
-MAX_LINE = 17
+NEG_LINE = 17  # the `a = torch.neg(x1)` line below
+MAX_LINE = 18
 
 
 def foo1(x1, x2):
