@@ -39,6 +39,14 @@ def _not_in_half(decomposition: Callable) -> Callable:
     return run
 
 
+def _integers_only(decomposition: Callable) -> Callable:
+    """`decomposition` for integer results; floating ones keep the ATen op (a lowering of ours computes it)."""
+    def run(x, *args, **kwargs):
+        return NotImplemented if x.dtype.is_floating_point else decomposition(x, *args, **kwargs)
+
+    return run
+
+
 @functools.lru_cache(maxsize=None)
 def decomposition_table() -> dict:
     """Core ATen decompositions plus the composite ops we would rather fuse than call."""
@@ -64,6 +72,10 @@ def decomposition_table() -> dict:
                aten.mm, aten.addmm, aten.bmm, aten.convolution, aten._scaled_dot_product_flash_attention_for_cpu):
         for name in op.overloads():
             table.pop(getattr(op, name), None)
+    # addcmul on floats is lowered whole (one fma, as eager's kernel computes it: lowering/pointwise.py)
+    table[aten.addcmul.default] = _integers_only(table[aten.addcmul.default])
+    table[aten.native_layer_norm.default] = _half_layer_norm(table[aten.native_layer_norm.default])
+    table[aten.soft_margin_loss.default] = _half_soft_margin_loss(table[aten.soft_margin_loss.default])
     table[aten._softmax.default] = softmax
     table[aten.pow.Tensor_Scalar] = pow_by_multiplication
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = flash_attention_for_cpu
@@ -83,6 +95,46 @@ def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     unnormalized = torch.exp(x - torch.amax(x, dim, keepdim=True))
     result = unnormalized * torch.reciprocal(torch.sum(unnormalized, dim, keepdim=True))
     return result if half_to_float else result.to(result_dtype)
+
+
+HALF = (torch.bfloat16, torch.float16)
+
+
+def _half_layer_norm(decomposition: Callable) -> Callable:
+    """native_layer_norm on bfloat16/float16 as ATen's CPU kernel computes it (layer_norm_kernel_mixed_type):
+    in float, y = (x * rstd + (-rstd * mean)) * weight + bias with each multiply-add one fma (the kernel is built
+    with -mfma), rounded once; `(x - mean) * rstd` differs where x is near the mean (a row of one element gives
+    eager's x * rstd - rstd * x, not 0). Other dtypes: `decomposition`."""
+    def run(x, normalized_shape, weight, bias, eps):
+        if x.dtype not in HALF or 0 in x.shape:
+            return decomposition(x, normalized_shape, weight, bias, eps)
+        dims = list(range(x.dim() - len(normalized_shape), x.dim()))
+        xf = x.contiguous().float()
+        var, mean = torch.var_mean(xf, dims, unbiased=False, keepdim=True)
+        rstd = torch.rsqrt(var + eps)
+        out = torch.addcmul(-rstd * mean, xf, rstd)
+        if weight is not None and bias is not None:
+            out = torch.addcmul(bias.float(), out, weight.float())
+        elif weight is not None:
+            out = out * weight.float()
+        elif bias is not None:
+            out = out + bias.float()
+        return out.to(x.dtype), mean.to(x.dtype), rstd.to(x.dtype)
+
+    return run
+
+
+def _half_soft_margin_loss(decomposition: Callable) -> Callable:
+    """soft_margin_loss on bfloat16/float16 in the input's dtype, op by op as eager's kernel computes it
+    (neg, mul_, exp_, log1p_ on the output tensor: exp overflows float16 to inf where eager's does); torch's
+    decomposition upcasts to float first. Other dtypes: `decomposition`."""
+    def run(x, target, reduction=1):
+        if x.dtype not in HALF:
+            return decomposition(x, target, reduction)
+        loss = torch.log1p(torch.exp(torch.mul(torch.neg(x), target).to(x.dtype)))
+        return loss if reduction == 0 else loss.mean() if reduction == 1 else loss.sum()
+
+    return run
 
 
 def pow_by_multiplication(x: torch.Tensor, exponent):

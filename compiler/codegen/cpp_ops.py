@@ -71,6 +71,8 @@ CPP_OPS: dict[str, str | dict[str, str]] = {
     # (g++ 12 fails with an internal error vectorizing __builtin_signbit of a float made from half bits)
     "signbit": {"half": "lens_signbit({x})", "float": "std::signbit({x})", "bool": "false", "default": "({x} < 0)"},
     "where": "{x} ? {y} : {z}",
+    # x * y + z rounded once where the CPU has FMA, as in eager's kernels (built with -mfma; g++ contracts them)
+    "fma": "lens_fma({x}, {y}, {z})",
 }
 CPP_OPS.update(special_math.POLYNOMIAL_OPS)
 
@@ -189,6 +191,13 @@ template <typename T> inline T lens_floordiv(T a, T b) {
     if (b == 0) return T(0);
     T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q;
   }
+}
+template <typename T> inline T lens_fma(T a, T b, T c) {  // eager's contracted a * b + c (ATen builds with -mfma)
+#ifdef __FMA__
+  if constexpr (std::is_same_v<T, float>) return __builtin_fmaf(a, b, c); else return __builtin_fma(a, b, c);
+#else
+  return a * b + c;
+#endif
 }
 template <typename T> inline T lens_truncdiv(T a, T b) { return b == 0 ? T(0) : T(a / b); }
 template <typename T> inline T lens_truncmod(T a, T b) { return b == 0 ? T(0) : T(a % b); }

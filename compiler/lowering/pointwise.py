@@ -173,6 +173,20 @@ def _div(ctx, a, b, rounding_mode=None):
     return elementwise("floordiv" if rounding_mode == "floor" else "truncdiv", [a, b], out)
 
 
+@register(aten.addcmul)
+def _addcmul(ctx, x, t1, t2, value=1):
+    """self + value * t1 * t2 as eager's CPU kernel computes it: (value * t1) * t2 + self contracted into one fma
+    (ATen's kernels are built with -mfma), in float for half dtypes, rounded once. Integers keep the decomposition
+    (decompositions.py); the decompositions use it where eager's kernels contract a * b + c."""
+    out = ctx.out_dtype
+    if not out.is_floating_point:
+        raise UnsupportedLowering(f"addcmul on {out}")
+    compute = torch.float32 if out in (torch.bfloat16, torch.float16) else out
+    if value != 1:
+        t1 = elementwise("mul", [t1, value], compute)
+    return to_dtype(elementwise("fma", [t1, t2, x], compute), out)
+
+
 @register(aten.floor_divide)
 def _floor_divide(ctx, a, b):
     return elementwise("floordiv", [a, b], ctx.out_dtype)

@@ -1,0 +1,63 @@
+"""Ops whose eager CPU kernel computes in its own order (compiler/decompositions.py, lowering/pointwise.py): addcmul's
+contracted multiply-add, layer_norm's x * rstd - rstd * mean, soft_margin_loss
+op by op in float16. Each is compared with eager on several shapes, in float32 and the half dtypes."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from compiler import config
+from tests.compiler.test_half_precision import _compiled, _generated
+
+HALF = [torch.bfloat16, torch.float16]
+SHAPES = [(33, 17), (64, 1024), (5, 3, 64), (4096,)]
+
+
+def _randn(shape, dtype, seed, scale=1.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(shape, generator=g) * scale).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, *HALF], ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("value", [1, 0.3])
+def test_addcmul_is_eagers_fused_multiply_add(dtype, shape, value, tmp_path):
+    """eager: fma(value * t1, t2, self), one rounding (its kernels are built with -mfma); self + value * t1 * t2
+    rounds the product first (about a quarter of float32 results an ulp off), unless g++ contracts it as well."""
+    x, a, b = (_randn(shape, dtype, seed) for seed in range(3))
+    fn = lambda x, a, b: torch.addcmul(x, a, b, value=value)  # noqa: E731
+    out, kernels, _ = _compiled(tmp_path, fn, x, a, b)
+    assert torch.equal(out, fn(x, a, b))
+    _generated(kernels)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("shape", [(64, 1), (7, 3, 1), (48, 40), (8, 1024)], ids=str)
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm_of_rows_at_their_mean_is_eagers(dtype, shape, affine, tmp_path):
+    """ATen's half kernel computes x * rstd + (-rstd * mean) with an fma: where x equals its row's mean (rows of
+    one element, constant rows) the result is that product's rounding error, not (x - mean) * rstd = 0."""
+    x = _randn(shape, dtype, 0, 3.0)
+    x[: shape[0] // 2] = x[: shape[0] // 2, ..., :1]  # constant rows
+    n = shape[-1]
+    w, b = (_randn((n,), dtype, 1), _randn((n,), dtype, 2, 1e-3)) if affine else (None, None)
+    fn = lambda x: torch.ops.aten.native_layer_norm(x, (n,), w, b, 1e-5)  # noqa: E731
+    out, kernels, _ = _compiled(tmp_path, fn, x)
+    for got, expected in zip(out, fn(x), strict=True):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        torch.testing.assert_close(got, expected)
+    _generated(kernels)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("shape", [(20,), (5, 7), (64, 33)], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_soft_margin_loss_overflows_where_eager_does(dtype, shape, reduction, tmp_path, monkeypatch):
+    """Eager computes neg, mul_, exp_, log1p_ in the tensor's dtype: exp(12) is inf in float16, so is the loss;
+    with each half op rounded (emulate_precision_casts) lens gives the same, not torch's float32 decomposition."""
+    monkeypatch.setattr(config, "emulate_precision_casts", True)
+    x = _randn(shape, dtype, 0, 6.0)
+    target = torch.where(_randn(shape, torch.float32, 1) > 0, 1.0, -1.0).to(dtype)
+    fn = lambda x, t: F.soft_margin_loss(x, t, reduction=reduction)  # noqa: E731
+    out, kernels, _ = _compiled(tmp_path, fn, x, target)
+    torch.testing.assert_close(out, fn(x, target), equal_nan=True)
+    _generated(kernels)
