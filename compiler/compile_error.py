@@ -54,5 +54,5 @@ def map_compile_error(err: CppCompileError, code: OutputCode, kmap: KernelMap,
                 source = readable.sources[n]
                 break
         report.diagnostics.append(CompileDiagnostic(d.severity, d.message, d.file, d.line, d.column, line,
-                                                    kernel["name"] if kernel else "", nodes, source))
+                                                    kernel.name if kernel else "", nodes, source))
     return report

@@ -13,6 +13,7 @@ from typing import Iterable
 
 from compiler import config
 from lens_format import why as why_format
+from lens_format.kernel_map import MappedKernel
 
 VERSION = why_format.VERSION
 GEMM_TARGETS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten._scaled_dot")
@@ -64,15 +65,16 @@ def begin() -> None:
     _records.set([])
 
 
-def finish(graph_id: str, ir_nodes: Iterable, kernels: Iterable[dict]) -> dict:
+def finish(graph_id: str, ir_nodes: Iterable, kernels: Iterable[MappedKernel]) -> dict:
     """why.json's document: the lowered graph's extern calls (`ir_nodes` with a `reason`), then the decisions
-    stages reported; `kernels`, kernel_map.json's entries, name the kernel holding each record's node."""
+    stages reported; `kernels`, kernel_map.json's (lens_format MappedKernel), name the kernel holding each
+    record's node."""
     aten_calls(n for n in ir_nodes if getattr(n, "reason", None) is not None)
     records = _records.get() or []
     _records.set(None)
     kernels = list(kernels)
-    extern = {n: k["name"] for k in kernels if k["kind"] == "extern" for n in k["nodes"]}
-    generated = {n: k["name"] for k in kernels if k["kind"] != "extern" for n in k["nodes"]}
+    extern = {n: k.name for k in kernels if k.kind == "extern" for n in k.nodes}
+    generated = {n: k.name for k in kernels if k.kind != "extern" for n in k.nodes}
     records.sort(key=lambda r: r.kind != "aten_call")
     for r in records:  # a buffer realized for an ATen call's argument names that call among its nodes: last
         if r.kind != "aten_call":

@@ -233,9 +233,10 @@ def accuracy_report(graph, node: DivergingNode | None, tol: float) -> AccuracyRe
     if node is None:
         return AccuracyReport(graph.graph_id, "ok", tol, tol)
     kmap = graph.kernel_map
-    kernel = next((k["name"] for k in kmap.kernels if node.name in k["nodes"]), "") if kmap else ""
+    kernel = kmap.kernel_of(node.name) if kmap else None
     return AccuracyReport(graph.graph_id, "mismatch", tol, tol, node.name, node.target,
-                          graph.readable.lines.get(node.name), kernel, graph.readable.sources.get(node.name),
+                          graph.readable.lines.get(node.name), kernel.name if kernel else "",
+                          graph.readable.sources.get(node.name),
                           **difference_fields(node.difference))
 
 

@@ -2,67 +2,23 @@
 recorded under their names), a Chrome trace, and `profile.json` (docs/debug-directory.md)."""
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import torch
 
+from lens_format import files
+from lens_format.errors import ParseError
+from lens_format.kernel_map import KernelMap, read_kernel_map
+from lens_format.profile import CategoryTime, EagerOp, GraphProfile, KernelTime
+
 from compiler import hooks
 from compiler.machine.gemm import PROFILER_NAMES
 from compiler.machine.kernel_timer import KernelTimer
-
-PROFILE_VERSION = 1
-
-
-@dataclass
-class KernelTime:
-    name: str
-    kind: str
-    calls: int  # per iteration
-    total_ms: float  # per iteration
-    self_ms: float
-    percent: float
-
-
-@dataclass
-class CategoryTime:
-    kind: str
-    total_ms: float
-    percent: float
-
-
-@dataclass
-class EagerOp:
-    name: str
-    calls: int
-    total_ms: float
-    self_ms: float
-
-
-@dataclass
-class GraphProfile:
-    graph_id: str
-    eager_ms: float | None
-    compiled_ms: float  # median wall time per call, without the profiler
-    iters: int
-    profiled_ms: float = 0.0  # per call under the profiler: the total the kernel percents refer to
-    kernels: list[KernelTime] = field(default_factory=list)
-    categories: list[CategoryTime] = field(default_factory=list)
-    eager_ops: list[EagerOp] = field(default_factory=list)
-
-    @property
-    def speedup(self) -> float | None:
-        return self.eager_ms / self.compiled_ms if self.eager_ms and self.compiled_ms else None
-
-    def to_json(self) -> dict:
-        data = asdict(self)
-        data["speedup"] = self.speedup
-        return {"version": PROFILE_VERSION, **data}
 
 
 def time_call(run: Callable[[], object], warmup: int, iters: int) -> float:
@@ -100,14 +56,14 @@ def kernel_times(prof: torch.profiler.profile, kinds: dict[str, str], externs: d
     for name, kind in kinds.items():
         if name in per_extern:
             calls, total, self_ms = per_extern[name]
-            rows.append(KernelTime(name, kind, calls, total, self_ms, 100 * total / compiled_ms))
+            rows.append(KernelTime(name, kind, calls, total, 100 * total / compiled_ms, self_ms))
             continue
         e = by_key.get(externs.get(name, name))
         if e is None:
             continue
         total = e.cpu_time_total / 1000 / iters
-        rows.append(KernelTime(name, kind, round(e.count / iters), total, e.self_cpu_time_total / 1000 / iters,
-                               100 * total / compiled_ms))
+        rows.append(KernelTime(name, kind, round(e.count / iters), total, 100 * total / compiled_ms,
+                               e.self_cpu_time_total / 1000 / iters))
     rows.sort(key=lambda r: -r.total_ms)
     cats: dict[str, float] = {}
     for r in rows:
@@ -163,11 +119,11 @@ def _with_own_times(kernels: list[KernelTime], kinds: dict[str, str], own: dict[
     """Generated kernels get their wrapper-timed ms; extern calls keep their profiler share of the total."""
     rows = []
     for name, (calls, ms) in own.items():
-        rows.append(KernelTime(name, kinds.get(name, "pointwise"), round(calls), ms, ms, 100 * ms / timed_ms))
+        rows.append(KernelTime(name, kinds.get(name, "pointwise"), round(calls), ms, 100 * ms / timed_ms, ms))
     for k in kernels:
         if k.name in externs:
             ms = timed_ms * k.percent / 100 if profiled_ms else 0.0
-            rows.append(KernelTime(k.name, k.kind, k.calls, ms, ms, k.percent))
+            rows.append(KernelTime(k.name, k.kind, k.calls, ms, k.percent, ms))
     rows.sort(key=lambda r: -r.total_ms)
     cats: dict[str, float] = {}
     for r in rows:
@@ -222,13 +178,14 @@ def profile_graph(graph_id: str, eager: Callable[[], object] | None, compiled: C
                 eager()
                 eprof.step()
         eager_ops = eager_op_times(eprof, iters)
-    return GraphProfile(graph_id, eager_ms, compiled_ms, iters, profiled_ms, kernels, categories, eager_ops)
+    return GraphProfile(graph_id, eager_ms, compiled_ms, iters=iters, profiled_ms=profiled_ms, kernels=kernels,
+                        categories=categories, eager_ops=eager_ops)
 
 
 def format_profile(p: GraphProfile) -> str:
     """A plain-text report (the CLI prints a rich table; output_code.py -p prints this)."""
     lines = [f"== {p.graph_id}: compiled {p.compiled_ms:.4f} ms/iter"
-             + (f", eager {p.eager_ms:.4f} ms/iter, speedup {p.speedup:.2f}x" if p.eager_ms else "")]
+             + (f", eager {p.eager_ms:.4f} ms/iter, speedup {p.ratio():.2f}x" if p.eager_ms else "")]
     for c in p.categories:
         lines.append(f"  == {c.kind} category kernels ==  {c.total_ms:.4f} ms  {c.percent:.1f}%")
         lines.append(f"  {'Kernel':<48} {'ms/iter':>10} {'calls':>6} {'percent':>8}")
@@ -253,25 +210,20 @@ def benchmark_module(call: Callable, get_args: Callable, times: int = 10, repeat
     return statistics.median(samples)
 
 
-def _kernel_map_beside(path: str) -> dict | None:
-    km = os.path.join(os.path.dirname(os.path.abspath(path)), "kernel_map.json")
+def _kernel_map_beside(path: str) -> KernelMap | None:
     try:
-        with open(km) as f:
-            return json.load(f)
-    except (OSError, ValueError):
+        return read_kernel_map(Path(path).resolve().parent / files.KERNEL_MAP)
+    except ParseError:
         return None
 
 
-def extern_targets(kernel_map: dict | None) -> dict[str, str]:
+def extern_targets(kernel_map: KernelMap | None) -> dict[str, str]:
     """Extern kernel name -> the profiler's name for the op it calls (the kernel's `target`, else its node's)."""
-    if not kernel_map:
+    if kernel_map is None:
         return {}
-    targets = {n["name"]: n["target"] for n in kernel_map.get("nodes", [])}
-    out = {}
-    for k in kernel_map.get("kernels", []):
-        if k.get("kind") == "extern" and (k.get("target") or k.get("nodes")):
-            out[k["name"]] = _extern_op_name(k.get("target") or targets.get(k["nodes"][0], ""))
-    return out
+    targets = {n.name: n.target for n in kernel_map.nodes}
+    return {k.name: _extern_op_name(k.target or targets.get(k.nodes[0], "")) for k in kernel_map.kernels
+            if k.kind == "extern" and (k.target or k.nodes)}
 
 
 def profile_module(call: Callable, get_args: Callable, path: str, kinds: dict[str, str],
@@ -282,7 +234,7 @@ def profile_module(call: Callable, get_args: Callable, path: str, kinds: dict[st
     all_kinds = dict(kinds)
     all_kinds.update({name: "extern" for name in externs})
     trace = os.path.join(os.path.dirname(os.path.abspath(path)), "compiled_module_profile.json")
-    graph_id = kmap.get("graph_id", "compiled module") if kmap else "compiled module"
+    graph_id = kmap.graph_id or "compiled module" if kmap else "compiled module"
     args = get_args()
     p = profile_graph(graph_id, None, lambda: call(list(args)), all_kinds, externs, 3, iters, trace)
     print(format_profile(p))
@@ -335,9 +287,8 @@ def _profile_graphs(eager: Callable, compiled: Callable, graphs: list, args: tup
         return
     warmup, iters = settings
     clone = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
-    kmap = target.kernel_map.to_json()
-    kinds = {k["name"]: k["kind"] for k in kmap["kernels"]}
-    externs = extern_targets(kmap)
+    kinds = {k.name: k.kind for k in target.kernel_map.kernels}
+    externs = extern_targets(target.kernel_map)
     trace = os.path.join(target.debug.path, "trace.json") if target.debug and target.debug.path else None
     with torch.no_grad():
         p = profile_graph(target.graph_id, lambda: eager(*clone), lambda: compiled(*clone), kinds, externs,

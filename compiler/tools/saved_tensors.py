@@ -19,6 +19,7 @@ import torch.fx
 from compiler import config, hooks
 from compiler.kernel_subgraph import KernelBoundary, kernel_boundary
 from lens_format.files import TENSORS_INPUTS, TENSORS_MANIFEST, TENSORS_OUTPUTS
+from lens_format.kernel_map import MappedKernel
 
 log = logging.getLogger(__name__)
 TENSORS_DIR = "tensors"
@@ -137,7 +138,7 @@ def boundary_values(gm: torch.fx.GraphModule, inputs: list, boundaries: list[Ker
     return values
 
 
-def save_graph_tensors(graph_id: str, gm: torch.fx.GraphModule, kernels: list[dict], debug,
+def save_graph_tensors(graph_id: str, gm: torch.fx.GraphModule, kernels: list[MappedKernel], debug,
                        inputs: list, outputs) -> TensorManifest:
     """Write `tensors/` for one graph: inputs.pt, outputs.pt, kernels/<name>.pt, manifest.json, README.txt."""
     manifest = TensorManifest(graph_id, config.save_tensors_max_bytes)
@@ -146,7 +147,7 @@ def save_graph_tensors(graph_id: str, gm: torch.fx.GraphModule, kernels: list[di
     outputs = [_compact(o) for o in (outputs if isinstance(outputs, (list, tuple)) else [outputs])]
     writer.save(GRAPH_INPUTS_FILE, "graph inputs (placeholder order)", inputs, inputs)
     writer.save(GRAPH_OUTPUTS_FILE, "graph outputs, as the compiled code returned them", outputs, outputs)
-    boundaries = [kernel_boundary(gm, k["name"], k["nodes"]) for k in kernels]
+    boundaries = [kernel_boundary(gm, k.name, k.nodes) for k in kernels]
     values = boundary_values(gm, inputs, boundaries) if boundaries else {}
     for b in boundaries:
         ins = [values.get(n) for n in b.inputs]
@@ -172,7 +173,7 @@ def readme_text(m: TensorManifest) -> str:
     return "\n".join(lines) + "\n"
 
 
-def saving_tensors_on_first_call(graph_id: str, gm: torch.fx.GraphModule, kernels: list[dict], debug,
+def saving_tensors_on_first_call(graph_id: str, gm: torch.fx.GraphModule, kernels: list[MappedKernel], debug,
                                  call: Callable) -> Callable:
     """Wrap a boxed compiled `call` so its first call saves the graph's tensors; never breaks the call."""
     done = False

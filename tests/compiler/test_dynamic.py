@@ -16,7 +16,7 @@ def _flat(x):
 def _compiled_since(mark):
     c0, e0 = mark
     graphs = frontend.COMPILED[c0:]
-    externs = [n for g in graphs for k in g.kernel_map.kernels if k["kind"] == "extern" for n in k["nodes"]]
+    externs = [n for g in graphs for k in g.kernel_map.kernels if k.kind == "extern" for n in k.nodes]
     return graphs, frontend.EAGER[e0:], externs
 
 
