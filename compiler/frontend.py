@@ -10,6 +10,8 @@ from typing import Callable
 import torch
 import torch.fx
 
+from lens_format.notes import EagerNote
+
 from compiler import config, graph_cache, hooks
 from compiler import why as decisions
 from compiler.codegen.wrapper import OutputCode, generate_output_code
@@ -232,7 +234,7 @@ def _note_runs_eagerly(graph_id: str, debug: DebugDir | None, why: str, notes: l
     if debug:
         debug.why(decisions.eager_graph(graph_id, why))
     if debug:
-        debug.notes([*notes, f"{graph_id} runs eagerly (no generated code): {why}"])
+        debug.notes([*notes, EagerNote(graph_id, why).to_line()])
 
 
 def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable:
