@@ -84,3 +84,20 @@ def test_pinned_symbols_are_the_strides_not_the_row_count():
     assert size_variants.pins(k, {"arg0": (torch.float32, lay)}) == {cols: 1024}
     kernel, layouts = size_variants.pinned(k, {"arg0": (torch.float32, lay)}, {cols: 1024})
     assert kernel.nodes[0].layout.stride == (1024, 1) and layouts["arg0"][1].size == (rows, 1024)
+
+
+VARIED = {
+    "flat_scale": (lambda x: x * 2, lambda n: (torch.randn(n, 512),)),
+    "rows_of_100": (lambda x: x * 2 + 1, lambda n: (torch.randn(n, 100),)),
+    "softmax_mid_line_rows": (lambda x: torch.softmax(x, -1), lambda n: (torch.randn(n, 1000),)),
+    "layer_norm_1000": (lambda x: torch.nn.functional.layer_norm(x, (1000,)), lambda n: (torch.randn(n, 1000),)),
+    "var_dim0": (lambda x: x.var(0), lambda n: (torch.randn(n, 70),)),
+    "sum_all": (lambda x: x.sum() * 2, lambda n: (torch.randn(n, 1000),)),
+    "mean_dim0_then_scale": (lambda x: x.mean(0) * 3, lambda n: (torch.randn(n, 300),)),
+}
+
+
+@pytest.mark.parametrize("name", list(VARIED))
+def test_variants_match_eager_on_both_sides_of_their_checks(name, small_streaming):
+    fn, make = VARIED[name]
+    check_dynamic(fn, make, sizes=(71, 5, 33, 16, 64, 65), atol=1e-4, rtol=1e-4)
