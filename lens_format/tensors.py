@@ -1,12 +1,70 @@
-"""The `tensors/` folder of a graph (`config.save_tensors`): its file names, and whether two saved files hold the
-same values bit for bit, answered from the zip members `torch.save` writes without loading them (no torch)."""
+"""The `tensors/` folder of a graph (`config.save_tensors`): `manifest.json` (what was saved, what the size cap
+skipped) as a record, and whether two saved files hold the same values bit for bit, answered from the zip members
+`torch.save` writes without loading them (no torch)."""
 from __future__ import annotations
 
 import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lens_format.files import TENSORS_INPUTS, TENSORS_OUTPUTS
+from lens_format.jsonio import as_dict_list, as_int, as_str, read_json_object
 from lens_format.run_diff import DiffGraph, OutputsDiff
+
+MANIFEST_VERSION = 1
+KERNEL_VALUES = "eager FX values at each kernel's boundary, run on inputs.pt"
+
+
+@dataclass
+class SavedFile:
+    file: str  # relative to the graph folder
+    what: str
+    bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "what": self.what, "bytes": self.bytes}
+
+
+@dataclass
+class SkippedFile:
+    file: str
+    what: str
+    bytes: int
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "what": self.what, "bytes": self.bytes, "reason": self.reason}
+
+
+@dataclass
+class TensorManifest:
+    """`tensors/manifest.json`: what was saved and what the size cap skipped."""
+
+    graph_id: str
+    max_bytes: int
+    kernel_values: str = KERNEL_VALUES
+    files: list[SavedFile] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": MANIFEST_VERSION, "graph_id": self.graph_id, "max_bytes": self.max_bytes,
+                "kernel_values": self.kernel_values, "files": [f.to_json() for f in self.files],
+                "skipped": [s.to_json() for s in self.skipped]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TensorManifest:
+        """Entries without a file name are skipped."""
+        return cls(as_str(data.get("graph_id")), as_int(data.get("max_bytes")) or 0, as_str(data.get("kernel_values")),
+                   [SavedFile(as_str(f.get("file")), as_str(f.get("what")), as_int(f.get("bytes")) or 0)
+                    for f in as_dict_list(data.get("files")) if as_str(f.get("file"))],
+                   [SkippedFile(as_str(f.get("file")), as_str(f.get("what")), as_int(f.get("bytes")) or 0,
+                                as_str(f.get("reason"))) for f in as_dict_list(data.get("skipped")) if as_str(f.get("file"))])
+
+
+def read_manifest(path: Path) -> TensorManifest:
+    """ParseError / UnsupportedVersionError (naming the file) on a file that is not tensors/manifest.json."""
+    return TensorManifest.from_json(read_json_object(path))
 
 _PER_SAVE = ".data/serialization_id"  # torch.save writes a fresh id into every file
 

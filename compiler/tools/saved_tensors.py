@@ -7,10 +7,10 @@ outputs are what the compiled code returned. `manifest.json` and `README.txt` sa
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -19,50 +19,16 @@ import torch.fx
 from compiler import config, hooks
 from compiler.kernel_subgraph import KernelBoundary, kernel_boundary
 from lens_format.files import TENSORS_INPUTS, TENSORS_MANIFEST, TENSORS_OUTPUTS
+from lens_format.errors import ParseError
 from lens_format.kernel_map import MappedKernel
+from lens_format.tensors import SavedFile, SkippedFile, TensorManifest, read_manifest
 
 log = logging.getLogger(__name__)
 TENSORS_DIR = "tensors"
 GRAPH_INPUTS_FILE = TENSORS_INPUTS  # relative to the graph folder
 GRAPH_OUTPUTS_FILE = TENSORS_OUTPUTS
 MANIFEST_FILE = TENSORS_MANIFEST
-MANIFEST_VERSION = 1
 _saved_bytes = 0  # bytes saved by this process so far, across graphs (the cap is per process)
-
-
-@dataclass
-class SavedFile:
-    file: str  # relative to the graph folder
-    what: str
-    bytes: int
-
-
-@dataclass
-class SkippedFile:
-    file: str
-    what: str
-    bytes: int
-    reason: str
-
-
-@dataclass
-class TensorManifest:
-    """`tensors/manifest.json`: what was saved and what the size cap skipped."""
-
-    graph_id: str
-    max_bytes: int
-    kernel_values: str = "eager FX values at each kernel's boundary, run on inputs.pt"
-    files: list[SavedFile] = field(default_factory=list)
-    skipped: list[SkippedFile] = field(default_factory=list)
-
-    def to_json(self) -> dict:
-        return {"version": MANIFEST_VERSION, **asdict(self)}
-
-    @staticmethod
-    def from_json(data: dict) -> "TensorManifest":
-        return TensorManifest(data["graph_id"], data["max_bytes"], data.get("kernel_values", ""),
-                              [SavedFile(**f) for f in data.get("files", [])],
-                              [SkippedFile(**s) for s in data.get("skipped", [])])
 
 
 @dataclass
@@ -197,9 +163,8 @@ def saving_tensors_on_first_call(graph_id: str, gm: torch.fx.GraphModule, kernel
 
 def load_manifest(graph_dir: str) -> TensorManifest | None:
     try:
-        with open(os.path.join(graph_dir, MANIFEST_FILE)) as f:
-            return TensorManifest.from_json(json.load(f))
-    except (OSError, ValueError, KeyError, TypeError):
+        return read_manifest(Path(graph_dir) / MANIFEST_FILE)
+    except ParseError:
         return None
 
 

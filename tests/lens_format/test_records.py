@@ -133,3 +133,14 @@ def test_notes_write_the_lines_readers_parse(tmp_path: Path):
     assert GraphNotes().to_text() == ""
     with pytest.raises(ParseError, match="cannot read"):
         read_notes(tmp_path / "missing" / "notes.txt")
+
+
+def test_a_tensors_manifest_reads_back_and_skips_nameless_entries(tmp_path: Path):
+    from lens_format.tensors import SavedFile, SkippedFile, TensorManifest, read_manifest
+    manifest = TensorManifest("graph_0", 1 << 28, files=[SavedFile("tensors/inputs.pt", "graph inputs", 512)],
+                              skipped=[SkippedFile("tensors/kernels/k.pt", "kernel k", 1 << 29, "over the cap")])
+    path = tmp_path / "manifest.json"
+    path.write_text(json.dumps(manifest.to_json()))
+    assert read_manifest(path) == manifest
+    path.write_text(json.dumps({"version": 1, "graph_id": "g", "max_bytes": "lots", "files": [{"what": "x"}]}))
+    assert read_manifest(path) == TensorManifest("g", 0, "", [], [])
