@@ -5,7 +5,7 @@ cache dirs after torch._dynamo.reset()), and a verdict per target. Asserts nothi
 
 Usage: python benchmarks/model_bench.py [--rounds 7] [--only bert,convnet] [--train] [--no-inductor]
        [--lens-variant NAME:SETTING=VALUE[,SETTING=VALUE]]   (e.g. nofreeze:freezing=False, another lens
-       column compiled with those compiler.config settings; cpp.* settings by their dotted name)
+       column compiled and run with those compiler.config settings; cpp.* settings by their dotted name)
 """
 from __future__ import annotations
 
@@ -135,6 +135,14 @@ class _Settings:
             setattr(obj, attr, value)
 
 
+def _under(settings: dict[str, object], step: Callable) -> Callable:
+    """A variant's step run with its settings too (some are read at run time: cpp.gemm_library)."""
+    def run(*inputs):
+        with _Settings(settings):
+            return step(*inputs)
+    return run
+
+
 def parse_variant(text: str) -> tuple[str, dict[str, object]]:
     """'nofreeze:freezing=False,cpp.buffer_pool=False' -> ('lens nofreeze', {...})."""
     name, _, settings = text.partition(":")
@@ -227,7 +235,7 @@ def run_model(m: ZooModel, rounds: int, tmp: str, train: bool, use_inductor: boo
         steps[backend] = step
     for name, settings in variants:
         with _Settings(settings):
-            steps[name] = _step(module, _compile(fn, "lens"), train)
+            steps[name] = _under(settings, _step(module, _compile(fn, "lens"), train))
             why = _mismatch(m, expected, steps[name](*inputs))
         if why:
             res.mismatches[name] = why

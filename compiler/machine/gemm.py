@@ -18,6 +18,9 @@ mmap threshold from its heap once one was freed (no page faults), larger ones by
 more (`config.cpp.onednn_blocked_min_bytes`) are computed in row blocks of about 8 MiB, each copied into a
 buffer of the pool while it is still in the cache.
 
+Products ATen's mm would run (MKL threading itself) run in one OpenMP region of row blocks instead
+(`gemm_rows.py`: fewer waits between threads) where they have enough rows; `LENS_GEMM=aten` keeps ATen's mm.
+
 Generated code calls `mm` and `addmm` below with the output layout the graph expects (dense, contiguous).
 """
 from __future__ import annotations
@@ -29,6 +32,7 @@ import logging
 import torch
 
 from compiler import config
+from compiler.machine import gemm_rows
 from compiler.machine.memory import empty_strided
 
 log = logging.getLogger(__name__)
@@ -111,6 +115,11 @@ def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, size, s
     return out
 
 
+def _rows(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, beta, alpha) -> bool:
+    """Whether the row-split helper runs this product (not under LENS_GEMM=aten: eager's library and threading)."""
+    return config.cpp.gemm_library == "auto" and beta == 1 and alpha == 1 and gemm_rows.applies(a, b, bias)
+
+
 # What torch.profiler calls each helper's call, whichever library ran it (compiler/tools/profiling.py times an
 # extern mm/addmm of the generated code by this name; the library's own op is nested inside).
 PROFILER_NAMES = {"aten.mm.default": "lens::mm", "aten.addmm.default": "lens::addmm"}
@@ -127,6 +136,8 @@ def mm(a: torch.Tensor, b: torch.Tensor, *, size, stride) -> torch.Tensor:
         if _uses_onednn(a, b, None, 1, 1):
             return _onednn(a, b, None, size, stride)
         out = empty_strided(size, stride, dtype=a.dtype)
+        if _rows(a, b, None, 1, 1) and gemm_rows.mm_into(out, a, b):
+            return out
         return torch.ops.aten.mm.out(a, b, out=out)
 
 
@@ -136,4 +147,6 @@ def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha
         if _uses_onednn(a, b, bias, beta, alpha):
             return _onednn(a, b, bias, size, stride)
         out = empty_strided(size, stride, dtype=a.dtype)
+        if _rows(a, b, bias, beta, alpha) and gemm_rows.mm_into(out, a, b, bias):
+            return out
         return torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=out)
