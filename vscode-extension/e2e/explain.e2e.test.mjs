@@ -31,39 +31,13 @@ if __name__ == "__main__":
     compiled = torch.compile(normalize, backend="lens")
     compiled(torch.randn(512, 256), torch.randn(256, 64))
 `;
-const JOB_TIMEOUT_MS = 5 * 60_000;
 let session;
-
-async function waitForToast(page, text) {
-  const deadline = Date.now() + JOB_TIMEOUT_MS;
-  const toasts = page.locator(".notifications-toasts .notification-list-item-message");
-  while (Date.now() < deadline) {
-    const texts = await toasts.allInnerTexts();
-    const bad = texts.find((t) => t.includes("Kernel Lens") && /failed|rejected|exited with code|cancelled/.test(t));
-    assert.equal(bad, undefined, `job failed: ${bad}`);
-    if (texts.some((t) => text.test(t))) {
-      return;
-    }
-    await page.waitForTimeout(1_000);
-  }
-  throw new Error(`no "${text}" notification within ${JOB_TIMEOUT_MS} ms`);
-}
 
 /** A screenshot for the READMEs: docs/screenshots/ and the extension's media/ (packaged into the .vsix). */
 async function screenshot(name) {
   await session.screenshot(name);
   fs.mkdirSync(path.join(EXTENSION_DIR, "media"), { recursive: true });
   fs.copyFileSync(path.join(SCREENSHOTS, name), path.join(EXTENSION_DIR, "media", name));
-}
-
-async function reporting(t, body) {
-  try {
-    await body();
-  } catch (error) {
-    t.diagnostic(session?.failureReport() ?? "no session");
-    t.diagnostic(`screenshot of the failure: ${await session?.failureScreenshot(t.name)}`);
-    throw error;
-  }
 }
 
 /** Clicks (or hovers) a line of the active editor a few characters into its text (tokens split by
@@ -138,10 +112,7 @@ function groupShowing(page, title) {
 
 before(async () => {
   session = await EditorSession.open({ trusted: true, files: { [DEMO]: PROGRAM } });
-  await openFile(session.page, DEMO, "def normalize");
-  await clickToken(session.page, "def normalize", "normalize");
-  await runCommand(session.page, "Kernel Lens: Compile Current File");
-  await waitForToast(session.page, /why_demo\.py compiled/);
+  await session.compileFile(DEMO, "def normalize", "normalize");
 });
 
 after(async () => {
@@ -149,7 +120,7 @@ after(async () => {
 });
 
 test("the compiler's decisions are explained on the user's lines, with a quick fix", { timeout: 6 * 60_000 }, (t) =>
-  reporting(t, async () => {
+  session.reporting(t, async () => {
     const page = session.page;
     const records = session.filesNamed("why.json").flatMap((f) => JSON.parse(fs.readFileSync(f, "utf8")).records);
     assert.ok(records.some((r) => r.reason === "max_fusion_size"), `why.json: ${JSON.stringify(records)}`);
@@ -182,7 +153,7 @@ test("the compiler's decisions are explained on the user's lines, with a quick f
 );
 
 test("the kernel view links source and generated lines both ways, prelude folded", { timeout: 4 * 60_000 }, (t) =>
-  reporting(t, async () => {
+  session.reporting(t, async () => {
     const page = session.page;
     await openFile(page, DEMO, "def normalize");
     await pointAtLine(page, "b = a * 2 + 1");
@@ -207,13 +178,13 @@ test("the kernel view links source and generated lines both ways, prelude folded
 );
 
 test("each line's cost: ms in the inlay hints, the heat gutter, the profile's lines by cost", { timeout: 8 * 60_000 }, (t) =>
-  reporting(t, async () => {
+  session.reporting(t, async () => {
     const page = session.page;
     await runCommand(page, "View: Close All Editor Groups"); // the kernel view's: one editor beside the profile
     await openFile(page, DEMO, "def normalize");
     await clickToken(page, "def normalize", "normalize");
     await runCommand(page, "Kernel Lens: Profile Current File");
-    await waitForToast(page, /why_demo\.py profiled/);
+    await session.waitForToast(/why_demo\.py profiled/);
     const lines = webviewFrame(page).locator("tr.line-row");
     await lines.first().waitFor({ timeout: 60_000 });
     const rows = await lines.allInnerTexts();
@@ -229,32 +200,5 @@ test("each line's cost: ms in the inlay hints, the heat gutter, the profile's li
     // The heat gutter marks the compiled lines.
     await until(async () => (await gutterMarks(source)) >= 3, 60_000, () => "no heat marks in the gutter");
     await screenshot("cost.png");
-  }),
-);
-
-test("the compiles picker lists each compile and opens its call site, else its function", { timeout: 3 * 60_000 }, (t) =>
-  reporting(t, async () => {
-    const page = session.page;
-    await openFile(page, DEMO, "def normalize");
-    const row = page.locator(".quick-input-list .monaco-list-row", { hasText: "[0/0] normalize" }).first();
-    await until(async () => {
-      await runCommand(page, "Kernel Lens: Show Compiles…");
-      try {
-        await row.waitFor({ timeout: 5_000 });
-        return true;
-      } catch {
-        await page.keyboard.press("Escape"); // the trace log not indexed yet: try again
-        return false;
-      }
-    }, 90_000, () => "no [0/0] normalize in the compiles picker");
-    const text = await row.innerText();
-    t.diagnostic(`compile: ${text.replace(/\s+/g, " ")}`);
-    assert.match(text, /compiled · \d+ ops · \d+ guards/);
-    // A frame called from the top level has no caller in Dynamo's stack (a graph break's resume frame has one).
-    const called = /called from why_demo\.py:(\d+)/.exec(text);
-    const line = called ? Number(called[1]) : 7;
-    await row.click();
-    await until(async () => new RegExp(`Ln ${line},`).test(await page.locator(".statusbar-item", { hasText: /Ln \d+, Col \d+/ }).first().innerText()),
-      15_000, () => `the pick did not open line ${line}`);
   }),
 );

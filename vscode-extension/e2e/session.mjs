@@ -6,7 +6,7 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { CodeServer, ensureCodeServer, EXTENSION_ID } from "./codeServer.mjs";
-import { launchBrowser, openFile, waitForWorkbench } from "./workbench.mjs";
+import { clickToken, launchBrowser, openFile, runCommand, waitForWorkbench } from "./workbench.mjs";
 
 export const EXTENSION_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 export const REPO = path.resolve(EXTENSION_DIR, "..");
@@ -195,6 +195,38 @@ export class EditorSession {
       const functionOf = new Map(map.nodes.map((node) => [node.name, node.source?.function]));
       return map.kernels.filter((k) => k.nodes.some((node) => functionOf.get(node) === fn));
     });
+  }
+
+  /** Waits for a notification matching `text` (a job's closing message); fails at once on a Kernel Lens failure
+   * message. */
+  async waitForToast(text, timeoutMs = 5 * 60_000) {
+    const toasts = this.page.locator(".notifications-toasts .notification-list-item-message");
+    await until(async () => {
+      const texts = await toasts.allInnerTexts();
+      const bad = texts.find((t) => t.includes("Kernel Lens") && /failed|rejected|exited with code|cancelled/.test(t));
+      assert.equal(bad, undefined, `job failed: ${bad}`);
+      return texts.some((t) => text.test(t));
+    }, timeoutMs, () => `no "${text}" notification`);
+  }
+
+  /** Opens `name`, puts the cursor on `word` of the line holding `lineText`, compiles the file from the palette
+   * and waits for the job's message. */
+  async compileFile(name, lineText, word) {
+    await openFile(this.page, name, lineText);
+    await clickToken(this.page, lineText, word);
+    await runCommand(this.page, "Kernel Lens: Compile Current File");
+    await this.waitForToast(new RegExp(`${name.replace(".", "\\.")} compiled`));
+  }
+
+  /** Runs a test's `body`; on failure adds the logs and a screenshot to the test's output. */
+  async reporting(t, body) {
+    try {
+      await body();
+    } catch (error) {
+      t.diagnostic(this.failureReport());
+      t.diagnostic(`screenshot of the failure: ${await this.failureScreenshot(t.name)}`);
+      throw error;
+    }
   }
 
   /** Our output channel's log as the extension host wrote it (empty before activation). */

@@ -1,5 +1,6 @@
 /** The palette commands (`kernelLens.*`): run compiler jobs on the current file, open kernels beside the
- * source, choose a run, reindex, show the profile, restart the server. All answers come from the server. */
+ * source, choose a run or a compile, list graph breaks, reindex, show the profile, restart the server. All
+ * answers come from the server. */
 
 import * as path from "path";
 import * as vscode from "vscode";
@@ -8,10 +9,11 @@ import { Interpreter } from "./common/interpreter";
 import { runJobTask } from "./common/jobTask";
 import { JOB_SPECS, jobOutcome, MessageLevel } from "./common/jobs";
 import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
-import { CompileSummary, JobKind, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
+import { CompileSummary, GraphBreaks, JobKind, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
 import { compileItem } from "./views/compilePick";
+import { graphBreakItem } from "./views/graphBreakPick";
 import { formatMs } from "./views/profileHtml";
 import { revealLocation } from "./views/editorLocation";
 import { compareRuns, KernelDiffDocuments } from "./views/diffView";
@@ -124,25 +126,53 @@ export async function pickRun(services: Pick<CommandServices, "server" | "profil
   }
 }
 
+/** The pickers' filter reads an item's description and detail too (file names, settings, reasons). */
+const MATCH_EVERY_LINE = { matchOnDescription: true, matchOnDetail: true };
+
+/** The server's list for the active file, else (when that is empty) for every file; refused with `none` when
+ * both are empty. */
+async function activeFileElseAll<T>(list: (scope: { uri?: string }) => Promise<T[] | undefined>, none: string): Promise<T[]> {
+  const uri = vscode.window.activeTextEditor?.document.uri.toString();
+  for (const scope of uri ? [{ uri }, {}] : [{}]) {
+    const found = await list(scope);
+    if (found && found.length > 0) {
+      return found;
+    }
+  }
+  throw new CommandRefused(none);
+}
+
 /** The compiles of the active file (all files when it has none): choosing one opens the call that triggered it. */
 async function pickCompile(services: CommandServices): Promise<void> {
   requireTrust();
-  const uri = vscode.window.activeTextEditor?.document.uri.toString();
-  let compiles = await services.server.executeCommand<CompileSummary[]>(ServerCommands.listCompiles, { uri });
-  if (!compiles || compiles.length === 0) {
-    compiles = await services.server.executeCommand<CompileSummary[]>(ServerCommands.listCompiles, {});
-  }
-  if (!compiles || compiles.length === 0) {
-    throw new CommandRefused("Kernel Lens: no compiles recorded. Compile the file (its TORCH_TRACE log lists them).");
-  }
+  const compiles = await activeFileElseAll(
+    (scope) => services.server.executeCommand<CompileSummary[]>(ServerCommands.listCompiles, scope),
+    "Kernel Lens: no compiles recorded. Compile the file (its TORCH_TRACE log lists them).",
+  );
   const picked = await vscode.window.showQuickPick(compiles.map(compileItem), {
     placeHolder: "Dynamo compiles: frame, compile id, call site, why it recompiled",
-    matchOnDescription: true,
-    matchOnDetail: true,
+    ...MATCH_EVERY_LINE,
   });
   if (picked) {
     const where = picked.compile.call_site ?? { uri: picked.compile.uri, line: picked.compile.def_line };
     await revealLocation(where.uri, where.line, vscode.ViewColumn.One);
+  }
+}
+
+/** The structured traces' graph breaks of the active file (all files when it has none), each once per place and
+ * reason: choosing one opens its line. */
+async function showGraphBreaks(services: CommandServices): Promise<void> {
+  requireTrust();
+  const breaks = await activeFileElseAll(
+    async (scope) => (await services.server.executeCommand<GraphBreaks>(ServerCommands.listGraphBreaks, scope))?.graph_breaks,
+    "Kernel Lens: no graph breaks recorded. Compile the file (its TORCH_TRACE log lists them).",
+  );
+  const picked = await vscode.window.showQuickPick(breaks.map(graphBreakItem), {
+    placeHolder: "Graph breaks, once per place and reason: most compiles first",
+    ...MATCH_EVERY_LINE,
+  });
+  if (picked) {
+    await revealLocation(picked.graphBreak.uri, picked.graphBreak.line, vscode.ViewColumn.One);
   }
 }
 
@@ -182,6 +212,7 @@ export function registerCommands(services: CommandServices): vscode.Disposable[]
       await compareRuns(services.server, services.diffDocuments);
     },
     [Commands.pickCompile]: () => pickCompile(services),
+    [Commands.showGraphBreaks]: () => showGraphBreaks(services),
     [Commands.openKernelView]: async () => {
       requireTrust();
       const editor = vscode.window.activeTextEditor;

@@ -20,6 +20,7 @@ export const Commands = {
   compareRuns: "kernelLens.compareRuns",
   openKernelView: "kernelLens.openKernelView",
   pickCompile: "kernelLens.pickCompile",
+  showGraphBreaks: "kernelLens.showGraphBreaks",
 } as const;
 
 /** `workspace/executeCommand` commands the language server implements (see lsp_server). */
@@ -34,6 +35,7 @@ export const ServerCommands = {
   linkedLines: "kernelLens.linkedLines",
   lineCosts: "kernelLens.lineCosts",
   listCompiles: "kernelLens.listCompiles",
+  listGraphBreaks: "kernelLens.listGraphBreaks",
 } as const;
 
 /** How long to wait for settings/interpreter changes to settle before restarting the server. */

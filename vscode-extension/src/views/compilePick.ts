@@ -11,7 +11,7 @@ export interface CompileItem {
   compile: CompileSummary;
 }
 
-function plural(n: number, noun: string): string {
+export function plural(n: number, noun: string): string {
   return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }
 
