@@ -271,7 +271,7 @@ class CompileSummary(TypedDict):
     ops: int | None
     guards: int | None
     compile_time_s: float | None
-    status: Union[Literal["compiled", "failed", "no graph"], str]
+    status: Literal["compiled", "failed", "no graph", "ran eagerly", "compiled, differs from eager"]
     graph_breaks: int
     recompile_reasons: list[str]
     origin: Annotated[NotRequired[str], "`TORCH_TRACE`, or the debug-directory run the graph came from."]

@@ -13,7 +13,7 @@ from pathlib import Path
 from .graph_builder import normalize_path
 from .model import CompileFact, Run, TraceFacts, TraceFunction
 from .parsers.guard_words import plain_words
-from .parsers.torch_trace import find_trace_logs
+from .parsers.torch_trace import StackFrame, find_trace_logs
 from .parsers.torch_trace_compiles import FrameCompile
 from .parsers.torch_trace_dir import TraceDirectory
 from .parsers.torch_trace_findings import RelatedInfo, trace_diagnostics
@@ -55,12 +55,23 @@ def trace_function(f: FunctionSummary) -> TraceFunction:
                          f.recompiles, len(f.graph_breaks), len(f.failures), f.compile_time_s, f.lens_text(), guards)
 
 
+LIBRARY_PARTS = ("/site-packages/", "/dist-packages/", "/lib/python3")
+
+
+def user_caller(fc: FrameCompile) -> StackFrame | None:
+    """The innermost frame below the compiled one that is the user's code, not an installed package's."""
+    return next((frame for frame in reversed(fc.stack[:-1])
+                 if not frame.file.startswith("<") and not any(part in frame.file for part in LIBRARY_PARTS)), None)
+
+
 def compile_fact(f: FunctionSummary, fc: FrameCompile) -> CompileFact:
     # A frame called from the top level has no caller in its stack; its resume frame (same function, same
     # recompile) does, and that call is the one that started both.
-    caller = fc.stack[-2] if len(fc.stack) >= 2 else next(
-        (other.stack[-2] for other in f.compiles if other.frame_compile_id == fc.frame_compile_id
-         and other.compiled_autograd_id == fc.compiled_autograd_id and len(other.stack) >= 2), None)
+    # Frames inside installed packages (torch's eval_frame.py calling a frame that another compiled frame
+    # called) are not the user's call.
+    caller = user_caller(fc) or next(
+        (user_caller(other) for other in f.compiles if other.frame_compile_id == fc.frame_compile_id
+         and other.compiled_autograd_id == fc.compiled_autograd_id and user_caller(other)), None)
     status = "failed" if fc.failed else "compiled" if fc.has_graph else "no graph"
     return CompileFact(normalize_path(f.file), f.name, f.def_line, f.rank, fc.compile_id,
                        normalize_path(caller.file) if caller else None, caller.line if caller else None,

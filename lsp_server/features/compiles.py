@@ -10,6 +10,7 @@ from typing import Any
 from ..index import Index
 from ..json_answer import JsonAnswer
 from ..model import CompileFact, Graph
+from ..parsers.torch_trace_compiles import resumed_function
 from .commands import first_argument
 from .compile_sites import compile_sites
 from .failsafe import failsafe
@@ -36,13 +37,22 @@ def compile_json(server: Any, c: CompileFact) -> dict[str, Any]:
             "compile_call": compile_call(server, c.file, c.function)}
 
 
+# A debug-directory graph's status in the words of Dynamo's compiles (the picker shows both side by side).
+GRAPH_STATUS = {"ok": "compiled", "compile_error": "failed", "eager": "ran eagerly",
+                "accuracy_error": "compiled, differs from eager"}
+
+
 def graph_json(server: Any, graph: Graph, file: str, function: str, ops: int) -> dict[str, Any]:
     """One of our debug directory's graphs as a compile (Dynamo's ids and guards are not in the folder)."""
     first = min((frame.line for node in graph.nodes.values() for frame in node.frames
                  if (frame.file, frame.function) == (file, function)), default=1)
+    # Dynamo's continuation after a graph break is the user's function from that line on.
+    function, resumed_at = resumed_function(function)
     def_line = def_line_above(server, uri_of(file), function, first) or first
-    return {"function": function, "compile_id": graph.id, "rank": None, "uri": uri_of(file), "def_line": def_line - 1,
-            "call_site": None, "ops": ops, "guards": None, "compile_time_s": None, "status": graph.status,
+    label = function if resumed_at is None else f"{function} (after the graph break at line {resumed_at})"
+    return {"function": label, "compile_id": graph.id, "rank": None, "uri": uri_of(file), "def_line": def_line - 1,
+            "call_site": None, "ops": ops, "guards": None, "compile_time_s": None,
+            "status": GRAPH_STATUS.get(graph.status, graph.status),
             "graph_breaks": 0, "recompile_reasons": [], "origin": f"debug directory, run {graph.run_id}",
             "config": {f"compiler.config.{k}": v for k, v in graph.config.items()},
             "compile_call": compile_call(server, file, function)}

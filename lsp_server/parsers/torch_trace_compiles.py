@@ -15,6 +15,18 @@ from lsp_server.parsers.torch_trace_payloads import (
 )
 
 RESUME_NAME = re.compile(r"^torch_dynamo_resume_in_(.+?)_at_(\d+)$")
+def resumed_function(name: str) -> tuple[str, int | None]:
+    """(the user's function, the line of the graph break it resumes after) for Dynamo's continuation
+    `torch_dynamo_resume_in_f_at_N` (a nested resume names its parent resume function: the outer N is the
+    later break); (name, None) else."""
+    m = RESUME_NAME.match(name)
+    line = int(m.group(2)) if m else None
+    while m:
+        name = m.group(1)
+        m = RESUME_NAME.match(name)
+    return name, line
+
+
 CompileKey = tuple[int | None, int, int]  # (compiled_autograd_id, frame_id, frame_compile_id)
 # Logged once per graph Inductor compiles: a training step logs them for the forward, then the backward.
 INDUCTOR_GRAPH_KINDS = frozenset({
@@ -84,11 +96,7 @@ class FrameCompile:
     @property
     def function_name(self) -> str | None:
         """The user's function: resume frames are attributed to the function they continue."""
-        m = RESUME_NAME.match(self.co_name or "")
-        while m:  # nested resumes name their parent resume function
-            name = m.group(1)
-            m = RESUME_NAME.match(name)
-        return name if self.co_name and RESUME_NAME.match(self.co_name) else self.co_name
+        return resumed_function(self.co_name)[0] if self.co_name else None
 
     @property
     def failed(self) -> bool:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from lsp_server.graph_builder import normalize_path
-from lsp_server.trace_loader import TraceLoader, trace_runs_of
+from lsp_server.parsers.torch_trace import StackFrame
+from lsp_server.parsers.torch_trace_compiles import FrameCompile, resumed_function
+from lsp_server.trace_loader import TraceLoader, trace_runs_of, user_caller
 from trace_workspaces import RECORDED_SCENARIOS, FIXTURES, SCENARIOS, remapped_log, trace_workspace
 
 BREAKS_LOG = FIXTURES / "breaks_recompile_failure" / "dedicated_log_torch_trace_single.log"
@@ -86,3 +88,21 @@ def test_cache_folders_nobody_wrote_to_for_a_week_are_removed_at_start(tmp_path:
     os.utime(mixed / "torchinductor" / "frame_0.0_graph_0" / "output_code.py")  # one file written just now
     TraceRunWriter(cache)
     assert not old.exists() and fresh.exists() and mixed.exists()
+
+
+def test_a_compile_called_through_torch_names_the_users_call_not_eval_frame():
+    # A compiled function called from another compiled function's resume frame: Dynamo's stack has torch's
+    # eval_frame.py between the user's call and the frame.
+    stack = (StackFrame("/proj/prog.py", 19, "<module>"),
+             StackFrame("/venv/lib/python3.11/site-packages/torch/_dynamo/eval_frame.py", 1166, "compile_wrapper"),
+             StackFrame("/proj/prog.py", 4, "scale"))
+    fc = FrameCompile(source="log", rank=None, frame_id=2, frame_compile_id=0, stack=stack)
+    assert user_caller(fc) == stack[0]
+    torch_only = FrameCompile(source="log", rank=None, frame_id=2, frame_compile_id=0, stack=stack[1:])
+    assert user_caller(torch_only) is None
+
+
+def test_a_resume_function_is_the_users_function_after_its_first_break():
+    assert resumed_function("torch_dynamo_resume_in_both_at_14") == ("both", 14)
+    assert resumed_function("torch_dynamo_resume_in_torch_dynamo_resume_in_f_at_3_at_9") == ("f", 9)
+    assert resumed_function("scale") == ("scale", None)

@@ -255,7 +255,7 @@ export interface CompileSummary {
   ops: number | null;
   guards: number | null;
   compile_time_s: number | null;
-  status: "compiled" | "failed" | "no graph" | string;
+  status: "compiled" | "failed" | "no graph" | "ran eagerly" | "compiled, differs from eager";
   graph_breaks: number;
   recompile_reasons: string[];
   /** `TORCH_TRACE`, or the debug-directory run the graph came from. */
