@@ -18,7 +18,7 @@ from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.compiled_graph import CompiledGraph
 from compiler.debug import DebugDir
-from compiler.decompositions import decomposition_table
+from compiler.decompositions import decomposition_table, eager_upsample_kernels
 from compiler.direct_call import direct_inference_call, without_guard_check, without_pregraph_markers
 from compiler.dynamo_skip import skip_compiler_package
 from compiler.freezing import freeze
@@ -254,13 +254,14 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     if cached is not None:
         return cached
     try:
-        compiled = aot_module_simplified(
-            gm, example_inputs,
-            fw_compiler=functools.partial(compile_graph, kind="forward"),
-            bw_compiler=functools.partial(compile_graph, kind="backward"),
-            inference_compiler=functools.partial(compile_graph, kind="inference"),
-            decompositions=decomposition_table(),
-        )
+        with eager_upsample_kernels():  # (half interpolation as ATen's kernel rounds it: decompositions.py)
+            compiled = aot_module_simplified(
+                gm, example_inputs,
+                fw_compiler=functools.partial(compile_graph, kind="forward"),
+                bw_compiler=functools.partial(compile_graph, kind="backward"),
+                inference_compiler=functools.partial(compile_graph, kind="inference"),
+                decompositions=decomposition_table(),
+            )
     except DATA_DEPENDENT_ERRORS as e:
         return _eager_dynamo_graph(gm, e, "tracing it to aten needs data-dependent values")
     except (LensCompileError, torch._dynamo.exc.TorchDynamoException):  # (Dynamo's restarts are its control flow)

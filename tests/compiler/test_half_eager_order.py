@@ -61,3 +61,47 @@ def test_soft_margin_loss_overflows_where_eager_does(dtype, shape, reduction, tm
     out, kernels, _ = _compiled(tmp_path, fn, x, target)
     torch.testing.assert_close(out, fn(x, target), equal_nan=True)
     _generated(kernels)
+
+
+# (input spatial sizes, output sizes or scale factors, align_corners): upsampling and downsampling, sizes unchanged
+# along one dimension (ATen copies), explicit scale factors
+INTERPOLATIONS = {
+    "linear": [((7,), (12,), False), ((9,), (4,), True), ((5,), 1.7, False), ((6,), (6,), False)],
+    "trilinear": [((3, 4, 5), (6, 3, 9), False), ((4, 2, 6), (5, 7, 4), True), ((3, 3, 4), 1.6, False)],
+    "bicubic": [((5, 6), (9, 11), False), ((6, 4), (4, 10), True), ((4, 5), 2.0, False)],
+}
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("mode,case", [(m, c) for m, cases in INTERPOLATIONS.items() for c in cases], ids=str)
+def test_interpolate_weights_are_rounded_to_the_dtype(dtype, mode, case, tmp_path, monkeypatch):
+    """ATen's CPU kernel stores each output index's interpolation weights in the tensor's dtype and sums the taps
+    in float (one fma a tap); torch's decomposition keeps the weights in float: up to several ulps off in bfloat16."""
+    monkeypatch.setattr(config, "emulate_precision_casts", True)
+    spatial, size, align_corners = case
+    x = _randn((2, 3, *spatial), dtype, 0, 2.0)
+    kw = {"scale_factor": size, "recompute_scale_factor": False} if isinstance(size, float) else {"size": size}
+    fn = lambda x: F.interpolate(x, mode=mode, align_corners=align_corners, **kw)  # noqa: E731
+    out, kernels, _ = _compiled(tmp_path, fn, x)
+    expected = fn(x)
+    assert out.dtype == expected.dtype and out.shape == expected.shape
+    if mode == "bicubic" and dtype == torch.float16:  # (the kernel's float arithmetic is not all reproduced)
+        torch.testing.assert_close(out, expected)
+    else:
+        assert torch.equal(out, expected), (out.float() - expected.float()).abs().max()
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("shape,dim", [((5, 5), 1), ((10, 5, 5), -1), ((64, 33), 1), ((3, 300), -1), ((10, 5, 5), 1)],
+                         ids=str)
+def test_log_softmax_rounds_its_row_sums_as_eager_does(dtype, shape, dim, tmp_path, monkeypatch):
+    """ATen's last-dimension kernel keeps each row's sum(exp(x - max)) and its log in the tensor's dtype before
+    x - max - log_sum (in float); torch's decomposition keeps both in float (a row's maximum gives -log_sum, not 0).
+    Other dimensions: their kernel keeps both in float, as the decomposition does."""
+    monkeypatch.setattr(config, "emulate_precision_casts", True)
+    x = _randn(shape, dtype, 0, 3.0)
+    fn = lambda x: torch.log_softmax(x, dim)  # noqa: E731
+    out, kernels, _ = _compiled(tmp_path, fn, x)
+    expected = fn(x)
+    assert out.dtype == expected.dtype and torch.equal(out, expected), (out.float() - expected.float()).abs().max()
+    _generated(kernels)
