@@ -78,6 +78,7 @@ def decomposition_table() -> dict:
     table[aten.native_layer_norm.default] = _half_layer_norm(table[aten.native_layer_norm.default])
     table[aten.soft_margin_loss.default] = _half_soft_margin_loss(table[aten.soft_margin_loss.default])
     table[aten._log_softmax.default] = _half_log_softmax(table[aten._log_softmax.default])
+    table[aten.logit.default] = _half_logit(table[aten.logit.default])
     table[aten._softmax.default] = softmax
     table[aten.pow.Tensor_Scalar] = pow_by_multiplication
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = flash_attention_for_cpu
@@ -140,6 +141,34 @@ def _half_log_softmax(decomposition: Callable) -> Callable:
         shifted = xf - torch.amax(xf, dim, keepdim=True)
         total = torch.sum(torch.exp(shifted), dim, keepdim=True).to(x.dtype).float()
         return (shifted - torch.log(total).to(x.dtype).float()).to(x.dtype)
+
+    return run
+
+
+def _to_half(value: float, dtype: torch.dtype) -> float:
+    """A Python float as c10 converts it to bfloat16/float16 (through float, rounding to nearest even)."""
+    import numpy as np
+    if dtype == torch.float16:
+        return float(np.float16(np.float32(value)))
+    bits = int(np.float32(value).view(np.uint32))
+    bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return float(np.uint32(bits).view(np.float32))
+
+
+def _half_logit(decomposition: Callable) -> Callable:
+    """logit on bfloat16/float16 as ATen's CPU kernel computes it: x clamped to [lo, hi] with lo = eps and
+    hi = 1 - lo in the tensor's dtype, then 1 - x, x / (1 - x) and the log each rounded to the dtype (its
+    Vectorized ops); torch's decomposition computes all in float. Other dtypes: `decomposition`."""
+    def run(x, eps=None):
+        if x.dtype not in HALF:
+            return decomposition(x, eps)
+        xf = x.float()
+        if eps is not None and eps >= 0:
+            lo = _to_half(eps, x.dtype)
+            hi = _to_half(1.0 - lo, x.dtype)
+            xf = torch.where(xf < lo, lo, torch.where(xf > hi, hi, xf))
+        ratio = (xf / (1.0 - xf).to(x.dtype).float()).to(x.dtype).float()
+        return torch.log(ratio).to(x.dtype)
 
     return run
 
