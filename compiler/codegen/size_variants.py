@@ -8,16 +8,20 @@ A variant pins the symbols its indices read as strides (a row's length: `s27` of
 hints, so its row loops are the static kernel's, and keeps the others (row counts) symbolic; a decision on those
 (`holds`: a 16 MiB output streams, 64 rows split a column reduction) is taken as the hints make it and
 recorded. Each recorded decision is then taken the other way in one more variant (at most MAX_VARIANTS), so
-sizes on both sides of a threshold get a planned body:
+sizes on both sides of a threshold get a planned body. Each variant is a function of its own, which the
+parallel build compiles beside the others (compiler/machine/build_parts.py), and the kernel calls it:
 
-    if (s27 == 1024 && s77 >= 4096) { streaming ... } else if (s27 == 1024) { plain stores ... } else { generic }
+    k_v0(...) { streaming ... }   k_v1(...) { plain stores ... }
+    k(...) { if (s27 == 1024 && s77 >= 4096) k_v0(...); else if (s27 == 1024) k_v1(...); else { generic } }
 
-Without pins, variants that cover every way the decisions go leave no generic body. `config.cpp.size_variants`
+A variant that differs from the generic body only by its pinned constants is dropped (`_shape`). Without pins,
+variants that cover every way the decisions go leave no generic body. `config.cpp.size_variants`
 (LENS_SIZE_VARIANTS=0) off keeps the generic body alone.
 """
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -117,6 +121,42 @@ def _body(lines: list) -> list:
     return lines[2:-1]
 
 
+_TOKEN = re.compile(r"[A-Za-z_]\w*|[0-9][\w.]*|\S")
+
+
+def _shape(body: list, pinned_names: set[str]) -> list[list[str]]:
+    """A body's lines as their tokens, sorted, with every number and pinned symbol the same token: a variant of
+    the generic body's shape differs from it only by constants (a pointwise kernel's rows of 512 plain stores
+    against rows of `s75`; `x1 + x0*s75` against `512*x0 + x1`), and is dropped: it cost g++ time and ran as
+    fast as the generic body (0.99-1.03 of its time, one thread: docs/performance.md)."""
+    return [sorted("#" if t[0].isdigit() or t in pinned_names else t for t in _TOKEN.findall(text))
+            for text, _ in body]
+
+
+def _functions(generic, variants: list, pin_checks: list[str], else_body: list) -> list:
+    """The lines of the kernel: each variant a function of its own (`<name>_v0`, ...), which the parallel
+    build (compiler/machine/build_parts.py) compiles beside the others, then the kernel itself, which calls
+    the first whose check holds, else runs `else_body`. (One function of every body cost a softmax's g++
+    1.19 G instructions in one process; as functions, the largest of two parts built side by side 0.84 G.)"""
+    head, nodes = generic.lines[0]
+    call_args = ", ".join([a.param for a in generic.args] + list(generic.sizes))
+    lines, declarations, calls = [], [], []
+    for i, (ways, body) in enumerate(variants):
+        name = f"{generic.name}_v{i}"
+        signature = head.replace(f" {generic.name}(", f" {name}(", 1)
+        lines += [(signature, nodes), ("{", []), *body, ("}", [])]
+        either = " || ".join(f"({' && '.join(c)})" if len(c) > 1 else c[0] for c in ways if c)
+        either = "" if not all(ways) else f"({either})" if len(ways) > 1 else either
+        cond = " && ".join(pin_checks + ([either] if either else [])) or "true"
+        # (declared in the kernel: a block-scope declaration inside `extern "C"` has C linkage, and the
+        # kernel's part of the build may not hold the variant's definition)
+        declarations.append(("    " + signature.removeprefix('extern "C" ') + ";", []))
+        calls.append((f"    {'if' if i == 0 else 'else if'} ({cond}) {name}({call_args});", []))
+    lines += [*generic.lines[:2], *declarations, *calls, ("    else", []), ("    {", [])]
+    lines += [("    " + text, nodes) for text, nodes in else_body]
+    return lines + [("    }", []), generic.lines[-1]]
+
+
 def render(k: FusedKernel, layouts: dict[str, tuple], generic, render_one: Callable):
     """Kernel `k` (rendered generically as `generic`, a RenderedKernel) with its size variants in front of the
     generic body; `render_one(kernel, layouts, assumptions)` renders one variant."""
@@ -155,7 +195,8 @@ def render(k: FusedKernel, layouts: dict[str, tuple], generic, render_one: Calla
     if complete and len(variants) == 1:  # (every way the decisions go planned the same: no need to check them)
         variants = [([[]], variants[0][1])]
     generic_body = _body(generic.lines)
-    kept = [(ways, body) for ways, body in variants if body != generic_body]
+    generic_shape = _shape(generic_body, {s.name for s in values})
+    kept = [(ways, body) for ways, body in variants if _shape(body, {s.name for s in values}) != generic_shape]
     if not kept:
         return generic
     # (the generic body goes last unless the variants cover every size: no pins, every decision both ways)
@@ -163,21 +204,6 @@ def render(k: FusedKernel, layouts: dict[str, tuple], generic, render_one: Calla
     variants = kept
     if last_is_else and len(variants) == 1:
         return dataclasses.replace(generic, lines=[*generic.lines[:2], *variants[0][1], generic.lines[-1]])
-    lines = list(generic.lines[:2])
-    for i, (ways, body) in enumerate(variants):
-        if last_is_else and i == len(variants) - 1:
-            lines.append(("    else", []))
-        else:
-            either = " || ".join(f"({' && '.join(c)})" if len(c) > 1 else c[0] for c in ways if c)
-            either = "" if not all(ways) else f"({either})" if len(ways) > 1 else either
-            cond = " && ".join(pin_checks + ([either] if either else [])) or "true"
-            lines.append((f"    {'if' if i == 0 else 'else if'} ({cond})", []))
-        lines.append(("    {", []))
-        lines += [("    " + text, nodes) for text, nodes in body]
-        lines.append(("    }", []))
-    if not last_is_else:
-        lines += [("    else", []), ("    {", [])]
-        lines += [("    " + text, nodes) for text, nodes in generic_body]
-        lines.append(("    }", []))
-    lines.append(generic.lines[-1])
-    return dataclasses.replace(generic, lines=lines)
+    if last_is_else:
+        return dataclasses.replace(generic, lines=_functions(generic, variants[:-1], pin_checks, variants[-1][1]))
+    return dataclasses.replace(generic, lines=_functions(generic, variants, pin_checks, generic_body))

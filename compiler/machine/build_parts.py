@@ -13,7 +13,8 @@ import re
 
 from compiler import config
 
-KERNEL_START = 'extern "C" void '  # each kernel's first line (codegen/cpp.py), at the start of a line
+# each kernel's first line (codegen/cpp.py), and each size variant's (codegen/size_variants.py), at a line's start
+KERNEL_START = 'extern "C" void '
 
 
 def jobs() -> int:

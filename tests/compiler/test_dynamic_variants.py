@@ -9,6 +9,7 @@ import torch
 from compiler import config
 from compiler.codegen import size_variants
 from compiler.codegen.cpp_ops import PRELUDE_END
+from compiler.machine import build_parts
 from tests.compiler.test_dynamic import check_dynamic
 
 
@@ -17,7 +18,22 @@ def _kernels(graph) -> str:
 
 
 def _checks(code: str) -> list[str]:
-    return re.findall(r"^    (?:else )?if \((.*)\)$", code, re.M)
+    """The kernel's run-time checks, in order (each calls its variant, a function of its own)."""
+    return [cond for cond, _ in _calls(code)]
+
+
+def _calls(code: str) -> list[tuple[str, str]]:
+    return re.findall(r"^    (?:else )?if \((.*)\) (\w+)\(.*\);$", code, re.M)
+
+
+def _function(code: str, name: str) -> str:
+    start = code.index(f'extern "C" void {name}(')
+    return code[start:code.index("\n}\n", start)]
+
+
+def _generic(code: str) -> str:
+    """What the kernel runs when no check holds."""
+    return code[code.rindex("    else\n"):]
 
 
 @pytest.fixture
@@ -36,12 +52,14 @@ def test_softmax_streams_and_defers_its_output_pass_behind_a_check_of_the_row_co
     checks = _checks(code)
     assert len(checks) == 2, checks  # streaming above 64 KiB, plain stores under it, then the generic body
     assert all("== 1024" in c for c in checks) and ">= 65536" in checks[0] and checks[1].count("!(") == 1
-    streaming = code[code.index(checks[0]):code.index(checks[1])]
+    streaming = _function(code, _calls(code)[0][1])
     assert "lens_stream_line(" in streaming and "lens_prev_row" in streaming and "__builtin_prefetch" in streaming
     assert "#pragma omp parallel if(parallel: " in streaming and "#pragma omp for nowait" in streaming
     assert "alignas(64) float buf1_local_slots[2][1024];" in streaming  # the static row, not a heap row
-    generic = code[code.rindex("    else\n"):]
+    generic = _generic(code)
     assert "lens_stream_line(" not in generic and "buf1_local_row" in generic
+    plain = _function(code, _calls(code)[1][1])
+    assert "lens_stream_line(" not in plain and "float buf1_local[1024]" in plain  # (rows of 1024: no heap row)
 
 
 def test_column_sum_splits_rows_across_threads_from_64_rows():
@@ -50,8 +68,9 @@ def test_column_sum_splits_rows_across_threads_from_64_rows():
     code = _kernels(graph)
     checks = _checks(code)
     assert checks[0].endswith(">= 64") and "== 256" in checks[0], checks
-    split = code[code.index(checks[0]):code.index(checks[1])]
+    split = _function(code, _calls(code)[0][1])
     assert "lens_team" in split and "lens_row" in split
+    assert "lens_team" not in _generic(code)
 
 
 def test_layer_norm_over_a_dynamic_batch_needs_no_generic_body_past_its_variants(small_streaming):
@@ -62,6 +81,37 @@ def test_layer_norm_over_a_dynamic_batch_needs_no_generic_body_past_its_variants
     code = _kernels(graph)
     # (no stride is symbolic: the variant that streams, else the body that equals the generic one)
     assert len(_checks(code)) == 1 and "lens_stream_line(" in code
+
+
+def test_a_pointwise_kernel_keeps_only_its_streaming_variant(small_streaming):
+    graph, = check_dynamic(lambda x: x * 2 + 1, lambda n: (torch.randn(n, 512),), sizes=(40, 5, 33))
+    code = _kernels(graph)
+    (check, name), = _calls(code)  # (rows of 512 plain stores are the generic body's rows of `s..` with a constant)
+    assert "== 512" in check and ">= 65536" in check
+    assert "lens_stream_line(" in _function(code, name) and "lens_stream_line(" not in _generic(code)
+
+
+def test_variants_are_functions_of_their_own_that_the_build_compiles_as_parts(small_streaming):
+    graph, = check_dynamic(lambda x: torch.softmax(x, -1), _rows, sizes=(40, 5))
+    code = _kernels(graph)
+    kernel = re.findall(r'^extern "C" void (cpp_fused\w+)\(', code, re.M)[-1]
+    names = [name for _, name in _calls(code)]
+    assert names == [f"{kernel}_v0", f"{kernel}_v1"]
+    dispatcher = code[code.index(f'extern "C" void {kernel}('):]
+    for name in names:  # defined before the kernel, declared in it (its part may not hold the definition)
+        assert code.index(f'extern "C" void {name}(') < code.index(dispatcher)
+        assert f"    void {name}(const float* __restrict__ in_ptr0" in dispatcher
+    rendered, = graph.code.rendered
+    assert len(build_parts.units("\n".join(text for text, _ in rendered.lines) + "\n", 1)) == 3
+
+
+def test_a_variant_of_the_generic_bodys_shape_differs_only_by_constants():
+    generic = [("for (int64_t x1 = 0; x1 < s75; x1++)", []), ("out_ptr0[x1 + x0*s75] = tmp8;", [])]
+    pinned = [("for (int64_t x1 = 0; x1 < 512; x1++)", []), ("out_ptr0[512*x0 + x1] = tmp8;", [])]
+    lanes = [("for (int64_t x1_base = 0; x1_base < 512; x1_base += 16)", []), pinned[1]]
+    assert size_variants._shape(pinned, {"s75"}) == size_variants._shape(generic, {"s75"})
+    assert size_variants._shape(lanes, {"s75"}) != size_variants._shape(generic, {"s75"})
+    assert size_variants._shape(pinned, set()) != size_variants._shape(generic, set())
 
 
 def test_without_size_variants_a_dynamic_kernel_is_the_generic_body(monkeypatch, small_streaming):
