@@ -79,6 +79,7 @@ def decomposition_table() -> dict:
     table[aten.soft_margin_loss.default] = _half_soft_margin_loss(table[aten.soft_margin_loss.default])
     table[aten._log_softmax.default] = _half_log_softmax(table[aten._log_softmax.default])
     table[aten.logit.default] = _half_logit(table[aten.logit.default])
+    table[aten.mse_loss.default] = _half_mse_loss(table[aten.mse_loss.default])
     table[aten._softmax.default] = softmax
     table[aten.pow.Tensor_Scalar] = pow_by_multiplication
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = flash_attention_for_cpu
@@ -169,6 +170,20 @@ def _half_logit(decomposition: Callable) -> Callable:
             xf = torch.where(xf < lo, lo, torch.where(xf > hi, hi, xf))
         ratio = (xf / (1.0 - xf).to(x.dtype).float()).to(x.dtype).float()
         return torch.log(ratio).to(x.dtype)
+
+    return run
+
+
+def _half_mse_loss(decomposition: Callable) -> Callable:
+    """mse_loss on bfloat16/float16 as ATen's kernel computes it: diff = x - target and diff * diff each rounded to the
+    dtype, then the reduction of that half tensor; torch's decomposition squares the float difference. Other dtypes
+    (and mixed ones): `decomposition`."""
+    def run(x, target, reduction=1):
+        if x.dtype not in HALF or target.dtype != x.dtype:
+            return decomposition(x, target, reduction)
+        diff = (x.float() - target.float()).to(x.dtype).float()
+        loss = (diff * diff).to(x.dtype)
+        return loss if reduction == 0 else loss.mean() if reduction == 1 else loss.sum()
 
     return run
 

@@ -126,3 +126,18 @@ def test_logit_rounds_each_step_as_eager_does(dtype, shape, eps, tmp_path, monke
     expected = fn(x)
     assert out.dtype == expected.dtype and torch.equal(out, expected), (out.float() - expected.float()).abs().max()
     _generated(kernels)
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+@pytest.mark.parametrize("shape", [(5,), (5, 5), (64, 33), (4096,)], ids=str)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_mse_loss_squares_the_rounded_difference(dtype, shape, reduction, tmp_path, monkeypatch):
+    """Eager rounds x - target to the dtype before squaring (and the square before reducing); torch's decomposition
+    squares the float difference: float16 results an ulp off."""
+    monkeypatch.setattr(config, "emulate_precision_casts", True)
+    x, t = _randn(shape, dtype, 0, 4.0), _randn(shape, dtype, 1, 4.0)
+    fn = lambda x, t: F.mse_loss(x, t, reduction=reduction)  # noqa: E731
+    out, kernels, _ = _compiled(tmp_path, fn, x, t)
+    expected = fn(x, t)
+    assert out.dtype == expected.dtype and torch.equal(out, expected), (out.float() - expected.float()).abs().max()
+    _generated(kernels)
