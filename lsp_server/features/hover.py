@@ -44,7 +44,9 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
         notes = notes_block(graphs)
         if notes:
             parts.append(notes)
-        for block in (dynamic_block(graphs), settings_block(graphs)):
+        # The sizes and settings a graph was compiled with qualify what the hover says it became: alone (a graph
+        # whose kernel map is still being written) they would answer nothing.
+        for block in (dynamic_block(graphs), settings_block(graphs)) if parts else ():
             if block:
                 parts.append(block)
         parts += kernel_blocks(index, path, function, refs)
