@@ -7,6 +7,7 @@ import functools
 import math
 from typing import Callable
 
+import numpy as np
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
@@ -80,6 +81,7 @@ def decomposition_table() -> dict:
     table[aten._log_softmax.default] = _half_log_softmax(table[aten._log_softmax.default])
     table[aten.logit.default] = _half_logit(table[aten.logit.default])
     table[aten.mse_loss.default] = _half_mse_loss(table[aten.mse_loss.default])
+    table[aten.unique_consecutive.default] = unique_consecutive_nonnegative_dim
     table[aten._softmax.default] = softmax
     table[aten.pow.Tensor_Scalar] = pow_by_multiplication
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = flash_attention_for_cpu
@@ -138,8 +140,7 @@ def _half_log_softmax(decomposition: Callable) -> Callable:
     def run(x, dim, half_to_float):
         if x.dtype not in HALF or half_to_float or x.dim() == 0 or dim % x.dim() != x.dim() - 1 or 0 in x.shape:
             return decomposition(x, dim, half_to_float)
-        xf = x.float()
-        shifted = xf - torch.amax(xf, dim, keepdim=True)
+        shifted = x.float() - torch.amax(x.float(), dim, keepdim=True)
         total = torch.sum(torch.exp(shifted), dim, keepdim=True).to(x.dtype).float()
         return (shifted - torch.log(total).to(x.dtype).float()).to(x.dtype)
 
@@ -148,7 +149,6 @@ def _half_log_softmax(decomposition: Callable) -> Callable:
 
 def _to_half(value: float, dtype: torch.dtype) -> float:
     """A Python float as c10 converts it to bfloat16/float16 (through float, rounding to nearest even)."""
-    import numpy as np
     if dtype == torch.float16:
         return float(np.float16(np.float32(value)))
     bits = int(np.float32(value).view(np.uint32))
@@ -168,10 +168,17 @@ def _half_logit(decomposition: Callable) -> Callable:
             lo = _to_half(eps, x.dtype)
             hi = _to_half(1.0 - lo, x.dtype)
             xf = torch.where(xf < lo, lo, torch.where(xf > hi, hi, xf))
-        ratio = (xf / (1.0 - xf).to(x.dtype).float()).to(x.dtype).float()
-        return torch.log(ratio).to(x.dtype)
+        return torch.log((xf / (1.0 - xf).to(x.dtype).float()).to(x.dtype).float()).to(x.dtype)
 
     return run
+
+
+def unique_consecutive_nonnegative_dim(x, return_inverse=False, return_counts=False, dim=None):
+    """unique_consecutive with a negative `dim` as the same op over `dim + x.dim()`: torch's fake kernel
+    (fake_impls._unique) slices the shape with the negative dim, so dim=-1 of a (5, 5, 5) tensor claimed a
+    (5, 5, u0, 5, 5, 5) result and its generated layout was wrong. Other calls: the op itself."""
+    return NotImplemented if dim is None or dim >= 0 or x.dim() == 0 else aten.unique_consecutive.default(
+        x, return_inverse, return_counts, dim + x.dim())
 
 
 def _half_mse_loss(decomposition: Callable) -> Callable:
@@ -264,18 +271,12 @@ def flash_attention_for_cpu(query, key, value, dropout_p: float = 0.0, is_causal
 
 
 # -- interpolation on bfloat16/float16 as ATen's CPU kernel computes it ---------------------------------------------
-def _f32(value: float) -> float:
-    import numpy as np
-    return float(np.float32(value))
-
-
 def _upsample_ratio(in_size: int, out_size: int, align_corners: bool, scale) -> float:
     """area_pixel_compute_scale in float: (in - 1) / (out - 1), 1 / scale or in / out"""
-    import numpy as np
     if align_corners:
         return float(np.float32(in_size - 1) / np.float32(out_size - 1)) if out_size > 1 else 0.0
     if scale is not None and scale > 0:
-        return _f32(1.0 / scale)
+        return float(np.float32(1.0 / scale))
     return float(np.float32(in_size) / np.float32(out_size))
 
 
@@ -310,13 +311,10 @@ def _cubic_taps(x, in_size: int, out_size: int, align_corners: bool, scale) -> l
     floor = src.floor()
     t = src - floor
     a = -0.75
-
     def fma(p, q, c: float):
         return torch.addcmul(torch.full_like(q, c), p if isinstance(p, torch.Tensor) else torch.full_like(q, p), q)
-
     def conv1(v):  # ((A + 2) * v - (A + 3)) * v * v + 1
         return fma(fma(a + 2, v, -(a + 3)) * v, v, 1.0)
-
     def conv2(v):  # ((A * v - 5A) * v + 8A) * v - 4A: its last step is not contracted (measured)
         return fma(fma(a, v, -5 * a), v, 8 * a) * v - 4 * a
 
@@ -336,8 +334,7 @@ def _interpolate(x, taps: list) -> torch.Tensor:
             i, w = i.view(-1, *[1] * (n - 1 - d)), w.view(-1, *[1] * (n - 1 - d))
             terms.append((aten._unsafe_index(xf, [None, None, *index, i]) if d == n - 1 else dim(d + 1, [*index, i]), w))
         if len(terms) == 2:
-            (t0, w0), (t1, w1) = terms
-            return torch.addcmul(t1 * w1, t0, w0)
+            return torch.addcmul(terms[1][0] * terms[1][1], terms[0][0], terms[0][1])
         out = terms[0][0] * terms[0][1]
         for t, w in terms[1:]:
             out = torch.addcmul(out, t, w)
@@ -352,9 +349,8 @@ def _eager_upsample(x, output_size, align_corners: bool, scales, cubic: bool):
     rounded to the input's dtype, which torch's decompositions keep in float (up to a 2-ulp difference in
     float16). Trilinear on a channels-last input of more than 3 channels takes ATen's channels-last kernel."""
     sizes = [*x.shape, *output_size]
-    if x.dtype not in HALF or not all(isinstance(s, int) for s in sizes) or 0 in sizes:
-        return None
-    if x.dim() == 5 and x.size(1) > 3 and x.is_contiguous(memory_format=torch.channels_last_3d):
+    if x.dtype not in HALF or not all(isinstance(s, int) for s in sizes) or 0 in sizes or (
+            x.dim() == 5 and x.size(1) > 3 and x.is_contiguous(memory_format=torch.channels_last_3d)):
         return None
     tap = _cubic_taps if cubic else _linear_taps
     return _interpolate(x, [tap(x, x.shape[2 + d], output_size[d], align_corners, scales[d])

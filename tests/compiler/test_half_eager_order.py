@@ -141,3 +141,16 @@ def test_mse_loss_squares_the_rounded_difference(dtype, shape, reduction, tmp_pa
     expected = fn(x, t)
     assert out.dtype == expected.dtype and torch.equal(out, expected), (out.float() - expected.float()).abs().max()
     _generated(kernels)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, *HALF], ids=str)
+@pytest.mark.parametrize("shape,dim", [((5, 5, 5), -1), ((4, 6, 3), -2), ((7, 5), -1), ((5, 5, 5), 2)], ids=str)
+def test_unique_consecutive_over_a_negative_dim_has_eagers_shape(dtype, shape, dim, tmp_path):
+    """torch's fake kernel slices the shape with a negative dim (a (5, 5, 5) input's dim=-1 result claimed
+    (5, 5, u0, 5, 5, 5)); the decomposition passes dim + ndim."""
+    x = (_randn(shape, torch.float32, 0) > 0).to(dtype)  # runs of equal slices to merge
+    fn = lambda x: torch.unique_consecutive(x, return_inverse=True, return_counts=True, dim=dim)  # noqa: E731
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend="lens", fullgraph=True)(x)
+    for got, expected in zip(out, fn(x), strict=True):
+        assert got.dtype == expected.dtype and got.shape == expected.shape and torch.equal(got, expected)
