@@ -14,6 +14,9 @@ import compiler.config as config
 from compiler.cli import main as kernel_lens
 from compiler.tools.run_diff import diff_runs
 
+from .foo1_program import NEG_BUG
+from .foo1_program import PROGRAM as PROGRAM_A
+
 CHAIN = '''
 import torch
 
@@ -29,25 +32,8 @@ args = [torch.randn(64, 32) for _ in range(5)]
 torch.testing.assert_close(torch.compile(chain, backend="lens")(*args), chain(*args))
 '''
 
-PROGRAM_A = '''
-import torch
-
-
-def foo1(x1, x2):
-    a = torch.neg(x1)
-    b = torch.maximum(x2, a)
-    y = torch.cat([b], dim=1)
-    return y
-
-
-def scaled_softmax(x, scale):
-    s = x * scale
-    p = torch.softmax(s, dim=-1)
-    return p.sum(dim=0)
-'''
 # B: every line moved down by two, and one more `mul` before the softmax's (so FX names shift: mul -> mul_1)
 PROGRAM_B = "\n# edited\n" + PROGRAM_A.replace("    s = x * scale", "    x = x * 1.0\n    s = x * scale")
-NEG_BUG = {"neg": "decltype({x})(2 * {x})"}
 DOC_KEYS = {"version", "a", "b", "changed", "summary", "graphs"}
 GRAPH_KEYS = {"a", "b", "a_dir", "b_dir", "change", "nodes_added", "nodes_removed", "kernels", "time_ms", "outputs"}
 KERNEL_KEYS = {"change", "a", "b", "nodes", "code_diff", "time_ms"}

@@ -16,23 +16,7 @@ from compiler.cli import main as kernel_lens
 from compiler.kernel_subgraph import forward_variables, kernel_boundary, load_named_graph, recorded_op_overrides
 from compiler.tools.testgen import graph_dirs
 
-PROGRAM = '''
-import torch
-
-
-def foo1(x1, x2):
-    a = torch.neg(x1)
-    b = torch.maximum(x2, a)
-    y = torch.cat([b], dim=1)
-    return y
-
-
-def scaled_softmax(x, scale):
-    s = x * scale
-    p = torch.softmax(s, dim=-1)
-    return p.sum(dim=0)
-'''
-NEG_BUG = {"neg": "decltype({x})(2 * {x})"}
+from .foo1_program import NEG_BUG, PROGRAM
 
 
 def load_program(tmp_path):
