@@ -1,20 +1,7 @@
-"""The program the tools' tests run for real: examples/foo1.py's two functions, and the `neg` codegen bug they
+"""The program the tools' tests run for real: the bundled example (examples/foo1.py: `foo1` and
+`scaled_softmax`; its `__main__` block does not run when a test loads it), and the `neg` codegen bug they
 reproduce on purpose (an op override recorded in fx_graph_runnable.py)."""
+from pathlib import Path
 
-PROGRAM = '''
-import torch
-
-
-def foo1(x1, x2):
-    a = torch.neg(x1)
-    b = torch.maximum(x2, a)
-    y = torch.cat([b], dim=1)
-    return y
-
-
-def scaled_softmax(x, scale):
-    s = x * scale
-    p = torch.softmax(s, dim=-1)
-    return p.sum(dim=0)
-'''
+PROGRAM = (Path(__file__).resolve().parents[3] / "examples" / "foo1.py").read_text()
 NEG_BUG = {"neg": "decltype({x})(2 * {x})"}

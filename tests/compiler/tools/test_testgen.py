@@ -78,7 +78,8 @@ def test_generated_tests_pass_on_a_healthy_run(runs, tmp_path):
     assert len(list(out.glob("*_inputs.pt"))) == 3  # tensors were saved: the tests use the real inputs
     text = (out / f"test_{softmax}_cpp_fused__softmax_sum_1.py").read_text()
     assert "def forward(self, exp, sum_1):" in text and "torch.ops.aten.mul.Tensor(exp, reciprocal)" in text
-    assert "return (sum_2,)" in text and "prog.py:15 in scaled_softmax: return p.sum(dim=0)" in text
+    sum_line = PROGRAM.splitlines().index("    return p.sum(dim=0)") + 1
+    assert "return (sum_2,)" in text and f"prog.py:{sum_line} in scaled_softmax: return p.sum(dim=0)" in text
     proc, cases = run_pytest(out, tmp_path / "report.xml")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert len(cases) == 3 and all(cases.values()), cases
