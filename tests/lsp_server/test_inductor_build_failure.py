@@ -21,22 +21,7 @@ from lsp_server.cpp_statements import kernel_statements, statement_node
 from lsp_server.parsers.inductor_build_failure import parse_gxx_output
 from lsp_server.run_loader import find_run_dirs, load_run
 
-# Inductor's C++ for tanh made invalid on purpose (as the Inductor debugging tutorial does with neg); scalar
-# kernels so the overridden scalar op is what g++ sees.
-BAD_TANH = '''import torch
-import torch._inductor.codegen.cpp as cpp
-cpp.CppOverrides.tanh = staticmethod(lambda x: f"bad_tanh({x})")
-torch._inductor.config.cpp.simdlen = 1
-
-
-def f(x):
-    a = x * 2
-    b = torch.tanh(a)
-    return b + 1
-
-
-torch.compile(f)(torch.randn(8, 8))
-'''
+BAD_TANH = (Path(__file__).resolve().parents[1] / "fixtures" / "inductor_cpu_error" / "bad_tanh.py").read_text()
 LINES = BAD_TANH.splitlines()
 MUL_LINE, TANH_LINE = LINES.index("    a = x * 2"), LINES.index("    b = torch.tanh(a)")  # 0-based
 

@@ -9,20 +9,7 @@ import pytest
 
 from compiler.tools.inductor_errors import _nodes_for, map_inductor_compile_error
 
-BAD_TANH = '''import torch
-import torch._inductor.codegen.cpp as cpp
-cpp.CppOverrides.tanh = staticmethod(lambda x: f"bad_tanh({x})")
-torch._inductor.config.cpp.simdlen = 1
-
-
-def f(x):
-    a = x * 2
-    b = torch.tanh(a)
-    return b + 1
-
-
-torch.compile(f)(torch.randn(8, 8))
-'''
+BAD_TANH = (pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "inductor_cpu_error" / "bad_tanh.py").read_text()
 
 
 @pytest.mark.timeout(900)
