@@ -70,8 +70,9 @@ def compile_fact(f: FunctionSummary, fc: FrameCompile) -> CompileFact:
     # Frames inside installed packages (torch's eval_frame.py calling a frame that another compiled frame
     # called) are not the user's call.
     caller = user_caller(fc) or next(
-        (user_caller(other) for other in f.compiles if other.frame_compile_id == fc.frame_compile_id
-         and other.compiled_autograd_id == fc.compiled_autograd_id and user_caller(other)), None)
+        (found for found in (user_caller(other) for other in f.compiles if other.frame_compile_id ==
+                             fc.frame_compile_id and other.compiled_autograd_id == fc.compiled_autograd_id)
+         if found), None)
     status = "failed" if fc.failed else "compiled" if fc.has_graph else "no graph"
     return CompileFact(normalize_path(f.file), f.name, f.def_line, f.rank, fc.compile_id,
                        normalize_path(caller.file) if caller else None, caller.line if caller else None,
