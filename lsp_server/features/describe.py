@@ -20,6 +20,12 @@ def format_ms(ms: float) -> str:
     return f"{ms * 1000:.2f} µs" if ms < 0.01 else f"{ms:.3f} ms"
 
 
+def line_cost_text(share: float, ms: float | None) -> str:
+    """A source line's cost in the words the profile view and the cost gutter use: its share of one profiled
+    iteration (profile.json's profiled_ms) and its milliseconds per iteration."""
+    return f"{share:.1f}% of the profiled iteration" + (f" · {format_ms(ms)} per iteration" if ms else "")
+
+
 def kernel_time(kernel: Kernel) -> str:
     if kernel.time_ms is None:
         return ""

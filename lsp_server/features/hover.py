@@ -7,8 +7,8 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index
-from .describe import (count_label, direction, eager_head, kernel_block, kernel_line, kernel_time, link,
-                       newest_eager, node_block, node_split, notes_block, source_block, trace_function_block)
+from .describe import (count_label, direction, eager_head, kernel_block, kernel_line, kernel_time, line_cost_text,
+                       link, newest_eager, node_block, node_split, notes_block, source_block, trace_function_block)
 from .failsafe import failsafe
 from .why_text import dynamic_block, settings_block, symbol_block, why_block
 from .lookup import def_name_at, path_of, trace_functions_at
@@ -124,7 +124,7 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
     parts = [f"**Kernel Lens** — line {line} became {count_label(len(hits), 'kernel')}"]
     share, ms = index.line_share(path, line), index.line_ms(path, line)
     if share:
-        parts[0] += f" · {share:.1f}% of compiled time" + (f" ({ms:.3f} ms/iter)" if ms else "")
+        parts[0] += f" · {line_cost_text(share, ms)}"
     for hit in hits:
         graph, kernel = hit.ref.graph, hit.ref.kernel
         code = "\n".join(f"{graph.code_line(n).strip()}" for n in hit.generated_lines[:8])

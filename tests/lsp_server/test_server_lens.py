@@ -42,7 +42,10 @@ async def test_hover_on_def_lists_the_functions_kernels_with_source_and_time(len
 async def test_hover_on_source_line_shows_its_generated_line(lens_client: LanguageClient, lens_workspace: Path):
     text = await hover_text(lens_client, lens_workspace / "foo1.py", NEG_LINE)
     assert text is not None
-    assert "line 5 became 1 kernel" in text
+    share, ms = KERNEL_TIMED["percent"] / 3, KERNEL_TIMED["total_ms"] / 3  # the kernel's time split over 3 lines
+    time = f"{ms * 1000:.2f} µs" if ms < 0.01 else f"{ms:.3f} ms"
+    # the words of the profile view and the cost gutter: what the share is of, and what the time is per
+    assert f"line 5 became 1 kernel · {share:.1f}% of the profiled iteration · {time} per iteration" in text
     assert "auto tmp2 = decltype(tmp1)(-tmp1);" in text
     assert f"#L{KERNEL_NEG_LINE + 1}" in text
     assert await hover_text(lens_client, lens_workspace / "foo1.py", 0) is None  # `import torch`: nothing
