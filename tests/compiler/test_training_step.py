@@ -32,24 +32,43 @@ def _step(model, opt):
     return step
 
 
-def _aot_eager_graph_count(optimizer: str, steps: int) -> int:
-    """How many aten graphs AOTAutograd hands a backend over `steps` steps: what lens may compile, no more."""
+def _counting_backend(seen: list):
+    """An AOTAutograd backend that runs each aten graph as is and appends it to `seen`."""
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
-    seen = []
 
     def count(gm, _inputs):
         seen.append(gm)
         return make_boxed_func(gm.forward)
+    return aot_autograd(fw_compiler=count, bw_compiler=count)
 
+
+def _aot_eager_graph_count(optimizer: str, steps: int) -> int:
+    """How many aten graphs AOTAutograd hands a backend over `steps` steps: what lens may compile, no more."""
+    seen = []
     torch._dynamo.reset()
     model, opt = _model_and_optimizer(optimizer)
-    step = torch.compile(_step(model, opt), backend=aot_autograd(fw_compiler=count, bw_compiler=count))
+    step = torch.compile(_step(model, opt), backend=_counting_backend(seen))
     x, y = torch.randn(8, 16), torch.randn(8, 4)
     for _ in range(steps):
         step(x, y)
     torch._dynamo.reset()
     return len(seen)
+
+
+def _optimizer_steps(backend, steps: int = 3) -> tuple[torch.nn.Module, int]:
+    """`steps` Adam steps with only `opt.step` compiled by `backend` (None: eager); the model and the graphs
+    lens compiled."""
+    torch._dynamo.reset()
+    first = len(frontend.COMPILED)
+    model, opt = _model_and_optimizer("adam")
+    opt_step = opt.step if backend is None else torch.compile(opt.step, backend=backend)
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+    for _ in range(steps):
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt_step()
+        opt.zero_grad()
+    return model, len(frontend.COMPILED) - first
 
 
 def _assert_models_equal(a: torch.nn.Module, b: torch.nn.Module) -> None:
@@ -133,18 +152,52 @@ def test_compiled_model_with_backward_outside_matches_eager():
     assert len(frontend.COMPILED) == first
 
 
-def test_optimizer_step_compiled_on_its_own_matches_eager():
-    torch._dynamo.reset()
+def test_optimizer_step_compiled_on_its_own_matches_eager_and_compiles_each_graph_once():
+    seen = []
+    _optimizer_steps(_counting_backend(seen))
+    eager_model, _ = _optimizer_steps(None)
     counters.clear()
-    eager_model, eager_opt = _model_and_optimizer("adam")
-    model, opt = _model_and_optimizer("adam")
-    opt_step = torch.compile(opt.step, backend="lens")
-    x, y = torch.randn(8, 16), torch.randn(8, 4)
-    for _ in range(3):
-        for m, step in ((eager_model, eager_opt.step), (model, opt_step)):
-            torch.nn.functional.mse_loss(m(x), y).backward()
-            step()
-        eager_opt.zero_grad()
-        opt.zero_grad()
+    model, compiled = _optimizer_steps("lens")
     _assert_models_equal(eager_model, model)
+    # Adam's first step and its later ones are different graphs (torch's own recompile): as many as any
+    # backend gets, none twice
+    assert compiled == len(seen) >= 1
     assert not _lens_frames_traced()
+
+
+UNDER_THE_CLI = textwrap.dedent("""
+    import torch
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    @torch.compile(backend="lens")
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss
+
+    x, y = torch.randn(8, 16), torch.randn(8, 4)
+    print("LOSSES", [round(float(step(x, y).detach()), 6) for _ in range(4)])
+""")
+
+
+def test_whole_step_under_kernel_lens_compile_writes_each_graph_once(tmp_path):
+    """The issue's own reproduction: the step under `kernel-lens compile` (debug directory and TORCH_TRACE
+    on, the compile-end callbacks lens installs there) finishes, and writes one graph folder per graph
+    AOTAutograd hands a backend over the same four steps."""
+    expected_graphs = _aot_eager_graph_count("sgd", steps=4)
+    script = tmp_path / "train_step.py"
+    script.write_text(UNDER_THE_CLI)
+    done = subprocess.run([sys.executable, "-m", "compiler", "compile", str(script)], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "LOSSES" in done.stdout, done.stdout[-3000:]
+    assert "recompile_limit" not in done.stderr and "compiler/lowering" not in done.stderr, done.stderr[-3000:]
+    (run,) = tmp_path.glob("torch_compile_debug/run_*")
+    folders = [p for p in run.rglob("kernel_map.json")]
+    assert len(folders) == expected_graphs >= 3, (sorted(str(p.parent.relative_to(run)) for p in folders),
+                                                  expected_graphs)
+    assert f"({expected_graphs} graph folder(s))" in done.stdout, done.stdout[-2000:]
