@@ -128,7 +128,7 @@ def aten_reason(target: str, reason: str) -> str:
         return "no_lowering"
     if re.search(r"dtype", reason):
         return "dtype"
-    if re.search(r"symbolic|SymbolicSize|dynamic", reason):
+    if re.search(r"symbolic|SymbolicSize|dynamic|data-dependent", reason):  # (an `.item()`/nonzero size too)
         return "dynamic_size"
     return "lowering_failed"
 

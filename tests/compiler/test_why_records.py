@@ -1,5 +1,6 @@
 """why.json: each decision a stage reports is written for the graph, on the node it concerns, with its kernel."""
 import json
+import re
 
 import torch
 
@@ -40,15 +41,77 @@ def test_aten_call_fusion_refusals_and_scalar_reductions(tmp_path, monkeypatch):
     assert "NaN propagation" in scalar["amax"]["message"]
 
 
+def _aten_calls(folder) -> list[tuple[str, list[str], str]]:
+    return [(r["reason"], r["nodes"], r["message"]) for r in _records(folder) if r["kind"] == "aten_call"]
+
+
+def test_an_op_without_a_lowering_says_no_lowering(tmp_path):
+    x = torch.randn(8, 8)
+    out, folder = compile_with_debug(tmp_path, lambda x: torch.cumsum(x, 0) * 2, x)
+    torch.testing.assert_close(out, torch.cumsum(x, 0) * 2)
+    assert _aten_calls(folder) == [("no_lowering", ["cumsum"], "runs as an ATen call (aten.cumsum.default): the "
+                                                              "compiler has no lowering for this op")]
+
+
+def test_a_dtype_without_generated_code_says_dtype(tmp_path):
+    x = torch.randn(8, 8, dtype=torch.complex64)
+    out, folder = compile_with_debug(tmp_path, lambda x: x * x, x)
+    torch.testing.assert_close(out, x * x)
+    assert _aten_calls(folder) == [("dtype", ["mul"], "runs as an ATen call (aten.mul.Tensor): lowering of "
+                                   "aten.mul.Tensor failed: UnsupportedLowering: dtype complex64 has no generated code")]
+
+
+def test_a_symbolic_size_the_lowering_cannot_take_says_dynamic_size(tmp_path):
+    x = torch.randn(8, 6)
+    torch._dynamo.mark_dynamic(x, 0)
+    out, folder = compile_with_debug(tmp_path, lambda x: torch.var(x, dim=0, correction=0.5) * 2, x)
+    torch.testing.assert_close(out, torch.var(x, dim=0, correction=0.5) * 2)
+    ((reason, nodes, message),) = _aten_calls(folder)
+    assert (reason, nodes) == ("dynamic_size", ["var"])
+    assert message.startswith("runs as an ATen call (prims.var.default): lowering of prims.var.default failed: "
+                              "UnsupportedLowering: var over a symbolic count s"), message
+    assert message.endswith(" with correction 0.5"), message
+
+
+def test_a_data_dependent_size_says_dynamic_size(tmp_path):
+    x = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
+    with torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True):  # (else nonzero breaks the graph)
+        out, folder = compile_with_debug(tmp_path, lambda x: torch.nonzero(x) * 2, x)
+    assert torch.equal(out, torch.nonzero(x) * 2)
+    ((reason, nodes, message),) = _aten_calls(folder)
+    assert (reason, nodes) == ("dynamic_size", ["nonzero"])
+    assert re.fullmatch(r"runs as an ATen call \(aten\.nonzero\.default\): its size u\d+ is data-dependent",
+                        message), message
+
+
+def _not_fused(folder) -> list[tuple[str, list[str], list[str], str]]:
+    return [(r["reason"], r["nodes"], r.get("related", []), r["message"]) for r in _records(folder)
+            if r["kind"] == "not_fused"]
+
+
 def _two_shapes(x):
     s = x.sum(dim=1, keepdim=True)
     return torch.relu(x).t().contiguous() + s.t()
 
 
-def test_a_consumer_of_another_loop_shape_or_iteration_says_so(tmp_path):
+def test_a_consumer_whose_loops_share_no_outer_loop_says_loop_shape(tmp_path):
     _, folder = compile_with_debug(tmp_path, _two_shapes, torch.randn(32, 64))
-    reasons = {r["reason"] for r in _records(folder) if r["kind"] == "not_fused"}
-    assert reasons & {"loop_shape", "other_iteration"}, reasons
+    assert _not_fused(folder) == [("loop_shape", ["add", "relu"], ["sum_1"], "did not join `sum_1`'s kernel: its "
+                                   "loops (64×32) share no outer loop with the kernel's (32)")]
+    assert all(r["fix"] is None for r in _records(folder) if r["kind"] == "not_fused")
+
+
+def _column_sums(x):
+    a = torch.exp(x)  # (two users of an exp: a buffer the sum reads)
+    return a * 2, a.sum(0)
+
+
+def test_a_consumer_reading_another_outer_iteration_says_other_iteration(tmp_path):
+    """The column sum's outer loop is over columns, the exp kernel's over rows of the same length: the loops line
+    up, but the sum reads every row of `exp` in each of its iterations."""
+    _, folder = compile_with_debug(tmp_path, _column_sums, torch.randn(32, 32))
+    assert _not_fused(folder) == [("other_iteration", ["sum_1"], ["exp"], "did not join `exp`'s kernel: it reads "
+                                   "`exp` at another iteration of the kernel's outer loop")]
     assert all(r["fix"] is None for r in _records(folder) if r["kind"] == "not_fused")
 
 
