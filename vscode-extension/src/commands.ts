@@ -1,15 +1,16 @@
 /** The palette commands (`kernelLens.*`): run compiler jobs on the current file, open kernels beside the
- * source, choose a run or a compile, list graph breaks, reindex, show the profile, restart the server. All
- * answers come from the server. */
+ * source, choose a run or a compile, list graph breaks, profile a real Inductor run, reindex, show the profile,
+ * restart the server. All answers come from the server. */
 
 import * as path from "path";
 import * as vscode from "vscode";
 import { Commands, ServerCommands } from "./common/constants";
 import { Interpreter } from "./common/interpreter";
 import { runJobTask } from "./common/jobTask";
+import { profileInductorOutcome, profileInductorRequest } from "./common/inductorProfile";
 import { JOB_SPECS, jobOutcome, MessageLevel } from "./common/jobs";
 import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
-import { CompileSummary, GraphBreaks, JobKind, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
+import { CompileSummary, GraphBreaks, JobKind, JobResult, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
 import { compileItem } from "./views/compilePick";
@@ -74,6 +75,20 @@ async function runJob(services: CommandServices, kind: JobKind): Promise<void> {
   }
   const outcome = jobOutcome(kind, path.basename(script.fsPath), exitCode);
   if (outcome.succeeded && JOB_SPECS[kind].opensProfile) {
+    await services.profileView.show();
+  }
+  void SHOW[outcome.level](outcome.text);
+}
+
+/** Real Inductor's own `output_code.py -p` on the active file's run (else the current run), through the server
+ * (`kernelLens.profileInductor`, which reindexes after it): its category breakdown then shows in the profile view. */
+async function profileInductorRun(services: CommandServices): Promise<void> {
+  requireTrust();
+  const request = profileInductorRequest(vscode.window.activeTextEditor?.document.uri.toString());
+  const result = await services.server.executeCommand<JobResult>(ServerCommands.profileInductor, request);
+  const outcome = profileInductorOutcome(result);
+  if (outcome.succeeded) {
+    await services.lineHeat.refresh();
     await services.profileView.show();
   }
   void SHOW[outcome.level](outcome.text);
@@ -213,6 +228,7 @@ export function registerCommands(services: CommandServices): vscode.Disposable[]
     },
     [Commands.pickCompile]: () => pickCompile(services),
     [Commands.showGraphBreaks]: () => showGraphBreaks(services),
+    [Commands.profileInductorRun]: () => profileInductorRun(services),
     [Commands.openKernelView]: async () => {
       requireTrust();
       const editor = vscode.window.activeTextEditor;

@@ -21,6 +21,7 @@ export const Commands = {
   openKernelView: "kernelLens.openKernelView",
   pickCompile: "kernelLens.pickCompile",
   showGraphBreaks: "kernelLens.showGraphBreaks",
+  profileInductorRun: "kernelLens.profileInductorRun",
 } as const;
 
 /** `workspace/executeCommand` commands the language server implements (see lsp_server). */
@@ -36,6 +37,7 @@ export const ServerCommands = {
   lineCosts: "kernelLens.lineCosts",
   listCompiles: "kernelLens.listCompiles",
   listGraphBreaks: "kernelLens.listGraphBreaks",
+  profileInductor: "kernelLens.profileInductor",
 } as const;
 
 /** How long to wait for settings/interpreter changes to settle before restarting the server. */
