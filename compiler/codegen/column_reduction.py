@@ -15,6 +15,7 @@ from compiler.codegen import half, size_variants
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, SIMD_REDUCTION_OPS
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBuffer
+from compiler.codegen.plan import NodeBody
 from compiler.ir import Load, substitute, walk
 from compiler.symbols import is_static
 
@@ -22,20 +23,20 @@ KINDS = ("sum", "prod", "max", "min")
 BLOCK_BYTES = 1024  # accumulators per block: 256 floats, 128 doubles (L1-resident)
 
 
-def _reductions(k, bodies: list[dict], kinds: tuple[str, ...]) -> int:
+def _reductions(k, bodies: list[NodeBody], kinds: tuple[str, ...]) -> int:
     """How many leading nodes are reductions of `kinds` (not of bools) when the rest are pointwise epilogue
     nodes and no node has inner loops of its own; 0 when the kernel has another shape."""
     m = 0
     while m < len(k.nodes) and k.nodes[m].reduction_type:
         m += 1
-    if any(b["inner"][0] for b in bodies) or any(n.reduction_type for n in k.nodes[m:]):
+    if any(b.inner[0] for b in bodies) or any(n.reduction_type for n in k.nodes[m:]):
         return 0
     if any(n.reduction_type not in kinds or n.dtype == torch.bool for n in k.nodes[:m]):
         return 0
     return m
 
 
-def applies(renderer, ovars: list[sympy.Symbol], bodies: list[dict]) -> bool:
+def applies(renderer, ovars: list[sympy.Symbol], bodies: list[NodeBody]) -> bool:
     """Reduction nodes first (e.g. var's sum and sum of squares, or layer-norm backward's weight and bias
     gradients), pointwise epilogue nodes after them (mean's division), one (merged) outer var that every
     reduction reads contiguously, and reduction vars that no load walks contiguously."""
@@ -47,18 +48,18 @@ def applies(renderer, ovars: list[sympy.Symbol], bodies: list[dict]) -> bool:
         return False
     x = ovars[0]
     for n, b in zip(k.nodes[:m], bodies[:m]):
-        rvars = b["red"][0]
-        loads = [e for e in walk(b["body"]) if isinstance(e, Load)]
+        rvars = b.red[0]
+        loads = [e for e in walk(b.body) if isinstance(e, Load)]
         if not rvars or not loads:
             return False
         for ld in loads:
             flat = sympy.expand(renderer.flat(ld))
             if flat.coeff(x) != 1 or any(abs(flat.coeff(r)) == 1 for r in rvars):
                 return False
-    return all(sympy.expand(b["store"]).coeff(x) == 1 for b in bodies)
+    return all(sympy.expand(b.store).coeff(x) == 1 for b in bodies)
 
 
-def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: bool) -> None:
+def render(renderer, size: int, x: sympy.Symbol, bodies: list[NodeBody], parallel: bool) -> None:
     k = renderer.k
     m = _reductions(k, bodies, KINDS)
     if parallel and renderer.plans and is_static(size):  # (a generic symbolic kernel takes blocks of outputs)
@@ -80,7 +81,7 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
         renderer.statement(f"alignas(64) {t} {acc}[{block}];", n.origin)
         renderer.emit(f"for (int64_t lane = 0; lane < {block}; lane++) {acc}[lane] = "
                       f"{REDUCTION_INIT[n.reduction_type].format(t=t)};", [n.origin])
-        rvars, rsizes = b["red"]
+        rvars, rsizes = b.red
         for v, sz in zip(rvars, rsizes):
             renderer.open_loop(v, sz, None, n.origins)
         renderer.emit("#pragma omp simd", [n.origin])
@@ -92,10 +93,10 @@ def render(renderer, size: int, x: sympy.Symbol, bodies: list[dict], parallel: b
         if n.name in renderer.locals:  # later reductions and the epilogue read this lane's value
             value = half.round_to(n.dtype, f"static_cast<{t}>({acc}[{x.name}_lane])")
             renderer.locals[n.name] = LocalBuffer(value, True, 1)
-            renderer.local_stores[n.name] = sympy.expand(b["store"])
+            renderer.local_stores[n.name] = sympy.expand(b.store)
         else:  # stored before the next reduction, which may read it
             _lane_loop(renderer, x, width, n.origins)
-            renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(sympy.expand(b['store']))}] = "
+            renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(sympy.expand(b.store))}] = "
                                f"{half.store(n.dtype, f'{acc}[{x.name}_lane]')};", n.origin)
             renderer.close()
     if m == len(k.nodes):
@@ -130,7 +131,7 @@ SPLIT_CHUNK_ROWS = 64
 PAGE = 4096
 
 
-def _split_phases(renderer, bodies: list[dict], m: int, size: int) -> list[list[int]] | None:
+def _split_phases(renderer, bodies: list[NodeBody], m: int, size: int) -> list[list[int]] | None:
     """When a thread's accumulators for every output fit in L1 and there are rows to share: the reduction
     nodes grouped into passes over the rows (a node joins the pass before it when it reduces the same
     ranges and reads none of that pass's results); None to keep whole output blocks per thread instead.
@@ -138,15 +139,15 @@ def _split_phases(renderer, bodies: list[dict], m: int, size: int) -> list[list[
     k = renderer.k
     phases: list[list[int]] = []
     for i in range(m):
-        reads = {ld.buffer for ld in walk(bodies[i]["body"]) if isinstance(ld, Load)}
+        reads = {ld.buffer for ld in walk(bodies[i].body) if isinstance(ld, Load)}
         last = phases[-1] if phases else None
-        if (last and bodies[last[0]]["red"][1] == bodies[i]["red"][1]
+        if (last and bodies[last[0]].red[1] == bodies[i].red[1]
                 and not reads & {k.nodes[j].name for j in last}):
             last.append(i)
         else:
             phases.append([i])
     for phase in phases:
-        rows = math.prod(bodies[phase[0]]["red"][1])
+        rows = math.prod(bodies[phase[0]].red[1])
         nbytes = sum(_padded(size, k.nodes[i].dtype) + _padded(size, _partial_dtype(k.nodes[i])) for i in phase)
         if nbytes > SPLIT_MAX_BYTES or not size_variants.holds(renderer, sympy.Ge(rows, SPLIT_MIN_ROWS)):
             return None
@@ -164,7 +165,7 @@ def _partial_dtype(n) -> torch.dtype:
     return torch.float64 if n.dtype in floats and n.reduction_type == "sum" else n.dtype
 
 
-def _render_split(renderer, size: int, x: sympy.Symbol, bodies: list[dict], m: int,
+def _render_split(renderer, size: int, x: sympy.Symbol, bodies: list[NodeBody], m: int,
                   phases: list[list[int]]) -> None:
     """Each thread reduces a contiguous share of the rows into its own accumulators for all outputs (a
     vector loop over contiguous memory, and every thread streams its own part of the input in order);
@@ -205,13 +206,13 @@ def _render_split(renderer, size: int, x: sympy.Symbol, bodies: list[dict], m: i
     renderer.close()
 
 
-def _chunk(renderer, n, b: dict, acc: str, t: str, stride: int, offset: int) -> None:
+def _chunk(renderer, n, b: NodeBody, acc: str, t: str, stride: int, offset: int) -> None:
     """The thread's chunk partial, placed `offset` bytes past the input's address modulo 4 KiB (rounded to a
     line). Chunk partials on the threads' stacks, or packed side by side on the heap, ran 15-30% slower on
     one machine or the other (x.sum(0) of (8192, 1024): stores to the partial and loads of the row
     whose addresses agree in their low 12 bits wait on each other); placed this way they ran as fast as the
     best of those on both."""
-    first = next((ld for ld in walk(b["body"]) if isinstance(ld, Load) and ld.buffer in renderer.params), None)
+    first = next((ld for ld in walk(b.body) if isinstance(ld, Load) and ld.buffer in renderer.params), None)
     anchor = (f"(reinterpret_cast<__UINTPTR_TYPE__>({renderer.params[first.buffer].param}) & -64)"  # line-aligned
               if first else "0")
     room = f"{acc}_room"
@@ -220,13 +221,13 @@ def _chunk(renderer, n, b: dict, acc: str, t: str, stride: int, offset: int) -> 
                   f"reinterpret_cast<__UINTPTR_TYPE__>({room})) & {PAGE - 1}));", [n.origin])
 
 
-def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase: list[int]) -> None:
+def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[NodeBody], phase: list[int]) -> None:
     k = renderer.k
     nodes = [k.nodes[i] for i in phase]
     origins = [o for n in nodes for o in n.origins]
-    rvars, rsizes = bodies[phase[0]]["red"]
+    rvars, rsizes = bodies[phase[0]].red
     for i in phase[1:]:  # one loop nest: the pass's nodes use the first one's reduction vars
-        bodies[i]["body"] = substitute(bodies[i]["body"], dict(zip(bodies[i]["red"][0], rvars)))
+        bodies[i].body = substitute(bodies[i].body, dict(zip(bodies[i].red[0], rvars)))
     X = x.name
     renderer.emit("{")
     renderer.indent += 1
@@ -279,7 +280,7 @@ def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[dict], phase
         renderer.emit(f"for (int64_t lens_t = 1; lens_t < lens_team; lens_t++) acc{i}_all = "
                       f"{REDUCTION_COMBINE[n.reduction_type].format(acc=f'acc{i}_all', v=other)};", [n.origin])
         renderer.emit(f"acc{i}_parts[{X}] = acc{i}_all;", [n.origin])
-        store = sympy.expand(bodies[i]["store"])
+        store = sympy.expand(bodies[i].store)
         if n.name in renderer.locals:  # later passes and the epilogue read the combined value
             value = half.round_to(n.dtype, f"static_cast<{t}>(acc{i}_parts[{X}])")
             renderer.locals[n.name] = LocalBuffer(value, True, 1)
@@ -295,18 +296,18 @@ PARALLEL_SUM_MIN_WORK = 1 << 15  # below this a single thread is faster than wak
 MAX_PARTIALS = 256
 
 
-def applies_to_total(renderer, ovars: list, bodies: list[dict]) -> bool:
+def applies_to_total(renderer, ovars: list, bodies: list[NodeBody]) -> bool:
     """No outer loop, a sum/prod reduction node first (its own loops), pointwise epilogue nodes after."""
     if ovars or _reductions(renderer.k, bodies, ("sum", "prod")) != 1:
         return False
     b = bodies[0]
     work = 1
-    for s in b["red"][1]:
+    for s in b.red[1]:
         work *= s
-    return bool(b["red"][0]) and size_variants.holds(renderer, sympy.Ge(work, PARALLEL_SUM_MIN_WORK))
+    return bool(b.red[0]) and size_variants.holds(renderer, sympy.Ge(work, PARALLEL_SUM_MIN_WORK))
 
 
-def render_total(renderer, bodies: list[dict]) -> None:
+def render_total(renderer, bodies: list[NodeBody]) -> None:
     """Each thread sums a contiguous share of the first reduction dim into its own partial; the partials
     are added in thread order (the same bits on every run with the same thread count)."""
     n, b = renderer.k.nodes[0], bodies[0]
@@ -326,7 +327,7 @@ def render_total(renderer, bodies: list[dict]) -> None:
     renderer.indent += 1
     renderer.emit("const int64_t lens_team = omp_get_num_threads(), lens_tid = omp_get_thread_num();", [n.origin])
     renderer.statement(f"{t} {part} = {init};", n.origin)
-    rvars, rsizes = b["red"]
+    rvars, rsizes = b.red
     v, s = rvars[0], rsizes[0]
     last = len(rvars) == 1
     if last:
@@ -351,7 +352,7 @@ def render_total(renderer, bodies: list[dict]) -> None:
     renderer.statement(f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v='lens_partials[i]')};",
                        n.origin)
     renderer.close()
-    store = sympy.expand(b["store"])
+    store = sympy.expand(b.store)
     if n.name in renderer.locals:
         if half.is_half(n.dtype):
             renderer.statement(f"{acc} = {half.round_to(n.dtype, acc)};", n.origin)

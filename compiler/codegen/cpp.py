@@ -2,7 +2,7 @@
 comes from. Outer loops run under OpenMP when the work is big enough; innermost loops are `omp simd`."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import sympy
 import torch
@@ -15,6 +15,7 @@ from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
 from compiler.codegen.inplace import KernelArg, kernel_params, unique
 from compiler.codegen.kernel_locals import plan_locals
+from compiler.codegen.plan import DeferredPass, NodeBody, RowPrefetch
 from compiler.ir import Cast, ComputedBuffer, IndexValue, Layout, Load, substitute, walk
 from compiler.scheduler import FusedKernel
 from compiler.symbols import is_static
@@ -43,8 +44,8 @@ class KernelRenderer(ExpressionRenderer):
         self.local_stores: dict[str, sympy.Expr] = {}  # scalar locals: the flat index they hold
         self.streamed: set[str] = set()  # nodes whose stores stream (codegen/streaming.py)
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
-        self.row_prefetch = prefetch.RowPrefetch()  # where row kernels ask for the next row (codegen/prefetch.py)
-        self.deferred: pipeline.DeferredPass | None = None  # an output pass run a row late (codegen/pipeline.py)
+        self.row_prefetch = RowPrefetch()  # where row kernels ask for the next row (codegen/prefetch.py)
+        self.deferred: DeferredPass | None = None  # an output pass run a row late (codegen/pipeline.py)
         self.inplace = {n.name for n in kernel.nodes if n.name in inplace}  # outputs over inputs (inplace.py)
         self.params = kernel_params(kernel, layouts, self.locals, inplace)
         self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/exp_lanes.py)
@@ -138,7 +139,7 @@ class KernelRenderer(ExpressionRenderer):
         k = self.k
         outer_vars = [sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(len(k.outer))]
         bodies = [loop_nest.node_mapping(self, n, i, outer_vars) for i, n in enumerate(k.nodes)]
-        outer_exprs = [e for b in bodies for e in b["exprs"]]
+        outer_exprs = [e for b in bodies for e in b.exprs]
         ovars, osizes, osubst = merge_loops(outer_vars, list(k.outer), outer_exprs)
         signature = ", ".join([f"{'' if a.is_output else 'const '}{a.ctype}* __restrict__ {a.param}"
                                for a in unique(self.params)] + [f"int64_t {s.name}" for s in self.sizes])
@@ -146,15 +147,15 @@ class KernelRenderer(ExpressionRenderer):
         self.emit("{")
         self.indent += 1
         symbolic.declare_scratch(self, self.locals)
-        total = symbolic.largest([b["work"] for b in bodies])
+        total = symbolic.largest([b.work for b in bodies])
         for s in osizes:
             total *= s
         parallel = symbolic.worth_threads(total) and ovars
         self.parallel_if = symbolic.parallel_if(total)  # (symbolic work: threads or not, decided at run time)
         simdlen = f" simdlen({config.cpp.simdlen})" if config.cpp.simdlen else ""
         for b in bodies:
-            b["body"] = substitute(b["body"], osubst)
-            b["store"] = sympy.expand(b["store"].xreplace(osubst))
+            b.body = substitute(b.body, osubst)
+            b.store = sympy.expand(b.store.xreplace(osubst))
         if column_reduction.applies(self, list(ovars), bodies):  # (symbolic: blocks of outputs)
             column_reduction.render(self, osizes[0], ovars[0], bodies, bool(parallel))
         elif self.plans and column_reduction.applies_to_total(self, list(ovars), bodies):
@@ -166,10 +167,10 @@ class KernelRenderer(ExpressionRenderer):
         return RenderedKernel(k.name, k.kind, list(k.origins), unique(self.params), self.lines,
                               [s.name for s in self.sizes])
 
-    def _render_nest(self, ovars, osizes, bodies: list[dict], parallel, simdlen: str) -> None:
+    def _render_nest(self, ovars, osizes, bodies: list[NodeBody], parallel, simdlen: str) -> None:
         """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops."""
         k = self.k
-        flat = not any(b["inner"][0] for b in bodies)
+        flat = not any(b.inner[0] for b in bodies)
         pragmas = loop_nest.outer_pragmas(k, osizes, bool(parallel), simdlen, flat, self.parallel_if)
         if self.plans:  # (each plans from concrete or hinted sizes; a generic symbolic kernel runs plain loops)
             self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
@@ -198,7 +199,7 @@ class KernelRenderer(ExpressionRenderer):
         if self.streamed:
             streaming.close_region(self)
 
-    def _render_bodies(self, ovars, osizes, bodies: list[dict], parallel) -> None:
+    def _render_bodies(self, ovars, osizes, bodies: list[NodeBody], parallel) -> None:
         """One outer iteration: the kernel's local arrays, then each node's block (and row prefetches)."""
         deferred = self.deferred.node if self.deferred else None
         for node in self.k.nodes:
@@ -222,8 +223,8 @@ class KernelRenderer(ExpressionRenderer):
         if self.deferred:
             pipeline.end_row(self)
 
-    def _render_node_block(self, n: ComputedBuffer, b: dict, parallel_inner: bool) -> None:
-        ivars, isizes = b["inner"]
+    def _render_node_block(self, n: ComputedBuffer, b: NodeBody, parallel_inner: bool) -> None:
+        ivars, isizes = b.inner
         local = self.locals.get(n.name)
         if local is not None and local.scalar and not n.reduction_type:
             self.statement(f"{CTYPES[n.dtype]} {local.name};", n.origin)
@@ -231,12 +232,12 @@ class KernelRenderer(ExpressionRenderer):
             self.declare_accumulator(n, b)
         self.emit("{")
         self.indent += 1
-        store = sympy.expand(b["store"])
+        store = sympy.expand(b.store)
         if ivars:
-            exprs = [self.flat(e) for e in walk(b["body"]) if isinstance(e, Load)] + [store]
-            exprs += [e.expr for e in walk(b["body"]) if isinstance(e, IndexValue)]
+            exprs = [self.flat(e) for e in walk(b.body) if isinstance(e, Load)] + [store]
+            exprs += [e.expr for e in walk(b.body) if isinstance(e, IndexValue)]
             ivars, isizes, subst = merge_loops(ivars, isizes, exprs)
-            b["body"] = substitute(b["body"], subst)
+            b.body = substitute(b.body, subst)
             store = sympy.expand(store.xreplace(subst))
         if n.reduction_type:
             self._render_reduction(n, b, store)
@@ -286,15 +287,15 @@ class KernelRenderer(ExpressionRenderer):
             return half.round_to(n.dtype, value)
         return half.store(n.dtype, value)
 
-    def stored_body(self, n: ComputedBuffer, b: dict) -> str:
+    def stored_body(self, n: ComputedBuffer, b: NodeBody) -> str:
         """The stored value of node `n`'s body at the current indices; a body ending in a cast to `n`'s half
         dtype (a graph's `_to_copy`, an autocast) is rounded once by the store, not once more before it."""
-        body = b["body"]
+        body = b.body
         if isinstance(body, Cast) and half.is_half(n.dtype) and body.arg.dtype.is_floating_point:
-            b = dict(b, body=body.arg)
+            b = replace(b, body=body.arg)
         return self.stored_value(n, self.body_value(b))
 
-    def store_body(self, n: ComputedBuffer, b: dict, store: sympy.Expr) -> None:
+    def store_body(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr) -> None:
         """`target = value;`: node `n`'s body at the current indices stored at flat index `store`."""
         target = self.store_target(n, store)
         self.statement(f"{target} = {self.stored_body(n, b)};", n.origin)
@@ -303,19 +304,19 @@ class KernelRenderer(ExpressionRenderer):
         local = self.locals.get(n.name)
         return local.name if local is not None else f"acc_{self.params[n.name].param}"
 
-    def declare_accumulator(self, n: ComputedBuffer, b: dict) -> None:
+    def declare_accumulator(self, n: ComputedBuffer, b: NodeBody) -> None:
         """Declared before the node's block: a local reduction's accumulator is what later nodes read."""
         acc, rtype = self.accumulator(n), n.reduction_type
         if rtype in ("argmax", "argmin"):
-            vt = CTYPES[b["body"].dtype]
+            vt = CTYPES[b.body.dtype]
             init = "lens_lowest" if rtype == "argmax" else "lens_highest"
             self.statement(f"{vt} {acc}_val = {init}<{vt}>(); int64_t {acc} = 0;", n.origin)
         else:
             self.statement(f"{CTYPES[n.dtype]} {acc} = {REDUCTION_INIT[rtype].format(t=CTYPES[n.dtype])};",
                            n.origin)
 
-    def _render_reduction(self, n: ComputedBuffer, b: dict, store: sympy.Expr) -> None:
-        rvars, rsizes = b["red"]
+    def _render_reduction(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr) -> None:
+        rvars, rsizes = b.red
         rtype = n.reduction_type
         acc = self.accumulator(n)
         lanes = 64 // half.compute_itemsize(n.dtype)
@@ -351,16 +352,16 @@ class KernelRenderer(ExpressionRenderer):
                 self.statement(f"{acc} = {half.round_to(n.dtype, acc)};", n.origin)
             self.local_stores[n.name] = store
 
-    def combine(self, n: ComputedBuffer, b: dict, acc: str, into: str) -> None:
+    def combine(self, n: ComputedBuffer, b: NodeBody, acc: str, into: str) -> None:
         """One reduction step: the body's value at the current indices folded into `into`."""
         val = self.body_value(b)
         rtype = n.reduction_type
         if rtype in ("argmax", "argmin"):
-            rvars, rsizes = b["red"]
+            rvars, rsizes = b.red
             flat = sympy.Integer(0)
             for v, s in zip(rvars, rsizes):
                 flat = flat * s + v
-            value_dtype = b["body"].dtype
+            value_dtype = b.body.dtype
             best = f"{acc}_val"
             better = f"{val} > {best}" if rtype == "argmax" else f"{val} < {best}"
             nan = f" || ({val} != {val})" if value_dtype.is_floating_point else ""

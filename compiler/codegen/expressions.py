@@ -14,6 +14,7 @@ from compiler.codegen import exp_lanes, half
 from compiler.codegen.cpp_ops import render_cast, render_constant, render_op
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBufferError
+from compiler.codegen.plan import NodeBody
 from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Op, walk
 
 
@@ -38,9 +39,9 @@ class ExpressionRenderer:
         layout = self.layouts[ld.buffer][1]
         return layout.flat_index(ld.index)
 
-    def body_value(self, b: dict) -> str:
+    def body_value(self, b: NodeBody) -> str:
         """Emit the temps of a node body `b` in a block of their own; the operand naming its value."""
-        return self.value(b["body"], _Block())
+        return self.value(b.body, _Block())
 
     def value(self, e: Expr, block: _Block) -> str:
         """Emit temps for `e` (children first) and return the C++ operand naming its value."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import sympy
 
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
+from compiler.codegen.plan import NodeBody
 from compiler.sym import FloorDiv
 
 # The per-element step on floating lanes (NaN is noticed through the sum lanes).
@@ -49,10 +50,10 @@ def wide_sum(n, rsizes: list[int], line: int) -> bool:
     return n.reduction_type == "sum" and n.dtype.is_floating_point and _wide(rsizes, line)
 
 
-def render(r, n, b: dict, acc: str, lanes: int) -> None:
+def render(r, n, b: NodeBody, acc: str, lanes: int) -> None:
     """Emit the lane reduction of node `n` (body/loops in `b`) into accumulator `acc` with renderer `r`
     (`lanes`: elements of one vector register)."""
-    rvars, rsizes = b["red"]
+    rvars, rsizes = b.red
     line = lanes
     if _wide(rsizes, line):
         lanes = WIDE * line
@@ -115,7 +116,7 @@ def render(r, n, b: dict, acc: str, lanes: int) -> None:
         r.close()
 
 
-def _exact_loop(r, n, b: dict, acc: str, v: sympy.Symbol, start: int, stop: int) -> None:
+def _exact_loop(r, n, b: NodeBody, acc: str, v: sympy.Symbol, start: int, stop: int) -> None:
     """`acc` combined with the body at v = start..stop-1, one element at a time."""
     r.open_loop(v, stop, None, n.origins, start=start)
     r.combine(n, b, acc, acc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sympy
 
 from compiler.codegen.index import simplify_indices
+from compiler.codegen.plan import NodeBody
 from compiler.ir import ComputedBuffer, IndexValue, Load, substitute, walk
 from compiler.scheduler import FusedKernel, nonunit_dims
 
@@ -29,7 +30,7 @@ def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str
     return pragmas
 
 
-def node_mapping(r, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> dict:
+def node_mapping(r, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> NodeBody:
     """Map node `n`'s (the i-th of renderer `r`'s kernel) index vars onto the kernel's outer vars and its
     own inner/reduction vars: its body and store index in those, its loops, and its work per outer step."""
     dims = nonunit_dims(n.layout.size)
@@ -57,5 +58,4 @@ def node_mapping(r, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -
     work = 1
     for s in list(inner_sizes) + list(n.reduction_ranges):
         work *= s
-    return {"body": body, "store": store, "inner": (inner_vars, inner_sizes),
-            "red": (red_vars, list(n.reduction_ranges)), "exprs": exprs, "work": work}
+    return NodeBody(body, store, (inner_vars, inner_sizes), (red_vars, list(n.reduction_ranges)), exprs, work)

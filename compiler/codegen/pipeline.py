@@ -23,43 +23,35 @@ on two other hosts 4.12 -> 3.86 and 1.97 -> 1.87 ms, the AMD box 2.17 -> 1.93 ms
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import sympy
 
 from compiler import config
 from compiler.codegen import prefetch, streaming
 from compiler.codegen.cpp_ops import CTYPES
+from compiler.codegen.plan import DeferredPass, NodeBody
 from compiler.ir import ComputedBuffer, Load, substitute, walk
 from compiler.symbols import is_static
 
 PREV, SLOT = "lens_prev_row", "lens_slot"
 
 
-@dataclass
-class DeferredPass:
-    node: ComputedBuffer
-    body: dict  # the node's body dict
-    row: sympy.Symbol  # the outer loop variable
-    arrays: list[str]  # local arrays it reads (two slots)
-    scalars: list[str]  # scalar locals it reads (kept a row longer)
-
-
-def plan(r, ovars: list[sympy.Symbol], bodies: list[dict]) -> DeferredPass | None:
+def plan(r, ovars: list[sympy.Symbol], bodies: list[NodeBody]) -> DeferredPass | None:
     """The pass of renderer `r`'s kernel to defer by a row, or None."""
     pf = r.row_prefetch
     nodes = r.k.nodes
     if not config.cpp.pipeline_rows or len(ovars) != 1 or not pf.into or not r.streamed:
         return None
     node, b = nodes[-1], bodies[-1]
-    (ivars, isizes), host = b["inner"], [n.name for n in nodes].index(pf.into)
+    (ivars, isizes), host = b.inner, [n.name for n in nodes].index(pf.into)
     # (the host pass runs by whole lines, so a loop as long as it is whole lines too)
     if (node.name not in r.streamed or node.reduction_type or len(ivars) != 1
             or streaming.line_lanes(node) != pf.lanes
             or isizes[0] != prefetch.blocked_length(r, nodes, bodies, host, True)
-            or not streaming.line_aligned(sympy.expand(b["store"]), ivars[0], pf.lanes)):
+            or not streaming.line_aligned(sympy.expand(b.store), ivars[0], pf.lanes)):
         return None
-    loads = [ld for ld in walk(b["body"]) if isinstance(ld, Load)]
+    loads = [ld for ld in walk(b.body) if isinstance(ld, Load)]
     if any(ld.buffer not in r.locals and ovars[0] in r.flat(ld).free_symbols for ld in loads):
         return None  # it reads a row of an input again (layer norm): nothing to overlap with, +3% measured
     reads = {ld.buffer for ld in loads if ld.buffer in r.locals}
@@ -109,7 +101,7 @@ def _pending_row(r):
     d, saved, stores = r.deferred, r.locals, r.local_stores
     r.locals = {**saved, **{n: replace(saved[n], name=f"{saved[n].name}_prev") for n in d.arrays + d.scalars}}
     # (the pending row's scalars were stored at the index it reads them: the renderer checks that)
-    r.local_stores = {**stores, **{ld.buffer: r.flat(ld) for ld in walk(d.body["body"])
+    r.local_stores = {**stores, **{ld.buffer: r.flat(ld) for ld in walk(d.body.body)
                                    if isinstance(ld, Load) and ld.buffer in d.scalars}}
     r.emit("{")
     r.indent += 1
@@ -124,11 +116,11 @@ def _pending_row(r):
 def line(r, var: sympy.Symbol) -> None:
     """Inside the host pass's block of a line over `var`: the pending row's line of the deferred node."""
     d = r.deferred
-    (ivar,), _ = d.body["inner"]
-    body = dict(d.body, body=substitute(d.body["body"], {ivar: var}))
+    (ivar,), _ = d.body.inner
+    body = replace(d.body, body=substitute(d.body.body, {ivar: var}))
     r.emit(f"if ({PREV} >= 0)", [d.node.origin])
     with _pending_row(r):
-        streaming.render_line(r, d.node, body, var, sympy.expand(d.body["store"]).xreplace({ivar: var}))
+        streaming.render_line(r, d.node, body, var, sympy.expand(d.body.store).xreplace({ivar: var}))
 
 
 def finish(r) -> None:
@@ -139,4 +131,4 @@ def finish(r) -> None:
     with _pending_row(r):
         for local, t in slots:
             r.emit(f"const {t}* __restrict__ {local}_prev = {local}_slots[{SLOT} ^ 1];")
-        r._render_node_block(d.node, dict(d.body), parallel_inner=False)
+        r._render_node_block(d.node, replace(d.body), parallel_inner=False)

@@ -17,12 +17,11 @@ after or inside the pass cost 0-8% on the Xeon and up to 40% on the AMD machine.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import sympy
 
 from compiler import config
 from compiler.codegen.index import cpp_index
+from compiler.codegen.plan import NodeBody, RowPrefetch
 from compiler.codegen.sibling_pairs import fused_body
 from compiler.symbols import is_static
 from compiler.ir import Load, walk
@@ -34,34 +33,7 @@ MIN_ROW_BYTES = 1024
 MAX_ROW_BYTES = 16 * 1024
 
 
-@dataclass
-class RowPrefetch:
-    """Where a row kernel asks for the next row of its inputs: one line of each target at the top of every
-    block of a line of a later pass (`into`: the name of the node whose loop that is), or all lines at once
-    after the first pass (`after`: the index of its node); neither when there is no target."""
-
-    row: str = ""  # the outer loop variable over rows, and its trip count
-    rows: int | str = 0  # (C++ text for a symbolic count)
-    targets: list[tuple[str, str, int, int]] = field(default_factory=list)  # param, next row's start, length, lanes
-    into: str = ""
-    after: int = -1
-
-    @property
-    def lanes(self) -> int:
-        return self.targets[0][3]
-
-    def burst(self) -> list[str]:
-        loops = [f"for (int64_t pf = 0; pf < {length}; pf += {lanes}) __builtin_prefetch({param} + {start} + pf, 0, 3);"
-                 for param, start, length, lanes in self.targets]
-        return [f"if ({self.row} + 1 < {self.rows})", "{", *("    " + t for t in loops), "}"]
-
-    def lines(self, base: str) -> str:
-        """At the top of the block of a line starting at element `base` of the row (targets share one shape)."""
-        fetches = " ".join(f"__builtin_prefetch({param} + {start} + {base}, 0, 3);" for param, start, _, _ in self.targets)
-        return f"if ({self.row} + 1 < {self.rows}) {{ {fetches} }}"
-
-
-def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pairs: bool) -> RowPrefetch:
+def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[NodeBody], pairs: bool) -> RowPrefetch:
     """Which inputs of renderer `r`'s kernel to prefetch a row ahead, and where (`pairs`: the kernel fuses
     sibling loops)."""
     passes = _passes(r, bodies, pairs)
@@ -71,8 +43,8 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
     outer = set(ovars)
     targets: dict[tuple[str, str], tuple[int, int]] = {}
     for b in bodies:
-        ranges = dict(zip(*b["inner"])) | dict(zip(*b["red"]))
-        for ld in walk(b["body"]):
+        ranges = dict(zip(*b.inner)) | dict(zip(*b.red))
+        for ld in walk(b.body):
             arg = r.params.get(ld.buffer) if isinstance(ld, Load) else None
             if arg is None or arg.is_output or ld.buffer in r.locals:
                 continue
@@ -93,12 +65,12 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
     return out
 
 
-def _passes(r, bodies: list[dict], pairs: bool) -> list[int]:
+def _passes(r, bodies: list[NodeBody], pairs: bool) -> list[int]:
     """Indices of the nodes that open a pass over the row: those with loops of their own, but not a reduction
     that shares its producer's loop (sibling_loops.py: the pair is one pass, and its producer names it)."""
     nodes, out, i = r.k.nodes, [], 0
     while i < len(nodes):
-        if bodies[i]["inner"][0] or bodies[i]["red"][0]:
+        if bodies[i].inner[0] or bodies[i].red[0]:
             out.append(i)
         pair = pairs and i + 1 < len(nodes) and fused_body(r, nodes[i], bodies[i], nodes[i + 1],
                                                                          bodies[i + 1]) is not None
@@ -132,12 +104,12 @@ def _dense_row(index: sympy.Expr, row: sympy.Symbol, outer: set, ranges: dict) -
 
 
 # -- a pass by blocks of a line, with the next row's lines asked for one per block --------------------------
-def blocked_length(r, nodes: list, bodies: list[dict], i: int, pairs: bool) -> int | None:
+def blocked_length(r, nodes: list, bodies: list[NodeBody], i: int, pairs: bool) -> int | None:
     """The row length of node i's pass when it can run by blocks of a line: a plain sum/prod over one loop,
     or (`pairs`: the kernel fuses sibling loops) a producer fused with the sum that reads it back."""
     n, b = nodes[i], bodies[i]
     if pairs and i + 1 < len(nodes) and fused_body(r, n, b, nodes[i + 1], bodies[i + 1]) is not None:
-        return b["inner"][1][0]
-    if n.reduction_type in ("sum", "prod") and n.dtype.is_floating_point and not b["inner"][0] and len(b["red"][0]) == 1:
-        return b["red"][1][0]
+        return b.inner[1][0]
+    if n.reduction_type in ("sum", "prod") and n.dtype.is_floating_point and not b.inner[0] and len(b.red[0]) == 1:
+        return b.red[1][0]
     return None

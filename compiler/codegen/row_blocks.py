@@ -5,6 +5,7 @@ from __future__ import annotations
 import sympy
 
 from compiler.codegen import pipeline
+from compiler.codegen.plan import NodeBody
 
 
 def open_blocks(r, var: sympy.Symbol, size: int, nodes: list[str]) -> None:
@@ -25,9 +26,9 @@ def close_blocks(r, var: sympy.Symbol) -> None:
     r.close()
 
 
-def render_blocked_reduction(r, n, b: dict, acc: str) -> None:
+def render_blocked_reduction(r, n, b: NodeBody, acc: str) -> None:
     """A sum/prod over one loop by blocks of a line (the prefetching pass of a row kernel)."""
-    (v,), (size,) = b["red"]
+    (v,), (size,) = b.red
     lanes = r.row_prefetch.lanes
     part = r.declare_lanes(n, acc, lanes)
     open_blocks(r, v, size, n.origins)

@@ -18,11 +18,12 @@ import sympy
 
 from compiler.codegen import exp_lanes, row_blocks
 from compiler.codegen.cpp_ops import simd_reduction_op
+from compiler.codegen.plan import NodeBody
 from compiler.codegen.sibling_pairs import fused_body
 from compiler.ir import ComputedBuffer, Op, walk
 
 
-def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> bool:
+def render_pair(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeBody) -> bool:
     """Emit producer `a` and reduction `b` in one loop; False (nothing emitted) when they do not fuse."""
     fused = fused_body(r, a, ba, b, bb)
     if fused is None:
@@ -31,12 +32,12 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     r.declare_accumulator(b, bb)
     r.emit("{")
     r.indent += 1
-    (x,), (size,) = ba["inner"]
+    (x,), (size,) = ba.inner
     blocked = r.row_prefetch.into == a.name  # by lines, asking for the next row's (prefetch.py)
     if not blocked and _lane_blocks(ba, size):
         _render_lane_blocks(r, a, ba, b, fused, acc, x, size)
         r.close()
-        r.store_reduction(b, sympy.expand(bb["store"]), acc)
+        r.store_reduction(b, sympy.expand(bb.store), acc)
         return True
     if blocked:
         into = r.declare_lanes(b, acc, r.row_prefetch.lanes) + f"[{x.name}_lane]"
@@ -45,7 +46,7 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
         into = acc
         op = simd_reduction_op(b.dtype, b.reduction_type)
         r.open_loop(x, size, f"#pragma omp simd reduction({op}:{acc})", a.origins + b.origins)
-    store = sympy.expand(ba["store"])
+    store = sympy.expand(ba.store)
     r.store_body(a, ba, store)
     r.combine(b, fused, acc, into)
     if blocked:
@@ -54,24 +55,24 @@ def render_pair(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> 
     else:
         r.close()
     r.close()
-    r.store_reduction(b, sympy.expand(bb["store"]), acc)
+    r.store_reduction(b, sympy.expand(bb.store), acc)
     return True
 
 
-def _lane_blocks(ba: dict, size: int) -> bool:
+def _lane_blocks(ba: NodeBody, size: int) -> bool:
     """Whether the pair runs by blocks of one vector's lanes and a tail (when it does not go by lines,
     prefetch.py): a float exp in the producer, cut out of its loop (exp_lanes.py) rather than called per
     vector and, in the tail, per element."""
     return size >= exp_lanes.LINE and any(isinstance(e, Op) and e.name == "exp" and exp_lanes.inlines(e.dtype)
-                                          for e in walk(ba["body"]))
+                                          for e in walk(ba.body))
 
 
-def _render_lane_blocks(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, fused: dict, acc: str,
+def _render_lane_blocks(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, fused: NodeBody, acc: str,
                         x: sympy.Symbol, size: int) -> None:
     lanes = exp_lanes.LINE
     main = size - size % lanes
     part = r.declare_lanes(b, acc, lanes)
-    store = r.store_target(a, sympy.expand(ba["store"]))
+    store = r.store_target(a, sympy.expand(ba.store))
     r.open_loop(sympy.Symbol(f"{x.name}_base"), main, None, a.origins + b.origins, step=lanes)
     r.open_lanes(x, lanes, a.origins + b.origins)
     r.statement(f"{store} = {r.stored_body(a, ba)};", a.origin)

@@ -2,26 +2,29 @@
 renders the pair; prefetch.py plans its passes around it): the check alone, so that planning imports no renderer."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sympy
 
 from compiler.codegen.cpp_ops import simd_reduction_op
+from compiler.codegen.plan import NodeBody
 from compiler.ir import ComputedBuffer, Load, substitute, walk
 
 
-def fused_body(r, a: ComputedBuffer, ba: dict, b: ComputedBuffer, bb: dict) -> dict | None:
-    """Node `b`'s body dict with its reduction variable renamed to `a`'s loop variable, or None when the
+def fused_body(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeBody) -> NodeBody | None:
+    """Node `b`'s body with its reduction variable renamed to `a`'s loop variable, or None when the
     pair cannot share one loop."""
     if a.reduction_type or a.name in r.streamed or not b.reduction_type:
         return None
     if simd_reduction_op(b.dtype, b.reduction_type) is None:
         return None
-    (ivars, isizes), (rvars, rsizes) = ba["inner"], bb["red"]
-    if len(ivars) != 1 or len(rvars) != 1 or isizes != rsizes or bb["inner"][0]:
+    (ivars, isizes), (rvars, rsizes) = ba.inner, bb.red
+    if len(ivars) != 1 or len(rvars) != 1 or isizes != rsizes or bb.inner[0]:
         return None
     x = ivars[0]
-    body = substitute(bb["body"], {rvars[0]: x})
-    written = sympy.expand(ba["store"])
+    body = substitute(bb.body, {rvars[0]: x})
+    written = sympy.expand(ba.store)
     for ld in walk(body):
         if isinstance(ld, Load) and ld.buffer == a.name and sympy.expand(r.flat(ld) - written) != 0:
             return None  # reads another element than the one this iteration writes
-    return dict(bb, body=body)
+    return replace(bb, body=body)

@@ -24,6 +24,7 @@ import sympy
 from compiler import config
 from compiler.codegen import size_variants
 from compiler.codegen.index import cpp_index
+from compiler.codegen.plan import NodeBody
 from compiler.ir import ComputedBuffer
 from compiler.sym import FloorDiv
 from compiler.symbols import is_static
@@ -89,7 +90,7 @@ def line_aligned(store: sympy.Expr, var: sympy.Symbol, lanes: int | None) -> boo
     return store.coeff(var) == 1
 
 
-def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], parallel: bool,
+def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[NodeBody], parallel: bool,
          flat: bool) -> set[str]:
     """The nodes of renderer `r`'s kernel whose stores stream. In a flat kernel (the last outer loop is the
     vector loop) they share that loop's blocks: same line size, and no tail when it is the only loop. (Symbolic
@@ -102,12 +103,12 @@ def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[dict], pa
         if (n.name not in k.unread_outputs or n.reduction_type or n.name in r.locals or n.name in r.inplace
                 or LINE_BYTES % n.dtype.itemsize):  # (an output written over its input is in cache)
             continue
-        ivars, isizes = b["inner"]
+        ivars, isizes = b.inner
         var, size = (ivars[-1], isizes[-1]) if ivars else (ovars[-1], osizes[-1])
         if ivars and not is_static(size):
             continue
         # (a row of its own loop may start anywhere in a line: render_row peels its head)
-        if (line_aligned(b["store"], var, line_lanes(n) if not ivars else None)
+        if (line_aligned(b.store, var, line_lanes(n) if not ivars else None)
                 and size_variants.holds(r, sympy.Ge(size, line_lanes(n)))
                 and size_variants.holds(r, sympy.Ge(n.layout.numel * n.dtype.itemsize,
                                                config.cpp.streaming_store_min_bytes))):
@@ -152,7 +153,7 @@ def _stream_lines(r, n: ComputedBuffer, store: sympy.Expr, var: sympy.Symbol, bl
         r.statement(f"lens_stream_line({r.params[n.name].param} + {start}{off}, {n.name}_line{off});", n.origin)
 
 
-def render_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, store: sympy.Expr) -> bool:
+def render_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, store: sympy.Expr) -> bool:
     """Node `n`'s innermost loop as blocks of streamed lines plus a plainly stored tail; False (nothing
     emitted) when its store along `var` is not made of whole lines."""
     lanes = line_lanes(n)
@@ -172,7 +173,7 @@ def render_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, stor
     return True
 
 
-def _render_peeled_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: int, store: sympy.Expr) -> None:
+def _render_peeled_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, store: sympy.Expr) -> None:
     """A row that starts anywhere in a line (a softmax over 1000 columns: every other row starts mid-line):
     the elements up to its first line boundary stored plainly, then whole lines streamed, then the tail.
     (Streaming the aligned rows only, the others' lines went plainly: (8192, 1000) softmax 4.5 ms against
@@ -201,7 +202,7 @@ def _render_peeled_row(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, size: i
     r.close()
 
 
-def render_line(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, store: sympy.Expr) -> None:
+def render_line(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, store: sympy.Expr) -> None:
     """Inside a loop over `{var}_base` by lines: node `n`'s line there, computed and streamed out."""
     lanes = line_lanes(n)
     r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
@@ -211,7 +212,7 @@ def render_line(r, n: ComputedBuffer, b: dict, var: sympy.Symbol, store: sympy.E
     _stream_lines(r, n, store, var, lanes)
 
 
-def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: list[dict], render_bodies) -> None:
+def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: list[NodeBody], render_bodies) -> None:
     """The vector loop of a flat kernel (every node's body sits in it) over blocks of whole lines: streamed
     nodes fill their staged line, the others store as usual; `render_bodies()` emits the node blocks."""
     streamed = [(n, b) for n, b in zip(r.k.nodes, bodies) if n.name in r.streamed]
@@ -228,7 +229,7 @@ def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: lis
     r.stream_stage = {}
     r.close()
     for n, b in streamed:
-        _stream_lines(r, n, b["store"], var, lanes)
+        _stream_lines(r, n, b.store, var, lanes)
     r.close()
     if size_variants.tail(main, size):  # (only inside an outer loop: `plan` keeps a lone loop whole)
         r.open_loop(var, size, "#pragma omp simd", r.k.origins, start=main)

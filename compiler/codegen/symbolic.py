@@ -20,6 +20,7 @@ import torch
 from compiler import config
 from compiler.codegen.cpp_ops import CTYPES
 from compiler.codegen.index import cpp_index
+from compiler.codegen.plan import NodeBody
 from compiler.ir import IndexValue, Layout, Load, walk
 from compiler.scheduler import FusedKernel
 from compiler.symbols import Size, free_symbols, is_static, sorted_symbols
@@ -64,9 +65,9 @@ def parallel_if(work: Size) -> str:
     return f" if(parallel: {cpp_index(sympy.expand(work))} >= {config.cpp.min_chunk_size})"
 
 
-def static_loops(*bodies: dict) -> bool:
+def static_loops(*bodies: NodeBody) -> bool:
     """Whether node bodies' own loops (inner and reduction) have concrete sizes."""
-    return all(is_static(b["inner"][1]) and is_static(b["red"][1]) for b in bodies)
+    return all(is_static(b.inner[1]) and is_static(b.red[1]) for b in bodies)
 
 
 def declare_scratch(r, locals_: dict) -> None:

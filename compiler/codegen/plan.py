@@ -1,0 +1,125 @@
+"""A kernel's plan: its loop nest, each node's body in it, and the strategies chosen for it with the reasons
+(codegen/plan_passes.py builds it by named passes, codegen/cpp.py prints it). Data only: planning and printing
+modules both import it, it imports neither."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from compiler.ir import ComputedBuffer, Expr
+from compiler.symbols import Size
+
+STRATEGIES = ("column", "total", "nest")  # a column reduction's blocks, a total's thread partials, the loop nest
+
+
+@dataclass
+class NodeBody:
+    """One node of a kernel in the kernel's loops: its body and store index over the shared outer variables and
+    its own inner and reduction variables (codegen/loop_nest.py)."""
+
+    body: Expr
+    store: sympy.Expr  # the flat index it stores at
+    inner: tuple[list[sympy.Symbol], list[Size]]  # its own pointwise loops inside the outer ones: vars, sizes
+    red: tuple[list[sympy.Symbol], list[Size]]  # its reduction loops: vars, sizes
+    exprs: list[sympy.Expr]  # every index it computes (what the outer loops may be merged over)
+    work: Size  # elements of work per outer iteration
+
+
+@dataclass
+class LoopNest:
+    """The outer loops every node of the kernel shares."""
+
+    vars: list[sympy.Symbol] = field(default_factory=list)
+    sizes: list[Size] = field(default_factory=list)
+    parallel: bool = False  # the first outer loop runs on threads
+    parallel_if: str = ""  # symbolic work: the clause that decides threads at run time
+    flat: bool = False  # no node has loops of its own: the last outer loop is the vector loop
+    simdlen: str = ""  # the `simdlen(N)` clause of `omp simd` pragmas (config.cpp.simdlen)
+    total: Size = 1  # elements of work of the whole nest
+
+
+@dataclass
+class RowPrefetch:
+    """Where a row kernel asks for the next row of its inputs: one line of each target at the top of every
+    block of a line of a later pass (`into`: the name of the node whose loop that is), or all lines at once
+    after the first pass (`after`: the index of its node); neither when there is no target (prefetch.py)."""
+
+    row: str = ""  # the outer loop variable over rows, and its trip count
+    rows: int | str = 0  # (C++ text for a symbolic count)
+    targets: list[tuple[str, str, int, int]] = field(default_factory=list)  # param, next row's start, length, lanes
+    into: str = ""
+    after: int = -1
+
+    @property
+    def lanes(self) -> int:
+        return self.targets[0][3]
+
+    def burst(self) -> list[str]:
+        loops = [f"for (int64_t pf = 0; pf < {length}; pf += {lanes}) __builtin_prefetch({param} + {start} + pf, 0, 3);"
+                 for param, start, length, lanes in self.targets]
+        return [f"if ({self.row} + 1 < {self.rows})", "{", *("    " + t for t in loops), "}"]
+
+    def lines(self, base: str) -> str:
+        """At the top of the block of a line starting at element `base` of the row (targets share one shape)."""
+        fetches = " ".join(f"__builtin_prefetch({param} + {start} + {base}, 0, 3);" for param, start, _, _ in self.targets)
+        return f"if ({self.row} + 1 < {self.rows}) {{ {fetches} }}"
+
+
+@dataclass
+class DeferredPass:
+    """A row kernel's output pass run a row late, inside the next row's prefetching pass (pipeline.py)."""
+
+    node: ComputedBuffer
+    body: NodeBody
+    row: sympy.Symbol  # the outer loop variable
+    arrays: list[str]  # local arrays it reads (two slots)
+    scalars: list[str]  # scalar locals it reads (kept a row longer)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One choice a planning pass made, and why: `subject` a node or loop name ('' for the kernel)."""
+
+    pass_name: str
+    subject: str
+    choice: str
+    reason: str
+
+    def __str__(self) -> str:
+        about = f" {self.subject}" if self.subject else ""
+        return f"{self.pass_name}:{about}: {self.choice}: {self.reason}"
+
+
+@dataclass
+class KernelPlan:
+    """Everything decided about one kernel before a line of it is printed."""
+
+    kernel: str
+    nest: LoopNest = field(default_factory=LoopNest)
+    bodies: list[NodeBody] = field(default_factory=list)
+    strategy: str = ""  # one of STRATEGIES, once chosen
+    column_phases: list[list[int]] | None = None  # a column reduction's passes over the rows split among threads
+    streamed: set[str] = field(default_factory=set)  # nodes whose stores stream (streaming.py)
+    row_prefetch: RowPrefetch = field(default_factory=RowPrefetch)
+    deferred: DeferredPass | None = None
+    pairs: dict[str, NodeBody] = field(default_factory=dict)  # producer -> its reduction's body in its loop
+    reduction_loops: dict[str, str] = field(default_factory=dict)  # reduction node -> how its loop runs
+    assumptions: list[str] = field(default_factory=list)  # a size variant's checks the plan relies on
+    decisions: list[Decision] = field(default_factory=list)
+
+    def decide(self, pass_name: str, subject: str, choice: str, reason: str) -> None:
+        self.decisions.append(Decision(pass_name, subject, choice, reason))
+
+    def choices(self, pass_name: str, subject: str | None = None) -> list[str]:
+        """The choices one pass made (about `subject`, or all)."""
+        return [d.choice for d in self.decisions
+                if d.pass_name == pass_name and (subject is None or d.subject == subject)]
+
+
+class PlanError(Exception):
+    """A plan that contradicts itself after a pass (LENS_VERIFY_PLAN=1, codegen/plan_verify.py)."""
+
+    def __init__(self, kernel: str, pass_name: str, problem: str):
+        super().__init__(f"kernel {kernel}: plan inconsistent after pass '{pass_name}': {problem}")
+        self.kernel, self.pass_name, self.problem = kernel, pass_name, problem
