@@ -11,6 +11,7 @@ from lens_format.jsonio import SourceRef
 
 from .parsers.accuracy import AccuracyReport
 from .parsers.compile_error import CompileError
+from .parsers.dynamo_guards import DynamoGuard
 from .parsers.notes import GraphNotes
 from .parsers.profile import GraphProfile
 from .parsers.symbols import ShapeSymbol
@@ -138,6 +139,25 @@ class TraceFunction:
 
 
 @dataclass(frozen=True)
+class CompileGuard:
+    """One guard Dynamo installed for a compile, and the later compiles of its frame whose recompile reason quotes
+    it: it failed on their call, and Dynamo recompiled as them."""
+
+    guard: DynamoGuard
+    failed_for: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecompileCause:
+    """One reason a compile is a recompile: the earlier compile (cache entry) whose guard failed, the failure in
+    plain words, and that guard's code (None where the entry's guards are not in the trace or none matches)."""
+
+    cache_entry: str | None
+    words: str
+    guard: str | None
+
+
+@dataclass(frozen=True)
 class CompileFact:
     """One Dynamo compile of a user frame, as a structured trace reports it (a snapshot for the compiles picker)."""
 
@@ -157,6 +177,8 @@ class CompileFact:
     failed_guards: tuple[str, ...] = ()  # the same guards as Dynamo wrote them (the mark_dynamic quick fix reads them)
     config: tuple[tuple[str, object], ...] = ()  # torch.compiler.config's set values (compilation_metrics)
     breaks: tuple[tuple[str, int, str], ...] = ()  # (file, line, reason) of each graph break the compile hit
+    guard_list: tuple[CompileGuard, ...] = ()  # the guards themselves (dynamo_cpp_guards_str), in Dynamo's order
+    causes: tuple[RecompileCause, ...] = ()  # recompile_reasons with the cache entry and the guard each quotes
 
 
 @dataclass

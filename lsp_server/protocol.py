@@ -259,6 +259,24 @@ class CommandError(TypedDict):
 RunDiffResult = Union[RunDiff, CommandError]
 
 
+class CompileGuard(TypedDict):
+    """One guard Dynamo installed for a compile (the trace's `dynamo_cpp_guards_str`), as Dynamo wrote it."""
+
+    kind: Annotated[str, "`TENSOR_MATCH`, `EQUALS_MATCH`, `LAMBDA_GUARD`..."]
+    code: str
+    line: Annotated[int | None, "The compiled function's file's line the guard came from; null for those every "
+                                "compile has."]
+    failed_for: Annotated[list[str], "The later compiles whose recompile reason quotes this guard: it failed."]
+
+
+class RecompileCause(TypedDict):
+    """Why a compile is a recompile: the earlier compile whose guard failed, in words, and that guard."""
+
+    cache_entry: str | None
+    words: str
+    guard: Annotated[str | None, "The failed guard's code; null where the trace does not show it."]
+
+
 class CompileSummary(TypedDict):
     """One Dynamo compile (`kernelLens.listCompiles` ({uri?})): what triggered it and why it recompiled."""
 
@@ -274,6 +292,8 @@ class CompileSummary(TypedDict):
     status: Literal["compiled", "failed", "no graph", "ran eagerly", "compiled, differs from eager"]
     graph_breaks: int
     recompile_reasons: list[str]
+    guard_list: Annotated[list[CompileGuard], "The guards themselves, in Dynamo's order (empty: not in a trace)."]
+    recompile_causes: list[RecompileCause]
     origin: Annotated[NotRequired[str], "`TORCH_TRACE`, or the debug-directory run the graph came from."]
     config: Annotated[NotRequired[dict[str, object]], "The settings not at their default, by full name."]
     compile_call: Annotated[NotRequired[SourceLocation | None], "The `torch.compile` that wrapped the function."]
@@ -303,7 +323,8 @@ ALIASES = {"RunKind": RunKind, "KernelKind": KernelKind, "JobKind": JobKind, "Ke
 DECLARATIONS = ["RunKind", "KernelKind", "JobKind", RunSummary, SelectRunResult, KernelLocation, SourceLocation, ProfiledKernel,
                 KindShare, GraphProfile, RunProfile, CostlyLine, LineLink, LineRange, GraphLink, LinkedLines,
                 LineCostKernel, LineCost, LineCosts, ReindexResult, JobResult, KernelSpan, "KernelChange", TimePair,
-                SourceRef, DiffNode, KernelDiffNode, KernelDiffEntry, OutputsComparison, GraphDiff, RunDiff, CommandError, "RunDiffResult", CompileSummary,
+                SourceRef, DiffNode, KernelDiffNode, KernelDiffEntry, OutputsComparison, GraphDiff, RunDiff, CommandError, "RunDiffResult", CompileGuard,
+                RecompileCause, CompileSummary,
                 GraphBreakSummary, GraphBreaks]
 
 # executeCommand ID -> what its handler answers (None where there is nothing to say)

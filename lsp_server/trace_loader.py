@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .compile_guards import compile_guards, recompile_causes
 from .graph_builder import normalize_path
 from .model import CompileFact, Run, TraceFacts, TraceFunction
 from .parsers.guard_words import plain_words
@@ -80,7 +81,8 @@ def compile_fact(f: FunctionSummary, fc: FrameCompile) -> CompileFact:
                        tuple(plain_words(g.reason) for g in fc.recompile_reasons),
                        tuple(g.reason for g in fc.recompile_reasons), tuple(sorted(fc.config.items())),
                        tuple((normalize_path(gb.file or f.file), gb.line or f.def_line, gb.reason)
-                             for gb in fc.graph_breaks))
+                             for gb in fc.graph_breaks),
+                       compile_guards(fc, f.compiles), recompile_causes(fc, f.compiles))
 
 
 def current_facts(summary: TraceSummary) -> TraceFacts:

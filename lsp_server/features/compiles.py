@@ -1,8 +1,9 @@
 """`kernelLens.listCompiles`: every compile the index knows — Dynamo's from the structured traces (frame, compile
-id, the call that triggered it, ops, guards, time, why it recompiled in plain words, torch.compiler.config's set
-values) and our debug directory's graphs (the compiler.config settings not at their default) — each with the
-`torch.compile` line that wrapped its function, for the extension's compiles picker. `kernelLens.listGraphBreaks`:
-the traces' graph breaks, one per place and reason, with how many compiles, frames and ranks hit it."""
+id, the call that triggered it, ops, its guards with the ones later recompiles failed marked, time, why it
+recompiled in plain words and the guard it quotes, torch.compiler.config's set values) and our debug directory's
+graphs (the compiler.config settings not at their default) — each with the `torch.compile` line that wrapped its
+function, for the extension's compiles picker. `kernelLens.listGraphBreaks`: the traces' graph breaks, one per
+place and reason, with how many compiles, frames and ranks hit it."""
 from __future__ import annotations
 
 from typing import Any
@@ -29,10 +30,15 @@ def compile_call(server: Any, file: str, function: str) -> dict[str, Any] | None
 
 def compile_json(server: Any, c: CompileFact) -> dict[str, Any]:
     call = {"uri": uri_of(c.call_file), "line": c.call_line - 1} if c.call_file and c.call_line else None
+    guards = [{"kind": g.guard.kind, "code": g.guard.code,
+               "line": g.guard.line - 1 if g.guard.line is not None and g.guard.in_file(c.file) else None,
+               "failed_for": list(g.failed_for)} for g in c.guard_list]
+    causes = [{"cache_entry": r.cache_entry, "words": r.words, "guard": r.guard} for r in c.causes]
     return {"function": c.function, "compile_id": c.compile_id, "rank": c.rank, "uri": uri_of(c.file),
             "def_line": c.def_line - 1, "call_site": call, "ops": c.ops, "guards": c.guards,
             "compile_time_s": c.compile_time_s, "status": c.status, "graph_breaks": c.graph_breaks,
-            "recompile_reasons": list(c.recompile_reasons), "origin": "TORCH_TRACE",
+            "recompile_reasons": list(c.recompile_reasons), "guard_list": guards, "recompile_causes": causes,
+            "origin": "TORCH_TRACE",
             "config": {f"torch.compiler.config.{k}": v for k, v in c.config},
             "compile_call": compile_call(server, c.file, c.function)}
 
@@ -53,7 +59,8 @@ def graph_json(server: Any, graph: Graph, file: str, function: str, ops: int) ->
     return {"function": label, "compile_id": graph.id, "rank": None, "uri": uri_of(file), "def_line": def_line - 1,
             "call_site": None, "ops": ops, "guards": None, "compile_time_s": None,
             "status": GRAPH_STATUS.get(graph.status, graph.status),
-            "graph_breaks": 0, "recompile_reasons": [], "origin": f"debug directory, run {graph.run_id}",
+            "graph_breaks": 0, "recompile_reasons": [], "guard_list": [], "recompile_causes": [],
+            "origin": f"debug directory, run {graph.run_id}",
             "config": {f"compiler.config.{k}": v for k, v in graph.config.items()},
             "compile_call": compile_call(server, file, function)}
 

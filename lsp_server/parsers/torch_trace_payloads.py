@@ -27,6 +27,7 @@ SECTION_STARTS: tuple[tuple[re.Pattern[str], str], ...] = (
 # An API or config named in a Dynamo hint, in backticks: what a quick fix can point the user to.
 NAMED_FIX = re.compile(r"`((?:torch|functools|math)\.[\w.]+(?:\([^`]*\))?)`")
 CACHE_ENTRY = re.compile(r"^(\d+/\d+|!?\d+/\d+/\d+): (.*)$")
+GUARD_COMMENT = re.compile(r"\s{2,}#\s")  # where Dynamo's comment after a guard's code starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,20 +134,37 @@ def _join(lines: list[str]) -> str:
 
 
 def parse_recompile_reasons(text: str) -> list[FailedGuard]:
-    """Parse a `recompile_reasons` payload: a JSON list (older torch) or `0/0: reason` lines (2.13)."""
-    lines: list[str]
+    """Parse a `recompile_reasons` payload: a JSON list (older torch; 2.13 for several) or `0/0: reason` lines
+    (2.13). A reason is its first line without the `  # user code` comment Dynamo adds to a guard it quotes
+    (`n == 2   # return x * n  # prog.py:4 in f`, then `User stack trace:` lines)."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
         value = None
     if isinstance(value, list):
-        lines = [v if isinstance(v, str) else json.dumps(v) for v in value]
+        entries = [v if isinstance(v, str) else json.dumps(v) for v in value]
     elif isinstance(value, str):
-        lines = [value]
+        entries = [value]
     else:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-    guards = []
-    for line in lines:
-        m = CACHE_ENTRY.match(line.strip())
-        guards.append(FailedGuard(m.group(1), m.group(2)) if m else FailedGuard(None, line.strip()))
-    return guards
+        entries = _entries_of_lines(text)
+    return [_failed_guard(entry) for entry in entries if entry.strip()]
+
+
+def _entries_of_lines(text: str) -> list[str]:
+    """The `0/0: reason` lines, a line without a cache entry continuing the entry before it (its stack)."""
+    entries: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if entries and not CACHE_ENTRY.match(line.strip()) and CACHE_ENTRY.match(entries[-1].strip().splitlines()[0]):
+            entries[-1] += "\n" + line
+        else:
+            entries.append(line)
+    return entries
+
+
+def _failed_guard(entry: str) -> FailedGuard:
+    first = entry.strip().splitlines()[0]
+    m = CACHE_ENTRY.match(first)
+    cache_entry, reason = (m.group(1), m.group(2)) if m else (None, first)
+    return FailedGuard(cache_entry, GUARD_COMMENT.split(reason, 1)[0].strip())

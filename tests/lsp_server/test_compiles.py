@@ -50,3 +50,27 @@ async def test_compile_call_config_and_graph_breaks_counted_once(traces_client: 
     (ranked,) = [b for b in everywhere if b["uri"] == ranks_script.as_uri()]
     assert ranked["ranks"] == [1] and ranked["line"] == line_of(ranks_script, "if rank == 1")
     assert len(everywhere) == 2
+
+
+async def test_each_compile_carries_its_guards_and_a_recompile_the_guard_that_failed(traces_client: LanguageClient,
+                                                                                     tmp_path: Path):
+    script = tmp_path / "ws" / f"{BREAKS}.py"
+    await wait_for_diagnostics(traces_client, script.as_uri(), lambda ds: any(d.code == "graph-break" for d in ds))
+    compiles = await command(traces_client, "kernelLens.listCompiles", script.as_uri())
+    first, again = (next(c for c in compiles if c["function"] == "branchy" and c["compile_id"] == cid)
+                    for cid in ("0/0", "0/1"))
+    # the 0/0 call's guard on `a`'s sizes failed for the 12-element call: Dynamo recompiled as 0/1
+    failed = [g for g in first["guard_list"] if g["failed_for"]]
+    assert len(failed) == 1 and failed[0]["failed_for"] == ["0/1"], first["guard_list"]
+    (guard,) = failed
+    assert guard["kind"] == "TENSOR_MATCH" and guard["code"].startswith("check_tensor(L['a'], ")
+    assert "size=[10]" in guard["code"] and guard["line"] == line_of(script, "x = a * 2")
+    kinds = [g["kind"] for g in first["guard_list"]]
+    assert kinds.count("TENSOR_MATCH") == 2 and "GLOBAL_STATE" in kinds  # both tensors', and the ambient ones
+    assert next(g for g in first["guard_list"] if g["kind"] == "GLOBAL_STATE")["line"] is None
+    # the recompile quotes that guard of 0/0 beside the failure in words
+    assert again["recompile_causes"] == [{"cache_entry": "0/0", "guard": guard["code"],
+                                          "words": "`a`'s dimension 0 changed: compiled for 10, called with 12"}]
+    assert again["recompile_reasons"] == [again["recompile_causes"][0]["words"]]
+    assert not any(g["failed_for"] for g in again["guard_list"])  # nothing recompiled after it
+    assert again["guard_list"] and all(c["recompile_causes"] == [] for c in compiles if c["compile_id"].endswith("/0"))

@@ -13,7 +13,7 @@ import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
 import { CompileSummary, GraphBreaks, JobKind, JobResult, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
-import { compileItem } from "./views/compilePick";
+import { compileItem, guardItems } from "./views/compilePick";
 import { graphBreakItem } from "./views/graphBreakPick";
 import { formatMs } from "./views/profileHtml";
 import { revealLocation } from "./views/editorLocation";
@@ -157,20 +157,62 @@ async function activeFileElseAll<T>(list: (scope: { uri?: string }) => Promise<T
   throw new CommandRefused(none);
 }
 
-/** The compiles of the active file (all files when it has none): choosing one opens the call that triggered it. */
+const GUARDS_BUTTON: vscode.QuickInputButton = { iconPath: new vscode.ThemeIcon("shield"), tooltip: "Show its guards" };
+
+/** A quick pick whose items may carry a button: resolves to the accepted item, or runs `onButton` with the item
+ * whose button was pressed (the pick closes either way). */
+function pickWithButton<T extends vscode.QuickPickItem>(items: T[], placeholder: string, onButton: (item: T) => void): Promise<T | undefined> {
+  const pick = vscode.window.createQuickPick<T>();
+  pick.items = items;
+  pick.placeholder = placeholder;
+  pick.matchOnDescription = true;
+  pick.matchOnDetail = true;
+  return new Promise((resolve) => {
+    let chosen: T | undefined;
+    pick.onDidAccept(() => {
+      chosen = pick.selectedItems[0];
+      pick.hide();
+    });
+    pick.onDidTriggerItemButton((event) => {
+      pick.hide();
+      onButton(event.item);
+    });
+    pick.onDidHide(() => {
+      pick.dispose();
+      resolve(chosen);
+    });
+    pick.show();
+  });
+}
+
+/** The compiles of the active file (all files when it has none): choosing one opens the call that triggered it;
+ * its shield button lists its guards (the one a later call failed marked), choosing one opens its line. */
 async function pickCompile(services: CommandServices): Promise<void> {
   requireTrust();
   const compiles = await activeFileElseAll(
     (scope) => services.server.executeCommand<CompileSummary[]>(ServerCommands.listCompiles, scope),
     "Kernel Lens: no compiles recorded. Compile the file (its TORCH_TRACE log lists them).",
   );
-  const picked = await vscode.window.showQuickPick(compiles.map(compileItem), {
-    placeHolder: "Dynamo compiles: frame, compile id, call site, why it recompiled",
-    ...MATCH_EVERY_LINE,
+  const items = compiles.map((c) => {
+    const item = compileItem(c);
+    return (c.guard_list ?? []).length > 0 || (c.recompile_causes ?? []).length > 0 ? { ...item, buttons: [GUARDS_BUTTON] } : item;
   });
+  const picked = await pickWithButton(items, "Dynamo compiles: frame, compile id, call site, why it recompiled (shield: its guards)", (item) =>
+    void pickGuard(item.compile).catch((error) => void vscode.window.showErrorMessage(String(error))),
+  );
   if (picked) {
     const where = picked.compile.call_site ?? { uri: picked.compile.uri, line: picked.compile.def_line };
     await revealLocation(where.uri, where.line, vscode.ViewColumn.One);
+  }
+}
+
+async function pickGuard(compile: CompileSummary): Promise<void> {
+  const picked = await vscode.window.showQuickPick(guardItems(compile), {
+    placeHolder: `Guards of [${compile.compile_id}] ${compile.function}: a call that breaks one recompiles`,
+    ...MATCH_EVERY_LINE,
+  });
+  if (picked && picked.line !== null) {
+    await revealLocation(compile.uri, picked.line, vscode.ViewColumn.One);
   }
 }
 

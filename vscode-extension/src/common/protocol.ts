@@ -244,6 +244,25 @@ export interface CommandError {
 
 export type RunDiffResult = RunDiff | CommandError;
 
+/** One guard Dynamo installed for a compile (the trace's `dynamo_cpp_guards_str`), as Dynamo wrote it. */
+export interface CompileGuard {
+  /** `TENSOR_MATCH`, `EQUALS_MATCH`, `LAMBDA_GUARD`... */
+  kind: string;
+  code: string;
+  /** The compiled function's file's line the guard came from; null for those every compile has. */
+  line: number | null;
+  /** The later compiles whose recompile reason quotes this guard: it failed. */
+  failed_for: string[];
+}
+
+/** Why a compile is a recompile: the earlier compile whose guard failed, in words, and that guard. */
+export interface RecompileCause {
+  cache_entry: string | null;
+  words: string;
+  /** The failed guard's code; null where the trace does not show it. */
+  guard: string | null;
+}
+
 /** One Dynamo compile (`kernelLens.listCompiles` ({uri?})): what triggered it and why it recompiled. */
 export interface CompileSummary {
   function: string;
@@ -258,6 +277,9 @@ export interface CompileSummary {
   status: "compiled" | "failed" | "no graph" | "ran eagerly" | "compiled, differs from eager";
   graph_breaks: number;
   recompile_reasons: string[];
+  /** The guards themselves, in Dynamo's order (empty: not in a trace). */
+  guard_list: CompileGuard[];
+  recompile_causes: RecompileCause[];
   /** `TORCH_TRACE`, or the debug-directory run the graph came from. */
   origin?: string;
   /** The settings not at their default, by full name. */
