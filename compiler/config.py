@@ -27,6 +27,9 @@ def _json_env(name: str) -> dict:
 debug: bool = _env_flag("LENS_DEBUG", "TORCH_COMPILE_DEBUG")
 # Root of the debug directories; None means `<cwd>/torch_compile_debug`.
 debug_dir_root: str | None = os.environ.get("LENS_DEBUG_DIR") or None
+# Check every kernel's plan after each planning pass (compiler/codegen/plan_verify.py): a plan that contradicts itself
+# raises a PlanError naming the pass (also LENS_VERIFY_PLAN=1; on in the tests).
+verify_plan: bool = _env_flag("LENS_VERIFY_PLAN")
 # Most FX nodes fused into one kernel (also LENS_MAX_FUSION_SIZE).
 max_fusion_size: int = int(os.environ.get("LENS_MAX_FUSION_SIZE") or 64)
 # Save each graph's and kernel's inputs/outputs in its debug folder (tensors/), up to this many bytes

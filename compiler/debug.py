@@ -140,6 +140,10 @@ class DebugDir:
     def why(self, data: dict) -> None:
         self._write_json("why.json", data)
 
+    def kernel_plans(self, data: dict | None) -> None:
+        if data is not None:
+            self._write_json("kernel_plans.json", data)
+
     def vectorization(self, lines: list[str]) -> None:
         head = ("# Loops g++ left scalar (-fopt-info-vec-missed): kernel:output_code.py line: reason  | code\n"
                 if lines else "# g++ vectorized every kernel loop (-fopt-info-vec-missed reported nothing)\n")

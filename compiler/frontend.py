@@ -14,6 +14,8 @@ from lens_format.notes import EagerNote
 
 from compiler import config, graph_cache, hooks
 from compiler import why as decisions
+from compiler.codegen import plan_record
+from compiler.codegen.plan import PlanError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.compiled_graph import CompiledGraph
@@ -111,16 +113,20 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     if debug:
         debug.ir_pre_fusion("\n\n".join(format_node(n) for n in ir.nodes) + "\n")
     try:  # a failure past lowering is a compiler bug: the graph runs eagerly, the user's program goes on
+        plan_record.begin()  # the renderer reports each kernel's plan (kernel_plans.json)
         sg = schedule(ir, readable.op_names)
         header = f"Kernel Lens output code for {graph_id} ({kind}); FX graph: fx_graph_readable.py"
         code = generate_output_code(sg, readable.lines, graph_id, header)
         kmap = build_kernel_map(graph_id, readable, code, graph_kind=kind, graph=sg)
+    except PlanError:
+        raise  # (config.verify_plan, on in the tests: a planning pass's bug fails loudly, it does not run eagerly)
     except Exception as e:  # noqa: BLE001 (any bug, never a failed torch.compile)
         log.debug("kernel-lens: %s: code generation failed", graph_id, exc_info=True)
         return _eager_graph(graph_id, readable, debug, gm, consts, _failure("code generation failed", e))
     if debug:
         debug.ir_post_fusion(format_schedule(sg))
         debug.why(decisions.finish(graph_id, ir.nodes, kmap.kernels))
+        debug.kernel_plans(plan_record.finish(graph_id))
         debug.output_code(code.text)
         debug.kernel_map(kmap.to_json())
     notes = list(ir.notes)

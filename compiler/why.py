@@ -151,8 +151,8 @@ def eager_graph(graph_id: str, why: str, nodes: Iterable[str] = ()) -> dict:
     return why_format.WhyFile(graph_id, [r.to_format()], config_snapshot()).to_json()
 
 
-# settings about the debug output itself: on whenever a why.json is written
-NOT_SNAPSHOT = frozenset({"debug", "debug_dir_root"})
+# settings about the debug output itself (on whenever a why.json is written) and its checks
+NOT_SNAPSHOT = frozenset({"debug", "debug_dir_root", "verify_plan"})
 SETTING_TYPES = (bool, int, float, str, tuple, list, dict, type(None))
 
 

@@ -15,7 +15,7 @@ from compiler.codegen import half, size_variants
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, SIMD_REDUCTION_OPS
 from compiler.codegen.index import cpp_index
 from compiler.codegen.kernel_locals import LocalBuffer
-from compiler.codegen.plan import NodeBody
+from compiler.codegen.plan import NodeBody, PlanContext
 from compiler.ir import Load, substitute, walk
 from compiler.symbols import is_static
 
@@ -36,41 +36,49 @@ def _reductions(k, bodies: list[NodeBody], kinds: tuple[str, ...]) -> int:
     return m
 
 
-def applies(renderer, ovars: list[sympy.Symbol], bodies: list[NodeBody]) -> bool:
-    """Reduction nodes first (e.g. var's sum and sum of squares, or layer-norm backward's weight and bias
-    gradients), pointwise epilogue nodes after them (mean's division), one (merged) outer var that every
-    reduction reads contiguously, and reduction vars that no load walks contiguously."""
-    k = renderer.k
+def refusal(ctx: PlanContext, ovars: list[sympy.Symbol], bodies: list[NodeBody]) -> str | None:
+    """Why kernel `ctx.kernel` is not a column reduction, None when it is: reduction nodes first (e.g. var's sum
+    and sum of squares, or layer-norm backward's weight and bias gradients), pointwise epilogue nodes after them
+    (mean's division), one (merged) outer var that every reduction reads contiguously, and reduction vars that
+    no load walks contiguously."""
+    k = ctx.kernel
     m = _reductions(k, bodies, KINDS)
-    if m == 0 or len(ovars) != 1:
-        return False
-    if any(renderer.locals.get(n.name) is not None and not renderer.locals[n.name].scalar for n in k.nodes):
-        return False
+    if m == 0:
+        return "not reductions first and a pointwise epilogue without loops of its own"
+    if len(ovars) != 1:
+        return f"{len(ovars)} outer loops, not one"
+    if any(ctx.locals.get(n.name) is not None and not ctx.locals[n.name].scalar for n in k.nodes):
+        return "a kernel-local array"
     x = ovars[0]
     for n, b in zip(k.nodes[:m], bodies[:m]):
         rvars = b.red[0]
         loads = [e for e in walk(b.body) if isinstance(e, Load)]
         if not rvars or not loads:
-            return False
+            return f"{n.name} has no reduction loop or reads nothing"
         for ld in loads:
-            flat = sympy.expand(renderer.flat(ld))
+            flat = sympy.expand(ctx.flat(ld))
             if flat.coeff(x) != 1 or any(abs(flat.coeff(r)) == 1 for r in rvars):
-                return False
-    return all(sympy.expand(b.store).coeff(x) == 1 for b in bodies)
+                return f"{n.name} reads {ld.buffer} contiguously along its reduction, or not along the outputs"
+    if not all(sympy.expand(b.store).coeff(x) == 1 for b in bodies):
+        return "outputs not contiguous along the outer loop"
+    return None
+
+
+def reductions(ctx: PlanContext, bodies: list[NodeBody]) -> int:
+    """How many leading nodes of a column reduction are its reductions."""
+    return _reductions(ctx.kernel, bodies, KINDS)
 
 
 def render(renderer, size: int, x: sympy.Symbol, bodies: list[NodeBody], parallel: bool) -> None:
     k = renderer.k
     m = _reductions(k, bodies, KINDS)
-    if parallel and renderer.plans and is_static(size):  # (a generic symbolic kernel takes blocks of outputs)
-        phases = _split_phases(renderer, bodies, m, size)
-        if phases:
-            _render_split(renderer, size, x, bodies, m, phases)
-            return
+    if renderer.plan.column_phases:  # (planned: split_phases)
+        _render_split(renderer, size, x, bodies, m, renderer.plan.column_phases)
+        return
     block = BLOCK_BYTES // max(half.compute_itemsize(n.dtype) for n in k.nodes[:m])
     block = max(1, min(size, block)) if is_static(size) else block
     if parallel and (not is_static(size) or size > block):
-        renderer.emit("#pragma omp parallel for" + getattr(renderer, "parallel_if", ""), list(k.origins))
+        renderer.emit("#pragma omp parallel for" + renderer.plan.nest.parallel_if, list(k.origins))
     renderer.emit(f"for (int64_t {x.name}_base = 0; {x.name}_base < {size}; {x.name}_base += {block})",
                   list(k.origins))
     renderer.emit("{")
@@ -131,12 +139,12 @@ SPLIT_CHUNK_ROWS = 64
 PAGE = 4096
 
 
-def _split_phases(renderer, bodies: list[NodeBody], m: int, size: int) -> list[list[int]] | None:
+def split_phases(ctx: PlanContext, bodies: list[NodeBody], m: int, size: int) -> list[list[int]] | None:
     """When a thread's accumulators for every output fit in L1 and there are rows to share: the reduction
     nodes grouped into passes over the rows (a node joins the pass before it when it reduces the same
     ranges and reads none of that pass's results); None to keep whole output blocks per thread instead.
     (A symbolic count of rows: decided from its hint in a size variant, size_variants.holds.)"""
-    k = renderer.k
+    k = ctx.kernel
     phases: list[list[int]] = []
     for i in range(m):
         reads = {ld.buffer for ld in walk(bodies[i].body) if isinstance(ld, Load)}
@@ -149,7 +157,7 @@ def _split_phases(renderer, bodies: list[NodeBody], m: int, size: int) -> list[l
     for phase in phases:
         rows = math.prod(bodies[phase[0]].red[1])
         nbytes = sum(_padded(size, k.nodes[i].dtype) + _padded(size, _partial_dtype(k.nodes[i])) for i in phase)
-        if nbytes > SPLIT_MAX_BYTES or not size_variants.holds(renderer, sympy.Ge(rows, SPLIT_MIN_ROWS)):
+        if nbytes > SPLIT_MAX_BYTES or not size_variants.holds(ctx, sympy.Ge(rows, SPLIT_MIN_ROWS)):
             return None
     return phases
 
@@ -296,15 +304,15 @@ PARALLEL_SUM_MIN_WORK = 1 << 15  # below this a single thread is faster than wak
 MAX_PARTIALS = 256
 
 
-def applies_to_total(renderer, ovars: list, bodies: list[NodeBody]) -> bool:
+def applies_to_total(ctx: PlanContext, ovars: list, bodies: list[NodeBody]) -> bool:
     """No outer loop, a sum/prod reduction node first (its own loops), pointwise epilogue nodes after."""
-    if ovars or _reductions(renderer.k, bodies, ("sum", "prod")) != 1:
+    if ovars or _reductions(ctx.kernel, bodies, ("sum", "prod")) != 1:
         return False
     b = bodies[0]
     work = 1
     for s in b.red[1]:
         work *= s
-    return bool(b.red[0]) and size_variants.holds(renderer, sympy.Ge(work, PARALLEL_SUM_MIN_WORK))
+    return bool(b.red[0]) and size_variants.holds(ctx, sympy.Ge(work, PARALLEL_SUM_MIN_WORK))
 
 
 def render_total(renderer, bodies: list[NodeBody]) -> None:

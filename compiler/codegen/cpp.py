@@ -1,5 +1,6 @@
 """Renders a FusedKernel as one `extern "C"` C++ function, keeping for every line the FX node(s) it
-comes from. Outer loops run under OpenMP when the work is big enough; innermost loops are `omp simd`."""
+comes from: it plans the kernel first (codegen/plan_passes.py: loops, threads, strategy, streaming, prefetch...)
+and then prints the plan. Outer loops run under OpenMP when the work is big enough; innermost loops are `omp simd`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -7,15 +8,13 @@ from dataclasses import dataclass, replace
 import sympy
 import torch
 
-from compiler import config, why
-from compiler.codegen import (column_reduction, exp_lanes, half, lane_reduction, loop_nest, pipeline, prefetch,
-                              row_blocks, sibling_loops, size_variants, streaming, symbolic)
+from compiler.codegen import (column_reduction, exp_lanes, half, lane_reduction, loop_nest, pipeline, plan_passes,
+                              plan_record, row_blocks, sibling_loops, size_variants, streaming, symbolic)
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
-from compiler.codegen.inplace import KernelArg, kernel_params, unique
-from compiler.codegen.kernel_locals import plan_locals
-from compiler.codegen.plan import DeferredPass, NodeBody, RowPrefetch
+from compiler.codegen.inplace import KernelArg, unique
+from compiler.codegen.plan import DeferredPass, KernelPlan, NodeBody, RowPrefetch
 from compiler.ir import Cast, ComputedBuffer, IndexValue, Layout, Load, substitute, walk
 from compiler.scheduler import FusedKernel
 from compiler.symbols import is_static
@@ -39,23 +38,36 @@ class KernelRenderer(ExpressionRenderer):
         self.lines: list[tuple[str, list[str]]] = []
         self.indent = 0
         self.last_origin: str | None = None
-        self.locals = plan_locals(kernel, layouts)
+        self.context = plan_passes.plan_context(kernel, layouts, inplace, assume)
+        self.locals = self.context.locals
         self.outer_vars: list[sympy.Symbol] = []
         self.local_stores: dict[str, sympy.Expr] = {}  # scalar locals: the flat index they hold
-        self.streamed: set[str] = set()  # nodes whose stores stream (codegen/streaming.py)
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
-        self.row_prefetch = RowPrefetch()  # where row kernels ask for the next row (codegen/prefetch.py)
-        self.deferred: DeferredPass | None = None  # an output pass run a row late (codegen/pipeline.py)
-        self.inplace = {n.name for n in kernel.nodes if n.name in inplace}  # outputs over inputs (inplace.py)
-        self.params = kernel_params(kernel, layouts, self.locals, inplace)
+        self.inplace = self.context.inplace  # outputs over inputs (inplace.py)
+        self.params = self.context.params
         self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/exp_lanes.py)
         # a kernel over symbolic sizes (codegen/symbolic.py) takes them as arguments and runs plain loops, but in
         # its size variants (`assume`: decisions taken from the hints, checked at run time; size_variants.py)
-        self.sizes = symbolic.kernel_symbols(kernel, layouts)
-        self.symbolic = bool(self.sizes)
+        self.sizes = self.context.sizes
         self.assume = assume
-        self.plans = not self.symbolic or assume is not None  # (strategies planned from sizes)
+        self.plan = KernelPlan(kernel.name)  # (built by render: codegen/plan_passes.py)
         self.init_expressions()
+
+    # -- what the plan decided (codegen/plan.py) ---------------------------------
+    @property
+    def streamed(self) -> set[str]:
+        """Nodes whose stores stream (codegen/streaming.py)."""
+        return self.plan.streamed
+
+    @property
+    def row_prefetch(self) -> RowPrefetch:
+        """Where row kernels ask for the next row (codegen/prefetch.py)."""
+        return self.plan.row_prefetch
+
+    @property
+    def deferred(self) -> DeferredPass | None:
+        """An output pass run a row late (codegen/pipeline.py)."""
+        return self.plan.deferred
 
     # -- lines ---------------------------------------------------------------------
     def emit(self, text: str, nodes: list[str] | None = None) -> None:
@@ -136,48 +148,31 @@ class KernelRenderer(ExpressionRenderer):
 
     # -- the kernel --------------------------------------------------------------
     def render(self) -> RenderedKernel:
-        k = self.k
-        outer_vars = [sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(len(k.outer))]
-        bodies = [loop_nest.node_mapping(self, n, i, outer_vars) for i, n in enumerate(k.nodes)]
-        outer_exprs = [e for b in bodies for e in b.exprs]
-        ovars, osizes, osubst = merge_loops(outer_vars, list(k.outer), outer_exprs)
+        """Plan the kernel (codegen/plan_passes.py), then print the plan."""
+        self.plan = plan_passes.build_plan(self.context)
+        plan_record.kernel_plan(self.plan, self.assume is not None)
+        k, nest, bodies = self.k, self.plan.nest, self.plan.bodies
         signature = ", ".join([f"{'' if a.is_output else 'const '}{a.ctype}* __restrict__ {a.param}"
                                for a in unique(self.params)] + [f"int64_t {s.name}" for s in self.sizes])
         self.emit(f'extern "C" void {k.name}({signature})', k.origins)
         self.emit("{")
         self.indent += 1
         symbolic.declare_scratch(self, self.locals)
-        total = symbolic.largest([b.work for b in bodies])
-        for s in osizes:
-            total *= s
-        parallel = symbolic.worth_threads(total) and ovars
-        self.parallel_if = symbolic.parallel_if(total)  # (symbolic work: threads or not, decided at run time)
-        simdlen = f" simdlen({config.cpp.simdlen})" if config.cpp.simdlen else ""
-        for b in bodies:
-            b.body = substitute(b.body, osubst)
-            b.store = sympy.expand(b.store.xreplace(osubst))
-        if column_reduction.applies(self, list(ovars), bodies):  # (symbolic: blocks of outputs)
-            column_reduction.render(self, osizes[0], ovars[0], bodies, bool(parallel))
-        elif self.plans and column_reduction.applies_to_total(self, list(ovars), bodies):
+        if self.plan.strategy == "column":
+            column_reduction.render(self, nest.sizes[0], nest.vars[0], bodies, nest.parallel)
+        elif self.plan.strategy == "total":
             column_reduction.render_total(self, bodies)
         else:
-            self._render_nest(ovars, osizes, bodies, parallel, simdlen)
+            self._render_nest(nest.vars, nest.sizes, bodies, nest.parallel, nest.simdlen)
         self.indent -= 1
         self.emit("}")
         return RenderedKernel(k.name, k.kind, list(k.origins), unique(self.params), self.lines,
                               [s.name for s in self.sizes])
 
-    def _render_nest(self, ovars, osizes, bodies: list[NodeBody], parallel, simdlen: str) -> None:
+    def _render_nest(self, ovars, osizes, bodies: list[NodeBody], parallel: bool, simdlen: str) -> None:
         """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops."""
-        k = self.k
-        flat = not any(b.inner[0] for b in bodies)
-        pragmas = loop_nest.outer_pragmas(k, osizes, bool(parallel), simdlen, flat, self.parallel_if)
-        if self.plans:  # (each plans from concrete or hinted sizes; a generic symbolic kernel runs plain loops)
-            self.streamed = streaming.plan(self, list(ovars), list(osizes), bodies, bool(parallel), flat)
-        if self.plans or symbolic.static_loops(*bodies):  # (rows of concrete length, any count of them)
-            self.row_prefetch = prefetch.plan(self, list(ovars), list(osizes), bodies, bool(parallel))
-        if self.plans:  # the deferred output pass runs inside the prefetching pass: planned after it
-            self.deferred = pipeline.plan(self, list(ovars), bodies)
+        k, flat = self.k, self.plan.nest.flat
+        pragmas = loop_nest.outer_pragmas(k, osizes, parallel, simdlen, flat, self.plan.nest.parallel_if)
         if self.streamed:
             pragmas = streaming.open_region(self, pragmas)
         if self.deferred:
@@ -189,9 +184,9 @@ class KernelRenderer(ExpressionRenderer):
         self.outer_vars = list(ovars)
         if blocked:
             streaming.render_flat(self, ovars[-1], osizes[-1], pragmas[-1], bodies,
-                                  lambda: self._render_bodies(ovars, osizes, bodies, parallel))
+                                  lambda: self._render_bodies(bodies, parallel))
         else:
-            self._render_bodies(ovars, osizes, bodies, parallel)
+            self._render_bodies(bodies, parallel)
         for _ in range(nest):
             self.close()
         if self.deferred:
@@ -199,7 +194,7 @@ class KernelRenderer(ExpressionRenderer):
         if self.streamed:
             streaming.close_region(self)
 
-    def _render_bodies(self, ovars, osizes, bodies: list[NodeBody], parallel) -> None:
+    def _render_bodies(self, bodies: list[NodeBody], parallel: bool) -> None:
         """One outer iteration: the kernel's local arrays, then each node's block (and row prefetches)."""
         deferred = self.deferred.node if self.deferred else None
         for node in self.k.nodes:
@@ -212,11 +207,12 @@ class KernelRenderer(ExpressionRenderer):
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
         nodes, i, pf = [n for n in self.k.nodes if n is not deferred], 0, self.row_prefetch
         while i < len(nodes):
-            pair = (bool(parallel) and i + 1 < len(nodes)  # (fused loops run on the outer loop's thread)
-                    and symbolic.static_loops(bodies[i], bodies[i + 1])
-                    and sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1]))
-            if not pair:
+            fused = self.plan.pairs.get(nodes[i].name)  # (a producer and its reduction in one loop: planned)
+            if fused is not None:
+                sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1], fused)
+            else:
                 self._render_node_block(nodes[i], bodies[i], parallel_inner=not parallel)
+            pair = fused is not None
             i += 1 + pair
             if i - 1 - pair <= pf.after < i:
                 self.lines += [("    " * self.indent + line, []) for line in pf.burst()]
@@ -320,18 +316,13 @@ class KernelRenderer(ExpressionRenderer):
         rtype = n.reduction_type
         acc = self.accumulator(n)
         lanes = 64 // half.compute_itemsize(n.dtype)
-        static = is_static(rsizes)
-        if (rtype in ("max", "min") and n.dtype != torch.bool and rvars  # (a symbolic row: lanes and a tail)
-                and (not static or rsizes[-1] >= 2 * lanes)):
+        how = self.plan.reduction_loops[n.name]  # (planned: plan_passes.reduction_loop)
+        if how in ("lanes", "wide_sum"):
             lane_reduction.render(self, n, b, acc, lanes)
-        elif self.row_prefetch.into == n.name:
+        elif how == "blocked":
             row_blocks.render_blocked_reduction(self, n, b, acc)
-        elif rvars and lane_reduction.wide_sum(n, rsizes, lanes):
-            lane_reduction.render(self, n, b, acc, lanes)
         else:
             op = simd_reduction_op(n.dtype, rtype)
-            if op is None and rvars:  # (why.json: the reduction loop stays scalar)
-                why.not_vectorized([n.origin], "no_simd_reduction", reduction=rtype, dtype=n.dtype)
             for depth, (v, s) in enumerate(zip(rvars, rsizes)):
                 last = depth == len(rvars) - 1
                 pragma = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 
 from compiler.codegen.index import simplify_indices
-from compiler.codegen.plan import NodeBody
+from compiler.codegen.plan import NodeBody, PlanContext
 from compiler.ir import ComputedBuffer, IndexValue, Load, substitute, walk
 from compiler.scheduler import FusedKernel, nonunit_dims
 
@@ -30,8 +30,8 @@ def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str
     return pragmas
 
 
-def node_mapping(r, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> NodeBody:
-    """Map node `n`'s (the i-th of renderer `r`'s kernel) index vars onto the kernel's outer vars and its
+def node_mapping(ctx: PlanContext, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> NodeBody:
+    """Map node `n`'s (the i-th of kernel `ctx.kernel`) index vars onto the kernel's outer vars and its
     own inner/reduction vars: its body and store index in those, its loops, and its work per outer step."""
     dims = nonunit_dims(n.layout.size)
     mapping: dict[sympy.Symbol, sympy.Expr] = {v: sympy.Integer(0) for v in n.vars}
@@ -46,13 +46,13 @@ def node_mapping(r, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -
             inner_sizes.append(n.layout.size[d])
     red_vars = [sympy.Symbol(f"r{i}_{j}", integer=True, nonnegative=True) for j in range(len(n.reduction_vars))]
     mapping.update(dict(zip(n.reduction_vars, red_vars)))
-    ranges = dict(zip(outer_vars, r.k.outer))
+    ranges = dict(zip(outer_vars, ctx.kernel.outer))
     ranges.update(zip(inner_vars, inner_sizes))
     ranges.update(zip(red_vars, n.reduction_ranges))
     body = simplify_indices(substitute(n.body, mapping), ranges)
     out_index = tuple(mapping[v] for v in n.vars)
     store = n.layout.flat_index(out_index)
-    exprs = [r.flat(e) for e in walk(body) if isinstance(e, Load)]
+    exprs = [ctx.flat(e) for e in walk(body) if isinstance(e, Load)]
     exprs += [e.expr for e in walk(body) if isinstance(e, IndexValue)]
     exprs.append(store)
     work = 1

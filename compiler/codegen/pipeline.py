@@ -30,35 +30,47 @@ import sympy
 from compiler import config
 from compiler.codegen import prefetch, streaming
 from compiler.codegen.cpp_ops import CTYPES
-from compiler.codegen.plan import DeferredPass, NodeBody
+from compiler.codegen.plan import DeferredPass, KernelPlan, NodeBody, PlanContext
 from compiler.ir import ComputedBuffer, Load, substitute, walk
 from compiler.symbols import is_static
 
 PREV, SLOT = "lens_prev_row", "lens_slot"
 
 
-def plan(r, ovars: list[sympy.Symbol], bodies: list[NodeBody]) -> DeferredPass | None:
-    """The pass of renderer `r`'s kernel to defer by a row, or None."""
-    pf = r.row_prefetch
-    nodes = r.k.nodes
-    if not config.cpp.pipeline_rows or len(ovars) != 1 or not pf.into or not r.streamed:
-        return None
+def plan(plan: KernelPlan, ctx: PlanContext) -> None:
+    """The pass of kernel `ctx.kernel` to defer by a row (`plan.deferred`), or none, and why."""
+    pf, ovars, bodies = plan.row_prefetch, plan.nest.vars, plan.bodies
+    nodes = ctx.kernel.nodes
+    if not config.cpp.pipeline_rows or len(ovars) != 1 or not pf.into or not plan.streamed:
+        why = ("off (config.cpp.pipeline_rows)" if not config.cpp.pipeline_rows else
+               f"{len(ovars)} outer loops, not one" if len(ovars) != 1 else
+               "no pass prefetches the next row by lines" if not pf.into else "no output streams")
+        plan.decide("deferred output pass", "", "no", why)
+        return
     node, b = nodes[-1], bodies[-1]
     (ivars, isizes), host = b.inner, [n.name for n in nodes].index(pf.into)
     # (the host pass runs by whole lines, so a loop as long as it is whole lines too)
-    if (node.name not in r.streamed or node.reduction_type or len(ivars) != 1
+    if (node.name not in plan.streamed or node.reduction_type or len(ivars) != 1
             or streaming.line_lanes(node) != pf.lanes
-            or isizes[0] != prefetch.blocked_length(r, nodes, bodies, host, True)
+            or isizes[0] != prefetch.blocked_length(ctx, plan.streamed, nodes, bodies, host, True)
             or not streaming.line_aligned(sympy.expand(b.store), ivars[0], pf.lanes)):
-        return None
+        plan.decide("deferred output pass", node.name, "no", "the last node is not a streamed pointwise row as "
+                    f"long as {pf.into}'s pass, in lines of the same size")
+        return
     loads = [ld for ld in walk(b.body) if isinstance(ld, Load)]
-    if any(ld.buffer not in r.locals and ovars[0] in r.flat(ld).free_symbols for ld in loads):
-        return None  # it reads a row of an input again (layer norm): nothing to overlap with, +3% measured
-    reads = {ld.buffer for ld in loads if ld.buffer in r.locals}
-    if any(not is_static(r.locals[n].numel) for n in reads):
-        return None  # (its slots are stack arrays: rows of a static length)
-    return DeferredPass(node, b, ovars[0], sorted(n for n in reads if not r.locals[n].scalar),
-                        sorted(n for n in reads if r.locals[n].scalar))
+    if any(ld.buffer not in ctx.locals and ovars[0] in ctx.flat(ld).free_symbols for ld in loads):
+        plan.decide("deferred output pass", node.name, "no", "it reads a row of an input again: nothing to "
+                    "overlap with (+3% measured on layer norm)")
+        return
+    reads = {ld.buffer for ld in loads if ld.buffer in ctx.locals}
+    if any(not is_static(ctx.locals[n].numel) for n in reads):
+        plan.decide("deferred output pass", node.name, "no", "a local array it reads has a symbolic length "
+                    "(its slots are stack arrays)")
+        return
+    plan.deferred = DeferredPass(node, b, ovars[0], sorted(n for n in reads if not ctx.locals[n].scalar),
+                                 sorted(n for n in reads if ctx.locals[n].scalar))
+    plan.decide("deferred output pass", node.name, f"runs a row late in {pf.into}'s pass",
+                "its stores drain while the next row computes")
 
 
 def _ctype(r, name: str) -> str:

@@ -6,11 +6,39 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import sympy
+import torch
 
-from compiler.ir import ComputedBuffer, Expr
+from compiler.codegen.kernel_locals import LocalBuffer
+from compiler.codegen.size_variants import Assumptions
+from compiler.ir import ComputedBuffer, Expr, Layout, Load
+from compiler.scheduler import FusedKernel
 from compiler.symbols import Size
 
 STRATEGIES = ("column", "total", "nest")  # a column reduction's blocks, a total's thread partials, the loop nest
+
+
+@dataclass
+class PlanContext:
+    """What planning reads of a kernel: its nodes, buffers' layouts, kernel-local buffers, parameters, outputs
+    written over inputs, size symbols, and a size variant's assumptions (None: static, or the generic body)."""
+
+    kernel: FusedKernel
+    layouts: dict[str, tuple[torch.dtype, Layout]]
+    locals: dict[str, LocalBuffer]
+    params: dict  # buffer name -> its parameter (inplace.KernelArg: inplace.py imports the printer's tables)
+    inplace: set[str]
+    sizes: list[sympy.Symbol]  # the size symbols it takes ([] for a static kernel)
+    assume: Assumptions | None = None
+
+    @property
+    def plans(self) -> bool:
+        """Whether strategies are planned from sizes: concrete ones, or a size variant's hints (a generic
+        symbolic kernel runs plain loops)."""
+        return not self.sizes or self.assume is not None
+
+    def flat(self, ld: Load) -> sympy.Expr:
+        """The flat element index load `ld` reads."""
+        return self.layouts[ld.buffer][1].flat_index(ld.index)
 
 
 @dataclass

@@ -21,7 +21,7 @@ import sympy
 
 from compiler import config
 from compiler.codegen.index import cpp_index
-from compiler.codegen.plan import NodeBody, RowPrefetch
+from compiler.codegen.plan import KernelPlan, NodeBody, PlanContext, RowPrefetch
 from compiler.codegen.sibling_pairs import fused_body
 from compiler.symbols import is_static
 from compiler.ir import Load, walk
@@ -33,47 +33,61 @@ MIN_ROW_BYTES = 1024
 MAX_ROW_BYTES = 16 * 1024
 
 
-def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[NodeBody], pairs: bool) -> RowPrefetch:
-    """Which inputs of renderer `r`'s kernel to prefetch a row ahead, and where (`pairs`: the kernel fuses
-    sibling loops)."""
-    passes = _passes(r, bodies, pairs)
+def plan(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Which inputs of kernel `ctx.kernel` to prefetch a row ahead, and where (`plan.row_prefetch`; a kernel
+    whose outer loop runs on threads fuses sibling loops)."""
+    ovars, osizes, bodies, pairs = plan.nest.vars, plan.nest.sizes, plan.bodies, plan.nest.parallel
+    passes = _passes(ctx, plan.streamed, bodies, pairs)
     if not config.cpp.prefetch_rows or not ovars or len(passes) < 2 or (is_static(osizes[-1]) and osizes[-1] < 2):
-        return RowPrefetch()  # (a kernel without loops inside its outer loops is flat: that loop is the vector one)
+        why = ("off (config.cpp.prefetch_rows)" if not config.cpp.prefetch_rows else "no outer loop over rows"
+               if not ovars else f"{len(passes)} pass(es) over each row, not two or more" if len(passes) < 2
+               else "one row")
+        plan.decide("row prefetch", "", "no", why)
+        return  # (a kernel without loops inside its outer loops is flat: that loop is the vector one)
     row, rows = ovars[-1], osizes[-1] if is_static(osizes[-1]) else cpp_index(osizes[-1])  # (a symbolic count)
     outer = set(ovars)
     targets: dict[tuple[str, str], tuple[int, int]] = {}
     for b in bodies:
         ranges = dict(zip(*b.inner)) | dict(zip(*b.red))
         for ld in walk(b.body):
-            arg = r.params.get(ld.buffer) if isinstance(ld, Load) else None
-            if arg is None or arg.is_output or ld.buffer in r.locals:
+            arg = ctx.params.get(ld.buffer) if isinstance(ld, Load) else None
+            if arg is None or arg.is_output or ld.buffer in ctx.locals:
                 continue
-            span = _dense_row(sympy.expand(r.flat(ld)), row, outer, ranges)
-            itemsize = r.layouts[ld.buffer][0].itemsize
+            span = _dense_row(sympy.expand(ctx.flat(ld)), row, outer, ranges)
+            itemsize = ctx.layouts[ld.buffer][0].itemsize
             if span is None or not is_static(span[1]) or not MIN_ROW_BYTES <= span[1] * itemsize <= MAX_ROW_BYTES:
                 continue
             targets.setdefault((arg.param, cpp_index(span[0])), (span[1], LINE_BYTES // itemsize))
     if not targets:
-        return RowPrefetch()
+        plan.decide("row prefetch", "", "no", f"no input read as a contiguous row of {MIN_ROW_BYTES}-"
+                    f"{MAX_ROW_BYTES} bytes per {row}")
+        return
     out = RowPrefetch(row.name, rows, [(*key, *shape) for key, shape in targets.items()])
     shapes = set(targets.values())
     length, lanes = next(iter(shapes))
-    if len(shapes) == 1 and length % lanes == 0 and blocked_length(r, r.k.nodes, bodies, passes[1], pairs) == length:
-        out.into = r.k.nodes[passes[1]].name
+    nodes = ctx.kernel.nodes
+    if (len(shapes) == 1 and length % lanes == 0
+            and blocked_length(ctx, plan.streamed, nodes, bodies, passes[1], pairs) == length):
+        out.into = nodes[passes[1]].name
+        plan.decide("row prefetch", out.into, "a line per block of its pass",
+                    f"rows of {length} elements are whole lines and the second pass runs by lines")
     else:
         out.after = passes[0]
-    return out
+        plan.decide("row prefetch", nodes[passes[0]].name, "the whole next row after its pass",
+                    "the second pass cannot run by lines (rows not whole lines, several row shapes, or no "
+                    "plain sum/prod or producer-and-sum pass)")
+    plan.row_prefetch = out
 
 
-def _passes(r, bodies: list[NodeBody], pairs: bool) -> list[int]:
+def _passes(ctx: PlanContext, streamed: set[str], bodies: list[NodeBody], pairs: bool) -> list[int]:
     """Indices of the nodes that open a pass over the row: those with loops of their own, but not a reduction
     that shares its producer's loop (sibling_loops.py: the pair is one pass, and its producer names it)."""
-    nodes, out, i = r.k.nodes, [], 0
+    nodes, out, i = ctx.kernel.nodes, [], 0
     while i < len(nodes):
         if bodies[i].inner[0] or bodies[i].red[0]:
             out.append(i)
-        pair = pairs and i + 1 < len(nodes) and fused_body(r, nodes[i], bodies[i], nodes[i + 1],
-                                                                         bodies[i + 1]) is not None
+        pair = pairs and i + 1 < len(nodes) and fused_body(ctx, streamed, nodes[i], bodies[i], nodes[i + 1],
+                                                          bodies[i + 1]) is not None
         i += 1 + pair
     return out
 
@@ -104,11 +118,12 @@ def _dense_row(index: sympy.Expr, row: sympy.Symbol, outer: set, ranges: dict) -
 
 
 # -- a pass by blocks of a line, with the next row's lines asked for one per block --------------------------
-def blocked_length(r, nodes: list, bodies: list[NodeBody], i: int, pairs: bool) -> int | None:
+def blocked_length(ctx: PlanContext, streamed: set[str], nodes: list, bodies: list[NodeBody], i: int,
+                   pairs: bool) -> int | None:
     """The row length of node i's pass when it can run by blocks of a line: a plain sum/prod over one loop,
     or (`pairs`: the kernel fuses sibling loops) a producer fused with the sum that reads it back."""
     n, b = nodes[i], bodies[i]
-    if pairs and i + 1 < len(nodes) and fused_body(r, n, b, nodes[i + 1], bodies[i + 1]) is not None:
+    if pairs and i + 1 < len(nodes) and fused_body(ctx, streamed, n, b, nodes[i + 1], bodies[i + 1]) is not None:
         return b.inner[1][0]
     if n.reduction_type in ("sum", "prod") and n.dtype.is_floating_point and not b.inner[0] and len(b.red[0]) == 1:
         return b.red[1][0]

@@ -19,15 +19,11 @@ import sympy
 from compiler.codegen import exp_lanes, row_blocks
 from compiler.codegen.cpp_ops import simd_reduction_op
 from compiler.codegen.plan import NodeBody
-from compiler.codegen.sibling_pairs import fused_body
 from compiler.ir import ComputedBuffer, Op, walk
 
 
-def render_pair(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeBody) -> bool:
-    """Emit producer `a` and reduction `b` in one loop; False (nothing emitted) when they do not fuse."""
-    fused = fused_body(r, a, ba, b, bb)
-    if fused is None:
-        return False
+def render_pair(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeBody, fused: NodeBody) -> None:
+    """Emit producer `a` and reduction `b` in one loop (`fused`: `b`'s body in `a`'s loop, sibling_pairs.py)."""
     acc = r.accumulator(b)
     r.declare_accumulator(b, bb)
     r.emit("{")
@@ -38,7 +34,7 @@ def render_pair(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeB
         _render_lane_blocks(r, a, ba, b, fused, acc, x, size)
         r.close()
         r.store_reduction(b, sympy.expand(bb.store), acc)
-        return True
+        return
     if blocked:
         into = r.declare_lanes(b, acc, r.row_prefetch.lanes) + f"[{x.name}_lane]"
         row_blocks.open_blocks(r, x, size, a.origins + b.origins)
@@ -56,7 +52,6 @@ def render_pair(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeB
         r.close()
     r.close()
     r.store_reduction(b, sympy.expand(bb.store), acc)
-    return True
 
 
 def _lane_blocks(ba: NodeBody, size: int) -> bool:

@@ -7,14 +7,15 @@ from dataclasses import replace
 import sympy
 
 from compiler.codegen.cpp_ops import simd_reduction_op
-from compiler.codegen.plan import NodeBody
+from compiler.codegen.plan import NodeBody, PlanContext
 from compiler.ir import ComputedBuffer, Load, substitute, walk
 
 
-def fused_body(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeBody) -> NodeBody | None:
+def fused_body(ctx: PlanContext, streamed: set[str], a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer,
+               bb: NodeBody) -> NodeBody | None:
     """Node `b`'s body with its reduction variable renamed to `a`'s loop variable, or None when the
-    pair cannot share one loop."""
-    if a.reduction_type or a.name in r.streamed or not b.reduction_type:
+    pair cannot share one loop (`streamed`: nodes whose stores stream)."""
+    if a.reduction_type or a.name in streamed or not b.reduction_type:
         return None
     if simd_reduction_op(b.dtype, b.reduction_type) is None:
         return None
@@ -25,6 +26,6 @@ def fused_body(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeBo
     body = substitute(bb.body, {rvars[0]: x})
     written = sympy.expand(ba.store)
     for ld in walk(body):
-        if isinstance(ld, Load) and ld.buffer == a.name and sympy.expand(r.flat(ld) - written) != 0:
+        if isinstance(ld, Load) and ld.buffer == a.name and sympy.expand(ctx.flat(ld) - written) != 0:
             return None  # reads another element than the one this iteration writes
     return replace(bb, body=body)

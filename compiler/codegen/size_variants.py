@@ -116,6 +116,11 @@ def _check(cond: sympy.Basic, value: bool) -> str:
     return text if value else f"!({text})"
 
 
+def checks(assume: Assumptions) -> list[str]:
+    """The run-time checks (C++) of the decisions a variant's planning took so far."""
+    return [_check(cond, value) for cond, value in assume.taken.items()]
+
+
 def _body(lines: list) -> list:
     """A rendered function's body: the lines between its opening and closing braces."""
     return lines[2:-1]

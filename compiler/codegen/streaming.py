@@ -24,7 +24,7 @@ import sympy
 from compiler import config
 from compiler.codegen import size_variants
 from compiler.codegen.index import cpp_index
-from compiler.codegen.plan import NodeBody
+from compiler.codegen.plan import KernelPlan, NodeBody, PlanContext
 from compiler.ir import ComputedBuffer
 from compiler.sym import FloorDiv
 from compiler.symbols import is_static
@@ -90,34 +90,64 @@ def line_aligned(store: sympy.Expr, var: sympy.Symbol, lanes: int | None) -> boo
     return store.coeff(var) == 1
 
 
-def plan(r, ovars: list[sympy.Symbol], osizes: list[int], bodies: list[NodeBody], parallel: bool,
-         flat: bool) -> set[str]:
-    """The nodes of renderer `r`'s kernel whose stores stream. In a flat kernel (the last outer loop is the
-    vector loop) they share that loop's blocks: same line size, and no tail when it is the only loop. (Symbolic
-    sizes: as the hints make them, in a size variant checked at run time, size_variants.holds.)"""
-    k = r.k
-    if not config.cpp.streaming_stores or not parallel or not ovars:
-        return set()
+def plan(plan: KernelPlan, ctx: PlanContext) -> None:
+    """The nodes of kernel `ctx.kernel` whose stores stream (`plan.streamed`), each decision with its reason. In a
+    flat kernel (the last outer loop is the vector loop) they share that loop's blocks: same line size, and no tail
+    when it is the only loop. (Symbolic sizes: as the hints make them, in a size variant checked at run time,
+    size_variants.holds.)"""
+    k, nest, decide = ctx.kernel, plan.nest, plan.decide
+    ovars, osizes = nest.vars, nest.sizes
+    if not config.cpp.streaming_stores or not nest.parallel or not ovars:
+        why = ("off (config.cpp.streaming_stores)" if not config.cpp.streaming_stores else
+               "the outer loop does not run on threads" if ovars else "no outer loop")
+        decide("streaming", "", "not applied", why)
+        return
     out: set[str] = set()
-    for n, b in zip(k.nodes, bodies):
-        if (n.name not in k.unread_outputs or n.reduction_type or n.name in r.locals or n.name in r.inplace
-                or LINE_BYTES % n.dtype.itemsize):  # (an output written over its input is in cache)
+    for n, b in zip(k.nodes, plan.bodies):
+        refused = _refusal(n, k, ctx)
+        if refused:
+            decide("streaming", n.name, "plain stores", refused)
             continue
         ivars, isizes = b.inner
         var, size = (ivars[-1], isizes[-1]) if ivars else (ovars[-1], osizes[-1])
         if ivars and not is_static(size):
+            decide("streaming", n.name, "plain stores", f"its row's length {size} is symbolic")
             continue
+        nbytes = n.layout.numel * n.dtype.itemsize
         # (a row of its own loop may start anywhere in a line: render_row peels its head)
-        if (line_aligned(b.store, var, line_lanes(n) if not ivars else None)
-                and size_variants.holds(r, sympy.Ge(size, line_lanes(n)))
-                and size_variants.holds(r, sympy.Ge(n.layout.numel * n.dtype.itemsize,
-                                               config.cpp.streaming_store_min_bytes))):
+        if not line_aligned(b.store, var, line_lanes(n) if not ivars else None):
+            decide("streaming", n.name, "plain stores", f"its stores along {var} are not whole lines")
+        elif not size_variants.holds(ctx, sympy.Ge(size, line_lanes(n))):
+            decide("streaming", n.name, "plain stores", f"a row of {size} is shorter than a line")
+        elif not size_variants.holds(ctx, sympy.Ge(nbytes, config.cpp.streaming_store_min_bytes)):
+            decide("streaming", n.name, "plain stores", f"output {nbytes} bytes is under "
+                   f"config.cpp.streaming_store_min_bytes = {config.cpp.streaming_store_min_bytes}")
+        else:
             out.add(n.name)
-    if flat and out:
+    if nest.flat and out:
         lanes = {line_lanes(n) for n in k.nodes if n.name in out}
         if len(lanes) > 1 or (len(ovars) == 1 and sympy.sympify(osizes[0]) % lanes.pop() != 0):
-            return set()
-    return out
+            decide("streaming", "", "not applied", "the flat loop's outputs differ in line size, or its only "
+                   "loop is no whole number of lines")
+            return
+    for name in sorted(out):
+        decide("streaming", name, "streamed", "an unread graph output written in whole lines on threads")
+    plan.streamed = out
+
+
+def _refusal(n: ComputedBuffer, k, ctx: PlanContext) -> str:
+    """Why node `n` cannot stream whatever its loops ('' when it may)."""
+    if n.name not in k.unread_outputs:
+        return "not a graph output, or read again after the kernel"
+    if n.reduction_type:
+        return "a reduction"
+    if n.name in ctx.locals:
+        return "kernel-local"
+    if n.name in ctx.inplace:
+        return "written over its input (in cache)"
+    if LINE_BYTES % n.dtype.itemsize:
+        return f"{n.dtype} elements do not divide a line"
+    return ""
 
 
 def open_region(r, pragmas: list[str | None]) -> list[str | None]:

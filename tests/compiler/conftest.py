@@ -1,10 +1,17 @@
 """Helpers for compiler tests: compile with backend="lens" and compare with eager PyTorch."""
 import pathlib
 
+import os
+
 import pytest
 import torch
 
 from compiler import config
+
+# every kernel's plan is checked after each planning pass (compiler/codegen/plan_verify.py), here and in the
+# processes the tests start
+os.environ.setdefault("LENS_VERIFY_PLAN", "1")
+config.verify_plan = True
 
 torch._dynamo.config.cache_size_limit = 4096
 torch._dynamo.config.accumulated_cache_size_limit = 1 << 20

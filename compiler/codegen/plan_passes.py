@@ -1,0 +1,213 @@
+"""Planning a kernel: one visible list of named passes (PASSES) that fill a KernelPlan in order, each writing its
+decisions with their reasons; with `config.verify_plan` (LENS_VERIFY_PLAN=1) plan_verify.py checks the plan after
+every pass. The printer (codegen/cpp.py) takes the plan as it comes out and decides nothing it records."""
+from __future__ import annotations
+
+from typing import Callable
+
+import sympy
+import torch
+
+from compiler import config, why
+from compiler.codegen import column_reduction, half, lane_reduction, loop_nest, pipeline, prefetch, plan_verify, \
+    streaming, symbolic
+from compiler.codegen.cpp_ops import simd_reduction_op
+from compiler.codegen.index import merge_loops
+from compiler.codegen.plan import KernelPlan, PlanContext
+from compiler.codegen.sibling_pairs import fused_body
+from compiler.codegen.inplace import kernel_params
+from compiler.codegen.kernel_locals import plan_locals
+from compiler.codegen.size_variants import Assumptions, checks
+from compiler.ir import Layout, substitute
+from compiler.scheduler import FusedKernel
+from compiler.symbols import is_static
+
+Pass = Callable[[KernelPlan, PlanContext], None]
+
+
+def node_bodies(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Each node's body over the kernel's outer variables and its own inner and reduction ones."""
+    k = ctx.kernel
+    plan.nest.vars = [sympy.Symbol(f"x{i}", integer=True, nonnegative=True) for i in range(len(k.outer))]
+    plan.nest.sizes = list(k.outer)
+    plan.bodies = [loop_nest.node_mapping(ctx, n, i, plan.nest.vars) for i, n in enumerate(k.nodes)]
+
+
+def merge_outer_loops(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Adjacent outer loops every index walks as one become one loop."""
+    before = list(plan.nest.sizes)
+    exprs = [e for b in plan.bodies for e in b.exprs]
+    plan.nest.vars, plan.nest.sizes, subst = merge_loops(plan.nest.vars, plan.nest.sizes, exprs)
+    for b in plan.bodies:
+        b.body = substitute(b.body, subst)
+        b.store = sympy.expand(b.store.xreplace(subst))
+    if len(plan.nest.sizes) < len(before):
+        plan.decide("merge loops", "", f"outer loops {_sizes(before)} -> {_sizes(plan.nest.sizes)}",
+                    "every index steps through them as through one loop")
+
+
+def threads(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Whether the outer loop runs on threads (static work against config.cpp.min_chunk_size, symbolic work
+    at run time), and the nest's other loop-wide choices."""
+    nest = plan.nest
+    total = symbolic.largest([b.work for b in plan.bodies])
+    for s in nest.sizes:
+        total *= s
+    nest.total = total
+    nest.parallel = bool(symbolic.worth_threads(total) and nest.vars)
+    nest.parallel_if = symbolic.parallel_if(total)
+    nest.simdlen = f" simdlen({config.cpp.simdlen})" if config.cpp.simdlen else ""
+    nest.flat = not any(b.inner[0] for b in plan.bodies)
+    if not nest.vars:
+        choice, reason = "one thread", "no outer loop"
+    elif not is_static(total):
+        choice, reason = "threads if the run-time work is enough", f"{total} >= {config.cpp.min_chunk_size} elements"
+    elif nest.parallel:
+        choice, reason = "threads", f"{total} elements of work >= config.cpp.min_chunk_size = {config.cpp.min_chunk_size}"
+    else:
+        choice, reason = "one thread", f"{total} elements of work < config.cpp.min_chunk_size = {config.cpp.min_chunk_size}"
+    plan.decide("threads", "", choice, reason)
+
+
+def choose_strategy(plan: KernelPlan, ctx: PlanContext) -> None:
+    """A column reduction's blocks of outputs, a total's per-thread partials, or the loop nest."""
+    nest, bodies = plan.nest, plan.bodies
+    refused = column_reduction.refusal(ctx, list(nest.vars), bodies)  # (symbolic: blocks of outputs)
+    if refused is None:
+        plan.strategy = "column"
+        size = nest.sizes[0]
+        if nest.parallel and ctx.plans and is_static(size):  # (a generic symbolic kernel takes blocks of outputs)
+            plan.column_phases = column_reduction.split_phases(ctx, bodies, column_reduction.reductions(ctx, bodies),
+                                                               size)
+        how = "threads split the rows" if plan.column_phases else "threads take blocks of outputs"
+        plan.decide("strategy", "", "column reduction", f"reductions read the outputs contiguously; {how}")
+    elif ctx.plans and column_reduction.applies_to_total(ctx, list(nest.vars), bodies):
+        plan.strategy = "total"
+        plan.decide("strategy", "", "total reduction", "one sum/prod over enough elements: per-thread partials")
+    else:
+        plan.strategy = "nest"
+        plan.decide("strategy", "", "loop nest", f"not a column reduction: {refused}")
+
+
+def streamed_stores(plan: KernelPlan, ctx: PlanContext) -> None:
+    if plan.strategy != "nest":
+        return
+    if not ctx.plans:  # (each plans from concrete or hinted sizes; a generic symbolic kernel runs plain loops)
+        plan.decide("streaming", "", "not applied", "a generic body over symbolic sizes (size variants plan it)")
+        return
+    streaming.plan(plan, ctx)
+
+
+def row_prefetch(plan: KernelPlan, ctx: PlanContext) -> None:
+    if plan.strategy != "nest":
+        return
+    if ctx.plans or symbolic.static_loops(*plan.bodies):  # (rows of concrete length, any count of them)
+        prefetch.plan(plan, ctx)
+    else:
+        plan.decide("row prefetch", "", "no", "rows of symbolic length in a generic body")
+
+
+def deferred_output_pass(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Planned after the row prefetch: it runs inside the prefetching pass."""
+    if plan.strategy == "nest" and ctx.plans:
+        pipeline.plan(plan, ctx)
+
+
+def sibling_pairs(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Which producers share their loop with the reduction after them (fused loops run on the outer loop's
+    thread: only in a kernel whose outer loop runs on threads)."""
+    if plan.strategy != "nest" or not plan.nest.parallel:
+        return
+    deferred = plan.deferred.node if plan.deferred else None
+    nodes, bodies, i = [n for n in ctx.kernel.nodes if n is not deferred], plan.bodies, 0
+    while i < len(nodes):
+        fused = None
+        if i + 1 < len(nodes) and symbolic.static_loops(bodies[i], bodies[i + 1]):
+            fused = fused_body(ctx, plan.streamed, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1])
+        if fused is not None:
+            plan.pairs[nodes[i].name] = fused
+            plan.decide("sibling loops", nodes[i].name, f"one loop with {nodes[i + 1].name}",
+                        "the reduction reads back the element this iteration writes")
+        i += 1 + (fused is not None)
+
+
+def reduction_loops(plan: KernelPlan, ctx: PlanContext) -> None:
+    """How each reduction of the nest that runs in its own loop is vectorized, or why not."""
+    if plan.strategy != "nest":
+        return
+    paired = {ctx.kernel.nodes[i + 1].name for i, n in enumerate(ctx.kernel.nodes) if n.name in plan.pairs}
+    for n, b in zip(ctx.kernel.nodes, plan.bodies):
+        if not n.reduction_type or n.name in paired:
+            continue
+        choice, reason = reduction_loop(plan, n, b.red)
+        plan.reduction_loops[n.name] = choice
+        plan.decide("vectorize", n.name, choice, reason)
+        if choice == "scalar":  # (why.json: the reduction loop stays scalar)
+            why.not_vectorized([n.origin], "no_simd_reduction", reduction=n.reduction_type, dtype=n.dtype)
+
+
+def reduction_loop(plan: KernelPlan, n, red: tuple[list, list]) -> tuple[str, str]:
+    """(how node `n`'s reduction loop runs, why): per-lane partials, by lines of the prefetching pass, four
+    registers of lanes, `omp simd reduction`, or scalar."""
+    rvars, rsizes = red
+    lanes = 64 // half.compute_itemsize(n.dtype)
+    if (n.reduction_type in ("max", "min") and n.dtype != torch.bool and rvars  # (a symbolic row: lanes and a tail)
+            and (not is_static(rsizes) or rsizes[-1] >= 2 * lanes)):
+        return "lanes", f"{n.reduction_type} in per-lane partials (NaN-propagating), rows of {_sizes(rsizes)}"
+    if plan.row_prefetch.into == n.name:
+        return "blocked", "by lines, asking for the next row's lines (row prefetch)"
+    if rvars and lane_reduction.wide_sum(n, rsizes, lanes):
+        return "wide_sum", "a floating sum in four registers of lanes"
+    if not rvars:
+        return "none", "no reduction loop"
+    op = simd_reduction_op(n.dtype, n.reduction_type)
+    if op is not None:
+        return "simd", f"omp simd reduction({op})"
+    return "scalar", (f"inner loop not vectorized: OpenMP's simd reduction has no operator keeping "
+                      f"{n.reduction_type}'s semantics for {str(n.dtype).replace('torch.', '')}")
+
+
+def size_assumptions(plan: KernelPlan, ctx: PlanContext) -> None:
+    """A size variant's decisions on symbolic sizes, the run-time check its plan relies on."""
+    if ctx.assume is not None:
+        plan.assumptions = checks(ctx.assume)
+
+
+PASSES: list[tuple[str, Pass]] = [
+    ("node bodies", node_bodies),
+    ("merge loops", merge_outer_loops),
+    ("threads", threads),
+    ("choose strategy", choose_strategy),
+    ("streaming", streamed_stores),
+    ("row prefetch", row_prefetch),
+    ("deferred output pass", deferred_output_pass),
+    ("sibling loops", sibling_pairs),
+    ("reduction loops", reduction_loops),
+    ("size assumptions", size_assumptions),
+]
+
+
+def plan_context(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
+                 inplace: dict[str, str] | None = None, assume: Assumptions | None = None) -> PlanContext:
+    """What planning reads of `kernel` (`inplace`: outputs written over inputs, inplace.py; `assume`: a size
+    variant's assumptions, size_variants.py)."""
+    inplace = inplace or {}
+    locals_ = plan_locals(kernel, layouts)
+    return PlanContext(kernel, layouts, locals_, kernel_params(kernel, layouts, locals_, inplace),
+                       {n.name for n in kernel.nodes if n.name in inplace}, symbolic.kernel_symbols(kernel, layouts),
+                       assume)
+
+
+def build_plan(ctx: PlanContext, passes: list[tuple[str, Pass]] | None = None) -> KernelPlan:
+    """Kernel `ctx.kernel`'s plan, by `passes` (PASSES) in order; checked after each with config.verify_plan."""
+    plan = KernelPlan(ctx.kernel.name)
+    verifier = plan_verify.PlanVerifier(ctx) if config.verify_plan else None
+    for name, run in PASSES if passes is None else passes:
+        run(plan, ctx)
+        if verifier is not None:
+            verifier.check(plan, name)
+    return plan
+
+
+def _sizes(sizes) -> str:
+    return "×".join(str(s) for s in sizes) or "none"

@@ -1,0 +1,78 @@
+"""Checks a KernelPlan after each planning pass (config.verify_plan, LENS_VERIFY_PLAN=1; on in the tests): a plan
+that contradicts itself raises PlanError naming the pass that left it so, instead of printing wrong C++."""
+from __future__ import annotations
+
+import sympy
+
+from compiler.codegen.plan import STRATEGIES, KernelPlan, NodeBody, PlanContext, PlanError
+from compiler.ir import IndexValue, Load, walk
+
+
+class PlanVerifier:
+    """Verifies one kernel's plan pass after pass; bodies whose symbols were checked are not checked again."""
+
+    def __init__(self, ctx: PlanContext):
+        self.ctx = ctx
+        self._checked: set[tuple[int, int]] = set()
+
+    def check(self, plan: KernelPlan, pass_name: str) -> None:
+        problem = next((p for p in self.problems(plan) if p), None)
+        if problem:
+            raise PlanError(plan.kernel, pass_name, problem)
+
+    def problems(self, plan: KernelPlan):
+        """Each inconsistency found (generated lazily: the first one is reported)."""
+        ctx, nest = self.ctx, plan.nest
+        nodes = {n.name: n for n in ctx.kernel.nodes}
+        yield "" if len(nest.vars) == len(nest.sizes) else \
+            f"{len(nest.vars)} outer loop variables for {len(nest.sizes)} sizes"
+        yield "" if not plan.bodies or len(plan.bodies) == len(nodes) else \
+            f"{len(plan.bodies)} node bodies for {len(nodes)} nodes"
+        yield "" if plan.strategy in ("", *STRATEGIES) else f"unknown strategy {plan.strategy!r}"
+        nest_only = [what for what, value in (("streamed stores", plan.streamed), ("a row prefetch", plan.row_prefetch.targets),
+                                              ("a deferred pass", plan.deferred), ("sibling loops", plan.pairs))
+                     if value]
+        yield f"{nest_only[0]} in a {plan.strategy} strategy" if nest_only and plan.strategy != "nest" else ""
+        yield "" if plan.column_phases is None or plan.strategy == "column" else "column phases outside a column strategy"
+        for name in sorted(plan.streamed):
+            if name not in nodes or name not in ctx.kernel.unread_outputs or name in ctx.locals:
+                yield f"streamed node {name} is not an output of the kernel"
+        yield from self._prefetch(plan, list(nodes))
+        d = plan.deferred
+        if d is not None:
+            yield "" if plan.row_prefetch.into else f"deferred pass of {d.node.name} without a row prefetch by lines"
+            yield "" if d.node.name in plan.streamed else f"deferred pass of {d.node.name}, which does not stream"
+        for name in plan.pairs:
+            yield "" if name in nodes else f"sibling loops of unknown node {name}"
+        for name in plan.reduction_loops:
+            yield "" if name in nodes and nodes[name].reduction_type else f"a reduction loop for {name}, not a reduction"
+        outer = set(nest.vars) | set(ctx.sizes)
+        for n, b in zip(ctx.kernel.nodes, plan.bodies):
+            yield self._unknown_symbols(n.name, b, outer | set(b.inner[0]) | set(b.red[0]))
+
+    def _prefetch(self, plan: KernelPlan, names: list[str]):
+        pf = plan.row_prefetch
+        if not pf.targets:
+            yield "" if not pf.into and pf.after < 0 else "a row prefetch without targets"
+            return
+        yield "" if bool(pf.into) != (pf.after >= 0) else "a row prefetch both by lines and after a pass, or neither"
+        yield "" if not pf.into or pf.into in names else f"row prefetch into unknown node {pf.into}"
+        yield "" if pf.after < len(names) else f"row prefetch after node {pf.after} of {len(names)}"
+        yield "" if plan.nest.vars and pf.row == plan.nest.vars[-1].name else \
+            f"row prefetch over {pf.row}, not the last outer loop"
+
+    def _unknown_symbols(self, name: str, b: NodeBody, known: set[sympy.Symbol]) -> str:
+        key = (id(b.body), id(b.store))
+        if key in self._checked:
+            return ""
+        found = set(sympy.sympify(b.store).free_symbols)
+        for e in walk(b.body):
+            if isinstance(e, Load):
+                found |= self.ctx.flat(e).free_symbols
+            elif isinstance(e, IndexValue):
+                found |= sympy.sympify(e.expr).free_symbols
+        unknown = sorted(s.name for s in found - known)
+        if unknown:
+            return f"body of {name} refers to unknown variables {', '.join(unknown)}"
+        self._checked.add(key)
+        return ""
