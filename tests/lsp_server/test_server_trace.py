@@ -94,6 +94,20 @@ async def growing_client(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
+async def wait_for_compile(client: LanguageClient, script: Path, function: str, compile_id: str,
+                           timeout: float = 30.0) -> dict:
+    """Poll kernelLens.listCompiles until the index holds `function`'s compile `compile_id`."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        compiles = await client.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="kernelLens.listCompiles", arguments=[{"uri": script.as_uri()}]))
+        found = next((c for c in compiles or [] if (c["function"], c["compile_id"]) == (function, compile_id)), None)
+        if found is not None:
+            return found
+        assert asyncio.get_running_loop().time() < deadline, f"no compile {compile_id} of {function}: {compiles}"
+        await asyncio.sleep(0.02)
+
+
 async def test_growing_log_in_a_trace_dirs_folder_is_read_as_it_grows(growing_client: LanguageClient,
                                                                        tmp_path: Path):
     workspace = tmp_path / "ws"
@@ -104,7 +118,11 @@ async def test_growing_log_in_a_trace_dirs_folder_is_read_as_it_grows(growing_cl
     log = tmp_path / "elsewhere" / "dedicated_log_torch_trace_live.log"
     log.parent.mkdir()
     log.write_text("".join(framed[:cut]) + framed[cut][:40])  # ends inside the graph-break record
-    await asyncio.sleep(0.5)
+    # the server has read the log's first piece once it knows the compile that piece starts (its dynamo_start)
+    await wait_for_compile(growing_client, script, "branchy", "0/0")
+    breaks = await growing_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        command="kernelLens.listGraphBreaks", arguments=[{"uri": script.as_uri()}]))
+    assert breaks == {"graph_breaks": []}  # the half-written record is not read as a break (the index says so)
     assert not by_code(growing_client.diagnostics.get(script.as_uri(), []), "graph-break")
     with log.open("a") as f:
         f.write(framed[cut][40:] + "".join(framed[cut + 1:]))
