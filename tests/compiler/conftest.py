@@ -95,3 +95,16 @@ def build_cache(tmp_path, monkeypatch):
     monkeypatch.setattr(config.cpp, "precompiled_header", True)
     monkeypatch.setattr(config.cpp, "prebuilt_objects", True)
     return tmp_path
+
+
+def kernel_plans(graph_dir: pathlib.Path):
+    """The graph's kernel_plans.json (lens_format.kernel_plans.KernelPlansFile) as the compile wrote it."""
+    from lens_format.kernel_plans import read_kernel_plans
+    return read_kernel_plans(pathlib.Path(graph_dir) / "kernel_plans.json")
+
+
+def only_plan(graph_dir: pathlib.Path):
+    """The plan of the graph's one generated kernel (its generic plan when it has size variants)."""
+    plans = [k for k in kernel_plans(graph_dir).kernels if not k.size_variant]
+    assert len(plans) == 1, [k.kernel for k in plans]
+    return plans[0]

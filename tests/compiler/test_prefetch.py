@@ -9,7 +9,7 @@ import torch
 from compiler import config
 from compiler.codegen.cpp_ops import PRELUDE_END
 from compiler.codegen.prefetch import _dense_row
-from tests.compiler.conftest import assert_same, compile_with_debug
+from tests.compiler.conftest import assert_same, compile_with_debug, only_plan
 
 PREFETCH = re.compile(r"__builtin_prefetch\((\w+) \+ (.*?) \+ pf, 0, 3\)")  # the whole row at once
 LINE_PREFETCH = re.compile(r"__builtin_prefetch\((\w+) \+ (.*?) \+ (\w+_base), 0, 3\)")  # a line per block
@@ -26,6 +26,11 @@ def kernel_code(tmp_path, fn, *args) -> str:
 
 def test_softmax_asks_for_the_next_row_one_line_per_block_of_its_exp_pass(tmp_path):
     code = kernel_code(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
+    (graph,) = tmp_path.glob("run_*/lens/graph_*")
+    plan = only_plan(graph)  # planned: a line per block of the exp pass (buf1, with the sum), not a burst
+    assert plan.row_prefetch == "buf1"
+    assert [(d.subject, d.choice) for d in plan.decisions if d.pass_name == "row prefetch"] == \
+        [("buf1", "a line per block of its pass")]
     assert LINE_PREFETCH.findall(code) == [("in_ptr0", "1024*x0 + 1024", "x1_1_base")]
     assert "if (x0 + 1 < 64) { __builtin_prefetch(" in code and not PREFETCH.findall(code)  # no burst
     first_pass, prefetch, exp = code.index("max_propagate_nan"), code.index("__builtin_prefetch"), code.index("lens_exp_lanes<16>(")

@@ -7,7 +7,7 @@ import torch
 
 from compiler import config
 from compiler.codegen.cpp_ops import PRELUDE_END
-from tests.compiler.conftest import assert_same, compile_with_debug
+from tests.compiler.conftest import assert_same, compile_with_debug, only_plan
 
 
 def kernels(tmp_path, fn, *args) -> str:
@@ -26,7 +26,11 @@ def test_softmax_sums_its_exponentials_in_the_loop_that_computes_them(tmp_path, 
     code = kernels(tmp_path, lambda x: torch.softmax(x, -1), torch.randn(64, 1024))
     (body,) = loop_bodies(code)
     assert "lens_exp(" in body and "buf1_local[x1_1] = " in body and re.search(r"buf2_local = buf2_local \+ ", body)
-    assert "for (int64_t r2_0" not in code  # no loop of its own for the sum
+    (graph,) = tmp_path.glob("run_*/lens/graph_*")
+    plan = only_plan(graph)  # planned: the sum (buf2) in the loop of the exps it reads (buf1), no loop of its own
+    assert [(d.subject, d.choice) for d in plan.decisions if d.pass_name == "sibling loops"] == \
+        [("buf1", "one loop with buf2")]
+    assert "buf2" not in [d.subject for d in plan.decisions if d.pass_name == "vectorize"]
 
 
 def test_the_fused_loop_by_lines_when_it_prefetches_the_next_row(tmp_path):

@@ -14,7 +14,7 @@ from compiler.codegen.streaming import line_aligned
 from compiler.machine.build import build_shared_library
 from compiler.ir import ComputedBuffer, Constant, Layout, Load, Op, index_vars
 from compiler.scheduler import FusedKernel
-from tests.compiler.conftest import assert_same, compile_with_debug
+from tests.compiler.conftest import assert_same, compile_with_debug, kernel_plans, only_plan
 
 
 def kernels(tmp_path, fn, *args) -> str:
@@ -25,7 +25,8 @@ def kernels(tmp_path, fn, *args) -> str:
 def test_softmax_output_rows_stream_and_each_thread_fences(tmp_path, stream_everything):
     x = torch.randn(64, 1024)
     code = kernels(tmp_path, lambda x: torch.softmax(x, -1), x)
-    assert "lens_stream_line(out_ptr0 + 1024*x0 + x3_1_base, buf3_line);" in code
+    assert only_plan(last_graph(tmp_path)).streamed == ("buf3",)  # the output; the locals store plainly
+    assert "lens_stream_line(out_ptr0 + " in code
     assert code.index("#pragma omp parallel\n") < code.index("#pragma omp for nowait") < code.index("lens_sfence();")
     assert_same(lambda x: torch.softmax(x, -1), x)
 
@@ -55,17 +56,30 @@ def test_small_outputs_intermediates_and_outputs_read_again_are_stored_plainly(t
     monkeypatch.setattr(config.cpp, "streaming_store_min_bytes", 1 << 20)
     x = torch.randn(64, 1024)  # 256 KiB: under the threshold
     assert "lens_stream_line(out" not in kernels(tmp_path, lambda x: x * 2, x)
+    assert "under config.cpp.streaming_store_min_bytes" in _streaming_reason(tmp_path, "buf0")
     monkeypatch.setattr(config.cpp, "streaming_store_min_bytes", 0)
     w = torch.randn(1024, 8)
     code = kernels(tmp_path, lambda x, w: (x * 2) @ w, x, w)  # x * 2 is read back by the mm
     assert "lens_stream_line(out" not in code
+    assert _streaming_reason(tmp_path, "buf0") == "not a graph output, or read again after the kernel"
 
     def exp_and_sum(x):
         e = torch.exp(x)
         return e, e.sum(-1)  # e: read again by the sum
     assert "lens_stream_line(out" not in kernels(tmp_path, exp_and_sum, x)
+    assert _streaming_reason(tmp_path, "buf0") == "not a graph output, or read again after the kernel"
     monkeypatch.setattr(config.cpp, "streaming_stores", False)
     assert "lens_stream_line(out" not in kernels(tmp_path, lambda x: x * 2, x)
+
+
+def last_graph(tmp_path):
+    return sorted(tmp_path.glob("run_*/lens/graph_*"), key=lambda p: int(p.name.split("_")[1]))[-1]
+
+
+def _streaming_reason(tmp_path, node: str) -> str:
+    """Why the streaming pass left `node` of the last graph's kernels to plain stores (its kernel_plans.json)."""
+    plans = kernel_plans(last_graph(tmp_path)).kernels
+    return next(d.reason for p in plans for d in p.decisions if d.pass_name == "streaming" and d.subject == node)
 
 
 def test_rows_that_do_not_start_on_a_line_peel_their_head_and_stream_whole_lines(tmp_path, stream_everything):
