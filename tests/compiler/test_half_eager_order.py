@@ -31,6 +31,19 @@ def test_addcmul_is_eagers_fused_multiply_add(dtype, shape, value, tmp_path):
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_addcdiv_with_a_value_is_dynamos_rewrite(dtype, tmp_path, monkeypatch):
+    """torch.addcdiv(..., value=v) reaches every backend as div, mul, add (Dynamo's handle_addcdiv): with each half
+    op rounded (emulate_precision_casts) lens computes what aot_eager computes, whatever eager's kernel gives (the
+    OpInfo half sweep's addcdiv samples with a value differ from eager for every backend, not for lens alone)."""
+    monkeypatch.setattr(config, "emulate_precision_casts", True)
+    x, a, b = (_randn((5, 5, 5), dtype, seed) for seed in range(3))
+    fn = lambda x, a, b: torch.addcdiv(x, a, b, value=3.14)  # noqa: E731
+    out, _, _ = _compiled(tmp_path, fn, x, a, b)
+    torch._dynamo.reset()
+    assert torch.equal(out, torch.compile(fn, backend="aot_eager")(x, a, b))
+
+
+@pytest.mark.parametrize("dtype", HALF, ids=str)
 @pytest.mark.parametrize("shape", [(64, 1), (7, 3, 1), (48, 40), (8, 1024)], ids=str)
 @pytest.mark.parametrize("affine", [False, True])
 def test_layer_norm_of_rows_at_their_mean_is_eagers(dtype, shape, affine, tmp_path):
