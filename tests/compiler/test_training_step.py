@@ -82,12 +82,12 @@ def _lens_frames_traced() -> list[str]:
         str(k) for k in counters["recompiles"] if "compiler/" in str(k)]
 
 
-WHOLE_STEP = textwrap.dedent("""
+# a whole step in one compiled function, as the issue's user wrote it ({momentum}: the optimizer's extra argument)
+STEP_PROGRAM = textwrap.dedent("""
     import torch
-    from compiler import frontend
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1{momentum})
 
     @torch.compile(backend="lens")
     def step(x, y):
@@ -98,11 +98,15 @@ WHOLE_STEP = textwrap.dedent("""
         return loss
 
     x, y = torch.randn(8, 16), torch.randn(8, 4)
+""")
+WHOLE_STEP = STEP_PROGRAM.format(momentum="") + textwrap.dedent("""
+    from compiler import frontend
     losses = [float(step(x, y).detach()) for _ in range(4)]
     assert losses == sorted(losses, reverse=True), losses
     ids = [g.graph_id for g in frontend.COMPILED]
     print("OK", len(ids), losses)
 """)
+
 
 
 def test_whole_training_step_in_one_compiled_function_finishes():
@@ -165,21 +169,7 @@ def test_optimizer_step_compiled_on_its_own_matches_eager_and_compiles_each_grap
     assert not _lens_frames_traced()
 
 
-UNDER_THE_CLI = textwrap.dedent("""
-    import torch
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-
-    @torch.compile(backend="lens")
-    def step(x, y):
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        return loss
-
-    x, y = torch.randn(8, 16), torch.randn(8, 4)
+UNDER_THE_CLI = STEP_PROGRAM.format(momentum=", momentum=0.9") + textwrap.dedent("""
     print("LOSSES", [round(float(step(x, y).detach()), 6) for _ in range(4)])
 """)
 
