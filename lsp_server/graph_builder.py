@@ -1,21 +1,20 @@
 """Builds one index `Graph` from a graph folder's parsed files: ours (`lens/`) or real Inductor's."""
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any, Callable
 
 from .benchmark_profile import benchmark_profile
 from .why_records import graph_why
-from .model import FxNode, Graph, Kernel, KernelLine, SourceLocation
+from .model import FxNode, Graph, Kernel, KernelLine, SourceLocation, normalize_path
 from .parsers import PARSERS, ParseError, UnsupportedVersionError
 from .parsers.fx_graph_readable import ReadableGraph, op_name
 from .parsers.inductor_benchmark import BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_FILE, BenchmarkOutput, ChromeTrace
 from .parsers.compile_error import CompileError
 from lens_format.jsonio import SourceRef
 from .parsers.kernel_map import KernelMap
-from .parsers.output_code import CodeKernel, OutputCode
+from .parsers.output_code import CodeKernel, OutputCode, cpp_loops
 from .parsers.profile import GraphProfile
 from .parsers.provenance import ProvenanceMap
 
@@ -25,10 +24,6 @@ KIND_BY_PREFIX: list[tuple[str, str | None]] = [
     ("triton_tem_", "template"), ("extern_kernels.", "extern"), ("cpp_", None),
 ]
 REDUCTION_MARKERS = ("tmp_acc", "reduce")
-
-
-def normalize_path(file: str) -> str:
-    return os.path.normpath(os.path.abspath(file))
 
 
 def to_location(ref: SourceRef | None) -> SourceLocation | None:
@@ -77,6 +72,9 @@ def build_graph(graph: Graph) -> bool:
     elif output is not None:
         provenance: ProvenanceMap | None = files.parse("inductor_provenance_tracking_node_mappings.json")
         graph.kernels = kernels_from_output_code(output, provenance, graph)
+    for kernel in graph.kernels:  # the loops around a line g++ left scalar (hover), found once here
+        if kernel.language == "cpp":
+            kernel.loops = cpp_loops(graph.output_code_lines, kernel.start_line, kernel.end_line)
     if graph.direction is None:  # real Inductor: model__0_backward_3.1
         found = re.search(r"_(forward|backward|inference)_", graph.path.name)
         graph.direction = found.group(1) if found else None

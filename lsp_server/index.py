@@ -11,9 +11,10 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .graph_builder import normalize_path
+from .parsers.torch_trace_compiles import resumed_function
 from .parsers.why import WhyRecord
-from .model import FxNode, Graph, Kernel, KernelLine, Run, SourceLocation, TraceFacts, TraceFunction, compile_order
+from .model import (FxNode, Graph, Kernel, KernelLine, Run, SourceLocation, TraceFacts, TraceFunction, compile_order,
+                    normalize_path)
 
 SourceKey = tuple[str, int]
 
@@ -51,6 +52,8 @@ class FunctionGraph:
     native: list[str]  # computed by generated kernels
     aten: list[str]  # run as ATen calls (extern kernels)
     eager: str | None  # why the whole graph runs eagerly (no generated code), when it does
+    function: str = ""  # the user's function (Dynamo's continuation `torch_dynamo_resume_in_f_at_N` is f's code…)
+    resumed_after: int | None = None  # …after its graph break at line N)
 
 
 @dataclass
@@ -94,7 +97,10 @@ def function_graphs(graph: Graph) -> dict[tuple[str, str], FunctionGraph]:
     found: dict[tuple[str, str], FunctionGraph] = {}
     for node in graph.nodes.values():
         for frame in node.frames:
-            entry = found.setdefault((frame.file, frame.function), FunctionGraph(graph, [], [], graph.eager_reason))
+            entry = found.get((frame.file, frame.function))
+            if entry is None:
+                entry = found[frame.file, frame.function] = FunctionGraph(graph, [], [], graph.eager_reason,
+                                                                          *resumed_function(frame.function))
             for names, kind in ((entry.native, native), (entry.aten, extern)):
                 if node.name in kind and node.name not in names:
                     names.append(node.name)

@@ -1,7 +1,9 @@
 """The index's data model: runs → graphs → kernels → generated lines → FX nodes → source locations, and
-what structured traces say about the user's functions (TraceFacts)."""
+what structured traces say about the user's functions (TraceFacts). The parsed records the index holds as they
+were read (a profile, a why-record, a trace finding…) are re-exported here: features import them from here."""
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -12,7 +14,9 @@ from lens_format.jsonio import SourceRef
 from .parsers.accuracy import AccuracyReport
 from .parsers.compile_error import CompileError
 from .parsers.dynamo_guards import DynamoGuard
+from .parsers.guard_words import SizeGuard
 from .parsers.notes import GraphNotes
+from .parsers.output_code import CodeLoop
 from .parsers.profile import GraphProfile
 from .parsers.symbols import ShapeSymbol
 from .parsers.torch_trace_findings import TraceDiagnostic
@@ -21,6 +25,11 @@ from .parsers.why import WhyRecord
 
 # A user source line: the format's one location type; in the index `file` is an absolute, normalised path.
 SourceLocation = SourceRef
+
+
+def normalize_path(file: str) -> str:
+    """A path as the index keys files: absolute, normalised."""
+    return os.path.normpath(os.path.abspath(file))
 
 
 @dataclass
@@ -53,6 +62,11 @@ class Kernel:
     time_ms: float | None = None
     percent: float | None = None
     calls: int | None = None
+    loops: list[CodeLoop] = field(default_factory=list)  # a C++ kernel's braced `for` loops
+
+    def loops_around(self, line: int) -> list[int]:
+        """The header lines of the kernel's `for` loops whose body holds `line`."""
+        return [loop.header for loop in self.loops if loop.opened < line <= loop.last]
 
 
 @dataclass
@@ -174,11 +188,12 @@ class CompileFact:
     status: str  # compiled | failed | no graph
     graph_breaks: int
     recompile_reasons: tuple[str, ...] = ()  # plain words (parsers/guard_words.py)
-    failed_guards: tuple[str, ...] = ()  # the same guards as Dynamo wrote them (the mark_dynamic quick fix reads them)
+    failed_guards: tuple[str, ...] = ()  # the same guards as Dynamo wrote them
     config: tuple[tuple[str, object], ...] = ()  # torch.compiler.config's set values (compilation_metrics)
     breaks: tuple[tuple[str, int, str], ...] = ()  # (file, line, reason) of each graph break the compile hit
     guard_list: tuple[CompileGuard, ...] = ()  # the guards themselves (dynamo_cpp_guards_str), in Dynamo's order
     causes: tuple[RecompileCause, ...] = ()  # recompile_reasons with the cache entry and the guard each quotes
+    size_guards: tuple[SizeGuard, ...] = ()  # the failed guards that specialized a parameter's size (mark_dynamic)
 
 
 @dataclass

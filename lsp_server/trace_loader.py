@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .compile_guards import compile_guards, recompile_causes
-from .graph_builder import normalize_path
-from .model import CompileFact, Run, TraceFacts, TraceFunction
-from .parsers.guard_words import plain_words
+from .model import CompileFact, Run, TraceFacts, TraceFunction, normalize_path
+from .parsers.guard_words import plain_words, size_guards
 from .parsers.torch_trace import StackFrame, find_trace_logs
 from .parsers.torch_trace_compiles import FrameCompile
 from .parsers.torch_trace_dir import TraceDirectory
@@ -82,7 +81,8 @@ def compile_fact(f: FunctionSummary, fc: FrameCompile) -> CompileFact:
                        tuple(g.reason for g in fc.recompile_reasons), tuple(sorted(fc.config.items())),
                        tuple((normalize_path(gb.file or f.file), gb.line or f.def_line, gb.reason)
                              for gb in fc.graph_breaks),
-                       compile_guards(fc, f.compiles), recompile_causes(fc, f.compiles))
+                       compile_guards(fc, f.compiles), recompile_causes(fc, f.compiles),
+                       tuple(size_guards([g.reason for g in fc.recompile_reasons])))
 
 
 def current_facts(summary: TraceSummary) -> TraceFacts:

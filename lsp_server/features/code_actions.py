@@ -10,7 +10,7 @@ from typing import Any
 from lsprotocol import types
 
 from ..index import Index
-from ..parsers.torch_trace_findings import TraceDiagnostic
+from ..model import TraceDiagnostic
 from .failsafe import failsafe
 from .lookup import document_lines, path_of
 from .mark_dynamic import mark_dynamic_fixes

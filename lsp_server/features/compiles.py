@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..index import Index
+from ..index import FunctionGraph, Index
 from ..json_answer import JsonAnswer
-from ..model import CompileFact, Graph
-from ..parsers.torch_trace_compiles import resumed_function
+from ..model import CompileFact
 from .commands import first_argument
 from .compile_sites import compile_sites
 from .failsafe import failsafe
@@ -48,12 +47,13 @@ GRAPH_STATUS = {"ok": "compiled", "compile_error": "failed", "eager": "ran eager
                 "accuracy_error": "compiled, differs from eager"}
 
 
-def graph_json(server: Any, graph: Graph, file: str, function: str, ops: int) -> dict[str, Any]:
+def graph_json(server: Any, entry: FunctionGraph, file: str, frame_function: str) -> dict[str, Any]:
     """One of our debug directory's graphs as a compile (Dynamo's ids and guards are not in the folder)."""
+    graph, ops = entry.graph, len(entry.native) + len(entry.aten)
     first = min((frame.line for node in graph.nodes.values() for frame in node.frames
-                 if (frame.file, frame.function) == (file, function)), default=1)
+                 if (frame.file, frame.function) == (file, frame_function)), default=1)
     # Dynamo's continuation after a graph break is the user's function from that line on.
-    function, resumed_at = resumed_function(function)
+    function, resumed_at = entry.function, entry.resumed_after
     def_line = def_line_above(server, uri_of(file), function, first) or first
     label = function if resumed_at is None else f"{function} (after the graph break at line {resumed_at})"
     return {"function": label, "compile_id": graph.id, "rank": None, "uri": uri_of(file), "def_line": def_line - 1,
@@ -74,7 +74,7 @@ def list_compiles(server: Any, index: Index, uri: str | None) -> list[dict[str, 
                               tuple(int(p) if p.isdigit() else 0 for p in c.compile_id.split("/"))))
     view = index.view_for_file(wanted) if wanted else index.views.get(index.current_run_id() or "")
     graphs = [] if view is None else [
-        graph_json(server, entry.graph, file, function, len(entry.native) + len(entry.aten))
+        graph_json(server, entry, file, function)
         for (file, function), entries in sorted(view.graphs_by_function.items())
         if wanted is None or file == wanted for entry in entries if view.run.kind != "trace"]
     return [compile_json(server, c) for c in found] + graphs

@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from ..index import FunctionGraph, KernelRef
-from ..model import FxNode, Graph, Kernel, SourceLocation, TraceFunction
-from ..parsers.torch_trace_findings import TraceDiagnostic
+from ..model import FxNode, Graph, Kernel, SourceLocation, TraceDiagnostic, TraceFunction
 from .lookup import uri_of
 
 FENCE_LANGUAGE = {"cpp": "cpp", "triton": "python", "python": "python"}

@@ -14,9 +14,8 @@ from typing import Any, Callable
 
 from lsprotocol import types
 
-from ..graph_builder import normalize_path
 from ..index import Index
-from ..model import Graph, Run, SourceLocation
+from ..model import Graph, Run, SourceLocation, normalize_path
 from .lookup import def_line_above, uri_of
 from .trace_diagnostics import trace_diagnostics_by_uri
 

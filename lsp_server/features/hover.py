@@ -133,7 +133,7 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
         label = f", {direction(graph)}" if direction(graph) else ""
         parts.append(f"`{kernel.name}` ({kernel.kind}{label}{timing}, nodes {', '.join(hit.nodes)}): {links}\n"
                      f"```{'cpp' if kernel.language == 'cpp' else 'python'}\n{code}\n```")
-        scalar = not_vectorized_block(graph, kernel, _loop_lines(graph, kernel, hit.generated_lines))
+        scalar = not_vectorized_block(graph, kernel, _loop_lines(kernel, hit.generated_lines))
         if scalar:
             parts.append(scalar)
     if why:
@@ -145,18 +145,9 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
     return "\n\n".join(parts)
 
 
-def _loop_lines(graph, kernel, lines: list[int]) -> list[int]:
+def _loop_lines(kernel, lines: list[int]) -> list[int]:
     """The generated lines and the `for` lines enclosing them within the kernel (g++ reports loops there)."""
-    out = set(lines)
-    for n in lines:
-        depth = 0
-        for k in range(n - 1, kernel.start_line - 1, -1):
-            text = graph.code_line(k).strip()
-            depth += text.count("}") - text.count("{")
-            if text.startswith("for ") and depth < 0:
-                out.add(k)
-                depth = 0
-    return sorted(out)
+    return sorted(set(lines).union(*(kernel.loops_around(n) for n in lines)))
 
 
 def register(server: Any) -> None:

@@ -9,40 +9,14 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from lsprotocol import types
 
 from ..index import Index
-from ..model import CompileFact
+from ..model import CompileFact, SizeGuard
 from .compile_sites import compile_sites
 from .lookup import MAX_DECORATOR_LINES, document_lines, path_of, uri_of
-
-SIZE_GUARDS = (re.compile(r"tensor '(?:L\[')?(?P<name>\w+)(?:'\])?' size mismatch at index (?P<dim>\d+)"),
-               re.compile(r"\bL\['(?P<name>\w+)'\]\.size\(\)\[(?P<dim>\d+)\]"))
-
-
-@dataclass(frozen=True)
-class SizeGuard:
-    """A failed guard that specialized dimension `dim` of the compiled function's parameter `name`."""
-
-    name: str
-    dim: int
-
-
-def size_guards(reasons: Sequence[str]) -> list[SizeGuard]:
-    found: list[SizeGuard] = []
-    for reason in reasons:
-        for pattern in SIZE_GUARDS:
-            match = pattern.search(reason)
-            if match:
-                guard = SizeGuard(match["name"], int(match["dim"]))
-                if guard not in found:
-                    found.append(guard)
-                break
-    return found
-
 
 def parameters(lines: Sequence[str], def_line: int, function: str) -> list[str] | None:
     """The positional parameters of `def function(` at or just below `def_line` (1-based; decorators first)."""
@@ -173,7 +147,7 @@ def mark_dynamic_fixes(server: Any, index: Index, uri: str, rng: types.Range,
         on_range = fact.file == path and rng.start.line <= fact.def_line - 1 <= rng.end.line
         if not on_range or (fact.def_line, fact.function) in done:
             continue
-        guards = size_guards(fact.failed_guards)
+        guards = list(fact.size_guards)
         params = parameters(document_lines(server, uri), fact.def_line, fact.function) if guards else None
         call = first_call(server, index, fact, uri) if params else None
         if not guards or params is None or call is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from ..index import Index
-from ..parsers.torch_trace_findings import TraceDiagnostic
+from ..model import TraceDiagnostic
 from ..settings import Settings
 from .lookup import uri_of
 

@@ -3,7 +3,7 @@ and the dynamic sizes of a function's graphs (symbols.json)."""
 from __future__ import annotations
 
 from ..index import FunctionGraph, WhyHit
-from ..parsers.symbols import ShapeSymbol
+from ..model import ShapeSymbol
 
 TITLES = {"aten_call": "ATen call", "not_fused": "not fused", "not_vectorized": "not vectorized",
           "eager_graph": "runs eagerly"}

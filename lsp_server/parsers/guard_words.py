@@ -1,10 +1,12 @@
 """Dynamo's failed-guard text (`tensor 'x' size mismatch at index 0. expected 8, actual 12`) in plain words for
 people ("`x`'s dimension 0 changed: compiled for 8, called with 12"). A table of patterns; text no pattern
-knows is returned as it is."""
+knows is returned as it is. Also which failed guards specialized a parameter's size (`size_guards`: the
+mark_dynamic quick fix)."""
 from __future__ import annotations
 
 import re
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Sequence
 
 _NAME = r"(?:L\[')?(?P<name>[^'\]\s]+)(?:'\])?"
 
@@ -42,3 +44,29 @@ def plain_words(reason: str) -> str:
         if found:
             return words(found)
     return text
+
+
+SIZE_GUARDS = (re.compile(r"tensor '(?:L\[')?(?P<name>\w+)(?:'\])?' size mismatch at index (?P<dim>\d+)"),
+               re.compile(r"\bL\['(?P<name>\w+)'\]\.size\(\)\[(?P<dim>\d+)\]"))
+
+
+@dataclass(frozen=True)
+class SizeGuard:
+    """A failed guard that specialized dimension `dim` of the compiled function's parameter `name`."""
+
+    name: str
+    dim: int
+
+
+def size_guards(reasons: Sequence[str]) -> list[SizeGuard]:
+    """The size specializations among Dynamo's failed guards, each once, in order."""
+    found: list[SizeGuard] = []
+    for reason in reasons:
+        for pattern in SIZE_GUARDS:
+            match = pattern.search(reason)
+            if match:
+                guard = SizeGuard(match["name"], int(match["dim"]))
+                if guard not in found:
+                    found.append(guard)
+                break
+    return found

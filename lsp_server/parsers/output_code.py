@@ -22,6 +22,8 @@ NODE_TO_ATEN = re.compile(r"^\s*#\s+(?P<node>\w+) => (?P<aten>[\w, ]+)$")
 CALL_DEF = re.compile(r"^\s*def call\(")
 MAX_LINES_TO_LAUNCH = 5
 LAUNCH = re.compile(r"^\s*(?P<callee>extern_kernels\.\w+|[A-Za-z_]\w*)(?:\.run)?\(")
+CPP_FOR = re.compile(r"^for\s*\(")
+BRACE = re.compile(r"[{}]")
 
 
 @dataclass
@@ -42,6 +44,15 @@ class CodeKernel:
     source_nodes: list[str] = field(default_factory=list)
     original_aten: list[str] = field(default_factory=list)
     fx_marks: list[FxLineMark] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CodeLoop:
+    """A C++ `for` loop: its header line, the line opening its body's `{` and the line closing it (1-based)."""
+
+    header: int
+    opened: int
+    last: int
 
 
 @dataclass
@@ -128,3 +139,26 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
             if handle_wait > MAX_LINES_TO_LAUNCH:
                 pending_handle, handle_wait = None, 0
     return OutputCode(path, lines, kernels, launches, call_line)
+
+
+def cpp_loops(lines: list[str], start: int, end: int) -> list[CodeLoop]:
+    """The braced `for` loops of the C++ on lines start..end (1-based), matched by braces: a header's `{` may open
+    on the next line; a loop of one statement without braces has no body lines and is left out."""
+    loops: list[CodeLoop] = []
+    blocks: list[tuple[int | None, int]] = []  # each open `{`: the loop header owning it (None: no loop's), its line
+    header: int | None = None  # a `for` line whose `{` has not opened yet
+    for number in range(max(start, 1), min(end, len(lines)) + 1):
+        text = lines[number - 1].strip()
+        if header is not None and not text.startswith("{"):
+            header = None
+        if CPP_FOR.match(text):
+            header = number
+        for brace in BRACE.findall(text):
+            if brace == "{":
+                blocks.append((header, number))
+                header = None
+            elif blocks:
+                owner, opened = blocks.pop()
+                if owner is not None:
+                    loops.append(CodeLoop(owner, opened, number))
+    return loops

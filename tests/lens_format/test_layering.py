@@ -160,3 +160,30 @@ def test_the_layer_check_finds_an_import_against_the_arrows():
         "compiler.scheduler": ["compiler.tools.accuracy"], "compiler.codegen.wrapper": ["compiler.backend"],
         "compiler.machine.runtime": ["compiler.frontend"], "compiler.machine.build": ["compiler.tools.profiling"],
         "compiler.tools.minifier": ["compiler.cli"]}
+
+
+# lsp_server: features answer from the index; the modules that know a file format are below it
+FORMAT_MODULES = ("lsp_server.parsers", "lens_format")
+
+
+def _feature_violations(edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """feature module -> the format modules it imports (the records it shows come re-exported by `model`)."""
+    found: dict[str, list[str]] = {}
+    for module, targets in edges.items():
+        if module.startswith("lsp_server.features."):
+            bad = sorted(t for t in targets if any(t == p or t.startswith(f"{p}.") for p in FORMAT_MODULES))
+            if bad:
+                found[module] = bad
+    return found
+
+
+def test_features_import_no_parser_and_no_format_module():
+    edges = _module_imports()
+    # the walk saw the features and what they do import: the index and its model
+    assert {"lsp_server.index", "lsp_server.model"} <= edges["lsp_server.features.describe"]
+    assert _feature_violations(edges) == {}
+    assert _feature_violations({"lsp_server.features.hover": {"lsp_server.index", "lsp_server.parsers.output_code"},
+                                "lsp_server.features.compiles": {"lens_format.why", "lsp_server.model"},
+                                "lsp_server.graph_builder": {"lsp_server.parsers.output_code"}}) == {
+        "lsp_server.features.hover": ["lsp_server.parsers.output_code"],
+        "lsp_server.features.compiles": ["lens_format.why"]}

@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest_lsp
-from lsp_workspaces import SERVER, start_session
+from lsp_server.index import build_view
+from lsp_server.run_loader import load_run
+from lsp_workspaces import FIXTURES, SERVER, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from test_diagnostics import wait_for_diagnostics
@@ -74,3 +76,15 @@ async def test_each_compile_carries_its_guards_and_a_recompile_the_guard_that_fa
     assert again["recompile_reasons"] == [again["recompile_causes"][0]["words"]]
     assert not any(g["failed_for"] for g in again["guard_list"])  # nothing recompiled after it
     assert again["guard_list"] and all(c["recompile_causes"] == [] for c in compiles if c["compile_id"].endswith("/0"))
+
+
+def test_a_graph_of_dynamos_continuation_is_its_users_function_after_the_break():
+    """The picker labels a debug-directory graph of `torch_dynamo_resume_in_branchy_at_5` as `branchy` after line 5:
+    the index reads the continuation's name once, when it builds the run's view."""
+    run_dir = next((FIXTURES / "inductor_gpu" / "graph_break" / "torch_compile_debug").glob("run_*"))
+    view = build_view(load_run(run_dir))
+    by_frame = {fn: [(e.graph.id, e.function, e.resumed_after) for e in entries]
+                for (_, fn), entries in view.graphs_by_function.items()}
+    assert by_frame["branchy"] == [("model__0_inference_0.0", "branchy", None)]
+    assert by_frame["torch_dynamo_resume_in_branchy_at_5"] == [("model__1_inference_1.1", "branchy", 5),
+                                                               ("model__2_inference_2.2", "branchy", 5)]

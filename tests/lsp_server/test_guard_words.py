@@ -2,7 +2,7 @@
 pattern knows left as it is."""
 import pytest
 
-from lsp_server.parsers.guard_words import plain_words
+from lsp_server.parsers.guard_words import SizeGuard, plain_words, size_guards
 
 
 @pytest.mark.parametrize("guard, words", [
@@ -20,3 +20,11 @@ from lsp_server.parsers.guard_words import plain_words
 ])
 def test_plain_words(guard: str, words: str) -> None:
     assert plain_words(guard) == words
+
+
+def test_size_guards_are_the_size_specializations_each_once():
+    reasons = ["0/0: tensor 'L['x']' size mismatch at index 0. expected 10, actual 12",
+               "0/1: tensor 'x' size mismatch at index 0. expected 12, actual 14",
+               "0/0: tensor 'y' stride mismatch at index 1. expected 1, actual 8",
+               "0/0: L['w'].size()[1] == 4"]
+    assert size_guards(reasons) == [SizeGuard("x", 0), SizeGuard("w", 1)]

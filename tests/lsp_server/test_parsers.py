@@ -6,13 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
+from lens_foo1_fixture import KERNEL, KERNEL_END, KERNEL_MAX_LINE, code_line
+from lsp_workspaces import LENS_FOO1, OK_RUN
 
 from lsp_server.parsers import UnsupportedVersionError
 from lsp_server.parsers.fx_graph_readable import parse_fx_graph_readable_text
 from lsp_server.parsers.ir_post_fusion import parse_ir_post_fusion_text
 from lsp_server.parsers.kernel_map import parse_kernel_map
-from lsp_server.parsers.output_code import parse_output_code_text
+from lsp_server.parsers.output_code import CodeLoop, cpp_loops, parse_output_code_text
 from lsp_server.parsers.provenance import parse_provenance
+from lsp_server.run_loader import load_run
 
 TRITON_OUTPUT_CODE = """\
 # kernel path: /tmp/torchinductor_root/ab/cabc.py
@@ -56,6 +59,47 @@ def test_output_code_fx_line_marks_annotate_the_next_statement() -> None:
 def test_output_code_unterminated_kernel_ends_at_end_of_file() -> None:
     [kernel] = parse_output_code_text(Path("o.py"), "k = async_compile.cpp_pybinding([], r'''\nint x;\n").kernels
     assert (kernel.start_line, kernel.end_line) == (1, 2)
+
+
+# ours (`for (`, `{` on the next line), real Inductor's (`for(`), a one-line loop, an unbraced one, and a kernel whose
+# size variant is a closed function before it (the loops of `v0` hold none of the kernel's own lines)
+CPP_LOOPS = """\
+void k_v0(long n)
+{
+    for (long x0 = 0; x0 < 4; x0++)
+    {
+        out[x0] = 1;
+    }
+}
+void k(long n)
+{
+    if (n == 4) k_v0(n);
+    #pragma omp parallel for
+    for(long x0=0; x0<n; x0++)
+    {
+        {
+            for (int i = 0; i < 3; i++) { acc += i; }
+            for (int j = 0; j < 3; j++)
+                acc += j;
+            out[x0] = acc;
+        }
+    }
+}
+"""
+
+
+def test_cpp_loops_match_each_for_to_its_braces() -> None:
+    lines = CPP_LOOPS.splitlines()
+    assert cpp_loops(lines, 1, len(lines)) == [CodeLoop(3, 4, 6), CodeLoop(15, 15, 15), CodeLoop(12, 13, 20)]
+    assert cpp_loops(lines, 8, len(lines)) == [CodeLoop(15, 15, 15), CodeLoop(12, 13, 20)]  # the kernel `k` alone
+
+
+def test_the_index_keeps_a_kernels_loops_around_its_lines() -> None:
+    run = load_run(LENS_FOO1 / "runs" / OK_RUN)
+    [kernel] = [k for g in run.graphs for k in g.kernels if k.name == KERNEL]
+    header = code_line("for (int64_t x1 = 0; x1 < 32; x1++)") + 1
+    assert kernel.loops_around(KERNEL_MAX_LINE + 1) == [header]  # hover's "not vectorized" looks there too
+    assert kernel.loops_around(header) == [] and kernel.loops_around(KERNEL_END + 1) == []
 
 
 def test_readable_frames_old_format_and_nodes_without_source() -> None:
