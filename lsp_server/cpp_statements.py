@@ -9,6 +9,7 @@ neighbours, never to the kernel's first node by default.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 TMP_DEFINITION = re.compile(r"\btmp(?P<number>\d+)\s*=(?!=)")
 CALLED = re.compile(r"([A-Za-z_][\w:]*)\s*\(")
@@ -88,3 +89,92 @@ def statement_node(statements: list[str], failing: int, nodes: list[tuple[str, s
     if between:
         return nodes[between[0]][0]
     return nodes[before][0] if before >= 0 else nodes[0][0]
+
+
+# A vectorised loop's tail (`if(C10_UNLIKELY(x0 >= 24992L ...))`) repeats the main loop's statements.
+TAIL = re.compile(r"\bC10_UNLIKELY\s*\(")
+# `float tmp_acc0 = 0;` (a declaration: something before the name), `tmp_acc0_vec = tmp_acc0_vec + tmp0;`
+ACCUMULATOR = re.compile(r"^(?P<declared>.*?)\btmp_acc(?P<number>\d+)(?:_vec|_arr)?\s*=(?!=)")
+REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "mean", "any", "all",
+                        "var", "var_mean", "std", "logsumexp", "norm", "welford_reduce"})
+
+
+@dataclass
+class LoopRun:
+    """The `tmpN = ...` definitions of one loop body (numbering restarts at each), and whether it is a tail."""
+
+    tail: bool
+    statements: list[tuple[int, str]] = field(default_factory=list)
+
+
+def loop_runs(lines: list[str]) -> list[LoopRun]:
+    runs: list[LoopRun] = []
+    last, tail = -1, False
+    for index, text in enumerate(lines):
+        if TAIL.search(text):
+            tail = True
+            continue
+        found = TMP_DEFINITION.search(text)
+        if found is None:
+            continue
+        number = int(found["number"])
+        if not runs or number <= last or tail:
+            runs.append(LoopRun(tail))
+            tail = False
+        last = number
+        runs[-1].statements.append((index, text))
+    return runs
+
+
+def anchor_run(run: LoopRun, nodes: list[tuple[str, str]], allowed: set[int] | None,
+               used: set[int]) -> dict[int, int]:
+    """Statement index -> node position, for the statements whose op names a node; a node another loop
+    already computes is taken only when no other fits (a second `mul` loop is the next mul node)."""
+    anchors: dict[int, int] = {}
+    at = 0
+    for index, text in run.statements:
+        ops = statement_ops(text)
+        matching = [k for k in range(at, len(nodes))
+                    if (allowed is None or k in allowed) and computes(nodes[k][1], ops)]
+        fresh = [k for k in matching if k not in used and k not in anchors.values()]
+        if matching:
+            anchors[index] = at = (fresh or matching)[0]
+    return anchors
+
+
+def accumulator_anchors(lines: list[str], nodes: list[tuple[str, str]]) -> dict[int, int]:
+    """Statement index -> reduction node position for the reduction accumulators' statements: each declaration
+    of a new `tmp_accN` starts the next reduction node; its updates and final combine belong to it."""
+    reductions = [k for k, (_, op) in enumerate(nodes) if op in REDUCTIONS]
+    anchors: dict[int, int] = {}
+    if not reductions:
+        return anchors
+    owner: dict[int, int] = {}
+    picked, last_declared = 0, None
+    for index, text in enumerate(lines):
+        found = ACCUMULATOR.search(text)
+        if found is None:
+            continue
+        number, declared = int(found["number"]), bool(found["declared"].strip())
+        if number not in owner or (declared and last_declared != number):
+            owner[number] = reductions[min(picked, len(reductions) - 1)]
+            picked += 1
+        last_declared = number if declared else None
+        anchors[index] = owner[number]
+    return anchors
+
+
+def statement_nodes(lines: list[str], nodes: list[tuple[str, str]]) -> list[tuple[int, str]]:
+    """(index into `lines`, node name) for each statement of a C++ kernel body that computes one of `nodes`
+    ((name, op) in topological order): op-named `tmpN = ...` definitions loop by loop (a tail loop maps as the
+    loop it repeats) and the reduction accumulators' statements. Loads, constants and stores map to none."""
+    anchors: dict[int, int] = {}
+    used: set[int] = set()
+    previous: set[int] = set()
+    for run in loop_runs(lines):
+        found = anchor_run(run, nodes, previous if run.tail else None, set() if run.tail else used)
+        anchors.update(found)
+        previous = set(found.values())
+        used |= previous
+    anchors.update(accumulator_anchors(lines, nodes))
+    return [(index, nodes[k][0]) for index, k in sorted(anchors.items())]

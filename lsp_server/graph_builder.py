@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .benchmark_profile import benchmark_profile
+from .cpp_statements import statement_nodes
 from .why_records import graph_why
 from .model import FxNode, Graph, Kernel, KernelLine, SourceLocation, normalize_path
 from .parsers import PARSERS, ParseError, UnsupportedVersionError
@@ -235,7 +236,14 @@ def extern_nodes(callee: str, handle: int | None, source_nodes: list[str], prove
 
 
 def lines_by_op_name(output: OutputCode, code: CodeKernel, nodes: list[str], graph: Graph) -> list[KernelLine]:
-    """Inductor maps kernels to nodes, not lines: map a body line to the nodes whose op it calls."""
+    """Inductor maps kernels to nodes, not lines: a C++ body's statements by cpp_statements, else a body line
+    to the nodes whose op it calls."""
+    if code.flavor == "cpp":
+        ordered = sorted((graph.nodes[n] for n in nodes if n in graph.nodes), key=lambda n: n.readable_line or 0)
+        body = output.lines[code.start_line:code.end_line - 1]
+        found = statement_nodes(body, [(n.name, op_name(n.target)) for n in ordered])
+        if found:
+            return [KernelLine(code.start_line + 1 + index, [name]) for index, name in found]
     patterns = []
     for name in nodes:
         node = graph.nodes.get(name)
