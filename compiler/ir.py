@@ -56,6 +56,12 @@ Loader = Callable[[Sequence[sympy.Expr]], Expr]
 ReductionLoader = Callable[[Sequence[sympy.Expr], Sequence[sympy.Expr]], Expr]
 
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
+# torch.special's orthogonal polynomials as `Op`s over (x, n), named as aten's `special_<name>`: lowering makes them,
+# codegen/special_math.py prints them
+POLYNOMIAL_OPS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+                  "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+                  "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+                  "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")
 
 
 def index_vars(n: int, prefix: str = "x") -> list[sympy.Symbol]:

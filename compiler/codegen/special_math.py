@@ -6,7 +6,7 @@ truncated to an integer as eager does.
 """
 from __future__ import annotations
 
-# op name -> C++ format over the operands {x} (the point) and {y} (the degree n)
+# op name (compiler.ir.POLYNOMIAL_OPS) -> C++ format over the operands {x} (the point) and {y} (the degree n)
 POLYNOMIAL_OPS = {
     "chebyshev_polynomial_t": "lens_chebyshev<0, false>({x}, {y})",
     "chebyshev_polynomial_u": "lens_chebyshev<1, false>({x}, {y})",

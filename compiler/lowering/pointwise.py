@@ -11,9 +11,8 @@ import sympy
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from compiler.ir import IndexValue, Op
+from compiler.ir import POLYNOMIAL_OPS, IndexValue, Op
 from compiler.symbols import FloatSize
-from compiler.codegen.special_math import POLYNOMIAL_OPS
 from compiler.lowering.registry import register
 from compiler.lowering.values import (TensorValue, UnsupportedLowering, broadcast_shapes, broadcast_to, cast,
                                       constant, origin, origin_scope)

@@ -2,6 +2,8 @@
 import pytest
 import torch
 
+from compiler import ir
+from compiler.codegen import special_math
 from tests.compiler.conftest import assert_same
 
 FLOATS = [torch.float32, torch.float64]
@@ -135,6 +137,11 @@ POLYNOMIALS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_po
                "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
                "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
                "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"]
+
+
+def test_every_polynomial_lowering_makes_has_its_cpp():
+    # lowering takes the names from the IR (it may not import codegen), codegen prints each
+    assert list(ir.POLYNOMIAL_OPS) == POLYNOMIALS == list(special_math.POLYNOMIAL_OPS)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)

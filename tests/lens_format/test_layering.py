@@ -1,6 +1,7 @@
 """The import graph's arrows (ARCHITECTURE.md): the format package imports nothing of ours, `compiler` and
-`lsp_server` import only it from each other, no modules import each other in a circle, and inside `compiler/` the
-pipeline imports no tool while the machine side imports neither the frontend nor the tools."""
+`lsp_server` import only it from each other, no modules import each other in a circle; inside `compiler/` the
+pipeline imports no tool, the machine side neither the frontend nor the tools, and no stage of the pipeline a later
+one; the server's features import no parser."""
 from __future__ import annotations
 
 import ast
@@ -161,6 +162,59 @@ def test_the_layer_check_finds_an_import_against_the_arrows():
         "compiler.machine.runtime": ["compiler.frontend"], "compiler.machine.build": ["compiler.tools.profiling"],
         "compiler.tools.minifier": ["compiler.cli"]}
 
+
+# the pipeline's stages in the order data moves through them (frontend.compile_to_graph runs one after another); the
+# machine (build, load, run, what the CPU has) is no stage: any may call it, and its own arrows are checked above
+STAGES = {"compiler.decompositions": 0, "compiler.lowering": 1, "compiler.scheduler": 2, "compiler.codegen": 3,
+          "compiler.codegen.wrapper": 4}
+
+
+def _stage(module: str) -> int | None:
+    """A module's stage: that of its longest dotted prefix in STAGES (codegen's wrapper comes after the rest)."""
+    parts = module.split(".")
+    return next((STAGES[p] for p in (".".join(parts[:n]) for n in range(len(parts), 0, -1)) if p in STAGES), None)
+
+
+def _stage_violations(edges: dict[str, set[str]]) -> dict[str, list[str]]:
+    """module -> the stages' modules it imports against the data's direction: a stage's module importing a later
+    stage, or a module the stages share (ir, symbols, why, config…) importing any stage (an arrow through it)."""
+    def is_shared(t: str) -> bool:
+        return t.startswith("compiler") and _stage(t) is None and _role(t) == "pipeline"
+
+    shared = {t for m, ts in edges.items() if _stage(m) is not None for t in ts if is_shared(t)}
+    reached = list(shared)
+    while reached:  # and what those import, in turn
+        for t in edges.get(reached.pop(), ()):
+            if is_shared(t) and t not in shared:
+                shared.add(t)
+                reached.append(t)
+    found: dict[str, list[str]] = {}
+    for module, targets in edges.items():
+        own = _stage(module)
+        if own is not None:
+            bad = {t for t in targets if (s := _stage(t)) is not None and s > own}
+        elif module in shared:
+            bad = {t for t in targets if _stage(t) is not None}
+        else:
+            continue
+        if bad:
+            found[module] = sorted(bad)
+    return found
+
+
+def test_no_stage_of_the_pipeline_imports_a_later_one():
+    edges = _module_imports()
+    # the walk saw arrows back to earlier stages and into the shared modules, which are allowed
+    assert "compiler.scheduler" in edges["compiler.codegen.plan"] and "compiler.ir" in edges["compiler.lowering.graph"]
+    assert "compiler.codegen.cpp" in edges["compiler.codegen.wrapper"]
+    assert _stage_violations(edges) == {}
+    assert _stage_violations({"compiler.lowering.pointwise": {"compiler.codegen.special_math", "compiler.ir"},
+                              "compiler.ir": {"compiler.symbols"}, "compiler.symbols": {"compiler.scheduler"},
+                              "compiler.codegen.cpp": {"compiler.codegen.wrapper", "compiler.scheduler"},
+                              "compiler.codegen.wrapper": {"compiler.codegen.cpp", "compiler.machine.memory"},
+                              "compiler.decompositions": {"compiler.machine.gemm_half"}}) == {
+        "compiler.lowering.pointwise": ["compiler.codegen.special_math"], "compiler.symbols": ["compiler.scheduler"],
+        "compiler.codegen.cpp": ["compiler.codegen.wrapper"]}
 
 # lsp_server: features answer from the index; the modules that know a file format are below it
 FORMAT_MODULES = ("lsp_server.parsers", "lens_format")
