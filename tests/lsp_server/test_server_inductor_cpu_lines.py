@@ -1,6 +1,6 @@
 """Issue 33 items 2 and 3 on a real Inductor C++ (CPU) run profiled with kernel times (tests/fixtures/
-inductor_cpu_lines: `block` became cpp_fused_mul_sin_0, extern mm, cpp_fused_add_div_relu_sum_1; its
-`output_code.py -p` output kept by `kernel-lens profile-inductor`): linked lines both ways, checked against the
+inductor_cpu_lines: `block` became cpp_fused_mul_sin_0, extern mm, cpp_fused_mul_relu_sigmoid_sum_1, with
+vectorised loops and their tails, `mul` in two loops of one kernel; its `output_code.py -p` output kept by `kernel-lens profile-inductor`): linked lines both ways, checked against the
 run's own provenance file, inlay hints with ms and share, line costs splitting a kernel's time, lines by cost."""
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pytest_lsp import LanguageClient
 from trace_workspaces import line_of
 
 CPU_LINES = FIXTURES / "inductor_cpu_lines"
-SIN_KERNEL, FUSED_KERNEL, MM = "cpp_fused_mul_sin_0", "cpp_fused_add_div_relu_sum_1", "extern_kernels.mm"
+SIN_KERNEL, FUSED_KERNEL, MM = "cpp_fused_mul_sin_0", "cpp_fused_mul_relu_sigmoid_sum_1", "extern_kernels.mm"
 READABLE_FILE = re.compile(r"# File: .*prog\.py:(?P<line>\d+) in")
 READABLE_NODE = re.compile(r"^\s*(?P<node>\w+): \"")
 PROFILER_ROW = re.compile(r"^\s*(?:graph_0_)?(?P<name>\S+)\s+(?P<percent>[\d.]+)%\s+(?P<ms>[\d.]+)(?P<unit>ms|s|us)\s")
@@ -91,22 +91,30 @@ async def test_linked_lines_are_the_kernel_statements_of_each_lines_nodes(cpu_cl
     assert linked["source_uri"] == prog.as_uri() and linked["generated_uri"] == output_code.as_uri()
     code = output_code.read_text().splitlines()
     links = {link["source_line"]: link["generated_lines"] for link in linked["links"]}
-    user_lines = ["h = torch.sin(x) * 2.0", "y = h @ w", "z = torch.relu(y) + 1.0", "s = z.sum(dim=1)",
-                  "return z, s / 3.0"]
+    user_lines = ["h = torch.sin(x) * 2.0", "y = h @ w", "z = torch.relu(y) * 1.5", "s = z.sum(dim=1)",
+                  "return z, torch.sigmoid(s) * 2.0"]
     assert sorted(links) == [line_of(prog, text) for text in user_lines]
     assert [link["band"] for link in linked["links"]] == [0, 1, 2, 3, 4]
     text_of = {line: [code[n].strip() for n in numbers] for line, numbers in links.items()}
+    vectorised_and_tail = 2
     assert text_of[line_of(prog, "h = torch.sin")] == [
-        "auto tmp1 = tmp0.sin();", "auto tmp4 = tmp1 * tmp3;", f"{SIN_KERNEL}(arg0_1, buf0)"]
+        "auto tmp1 = tmp0.sin();", "auto tmp4 = tmp1 * tmp3;"] * vectorised_and_tail + [f"{SIN_KERNEL}(arg0_1, buf0)"]
     assert text_of[line_of(prog, "y = h @ w")] == ["extern_kernels.mm(buf0, arg1_1, out=buf1)"]
-    assert text_of[line_of(prog, "z = torch.relu")] == [
-        "auto tmp1 = at::vec::clamp_min(tmp0, decltype(tmp0)(0));", "auto tmp4 = tmp1 + tmp3;",
+    assert text_of[line_of(prog, "z = torch.relu")] == ["auto tmp1 = at::vec::clamp_min(tmp0, decltype(tmp0)(0));",
+                                                        "auto tmp4 = tmp1 * tmp3;"] * vectorised_and_tail + [
         f"{FUSED_KERNEL}(buf2, buf4)"]
     reduction = text_of[line_of(prog, "s = z.sum(dim=1)")]
     assert reduction[:3] == ["float tmp_acc0 = 0;", "at::vec::Vectorized<float> tmp_acc0_vec = "
                              "at::vec::Vectorized<float>(0);", "tmp_acc0_vec = tmp_acc0_vec + tmp0;"]
-    assert reduction[3].startswith("tmp_acc0 = tmp_acc0 + at::vec::vec_reduce_all<float, 1>(")
-    assert text_of[line_of(prog, "return z, s / 3.0")] == ["auto tmp3 = tmp0 / tmp2;", f"{FUSED_KERNEL}(buf2, buf4)"]
+    assert reduction[3].startswith("tmp_acc0_vec = sum_masked_reduce(tmp_acc0_vec, tmp0, ")  # the tail's
+    assert reduction[4].startswith("tmp_acc0 = tmp_acc0 + at::vec::vec_reduce_all<float, 1>(")
+    assert text_of[line_of(prog, "return z, torch.sigmoid")] == [
+        "auto tmp1 = decltype(tmp0)(1)/(decltype(tmp0)(1) + tmp0.neg().exp());",
+        "auto tmp4 = tmp1 * tmp3;"] * vectorised_and_tail + [f"{FUSED_KERNEL}(buf2, buf4)"]
+    # The fused kernel's loops follow its nodes: relu·mul, then the sum, then sigmoid·mul (the second mul).
+    z_line, s_line, r_line = (links[line_of(prog, text)][:-1] for text in ("z = torch.relu", "s = z.sum",
+                                                                           "return z, torch.sigmoid"))
+    assert max(z_line) < min(s_line) and max(s_line) < min(r_line)
     # Every linked kernel statement lies in a kernel whose provenance (the run's own file) lists a node of that line.
     provenance = json.loads((folder / "inductor_provenance_tracking_node_mappings.json").read_text())["cppCodeToPost"]
     nodes_of = {key.split(":")[0]: nodes for key, nodes in provenance.items()}
@@ -119,7 +127,7 @@ async def test_linked_lines_are_the_kernel_statements_of_each_lines_nodes(cpu_cl
             if kernel is not None:
                 assert source_line + 1 in {line_of_node[node] for node in nodes_of[kernel]}, (source_line, code[number])
                 checked += 1
-    assert checked == 9
+    assert checked == 17
     assert linked["prelude"] == {"start": 0, "end": bodies[SIN_KERNEL].start - 1}
     from_kernel = await command(cpu_client, "kernelLens.linkedLines", {"uri": output_code.as_uri()})
     assert from_kernel["links"] == linked["links"] and from_kernel["source_uri"] == prog.as_uri()
@@ -128,11 +136,11 @@ async def test_linked_lines_are_the_kernel_statements_of_each_lines_nodes(cpu_cl
 async def test_definition_from_a_cpp_statement_goes_to_its_fx_node(cpu_client: LanguageClient, workspace: Path):
     folder = graph_folder(workspace)
     output_code, readable = folder / "output_code.py", folder / "fx_graph_readable.py"
-    statement = line_of(output_code, "auto tmp3 = tmp0 / tmp2;")
+    statement = line_of(output_code, "auto tmp1 = decltype(tmp0)(1)/(")
     found = await cpu_client.text_document_definition_async(types.DefinitionParams(
         types.TextDocumentIdentifier(output_code.as_uri()), types.Position(statement, 30)))
     assert [(loc.uri, loc.range.start.line) for loc in found] == [
-        (readable.as_uri(), line_of(readable, "torch.ops.aten.div.Tensor"))]
+        (readable.as_uri(), line_of(readable, "torch.ops.aten.sigmoid.default"))]
 
 
 async def test_inlay_hints_show_each_lines_share_and_ms(cpu_client: LanguageClient, workspace: Path):
@@ -145,7 +153,7 @@ async def test_inlay_hints_show_each_lines_share_and_ms(cpu_client: LanguageClie
     mm_percent, mm_ms = rows["aten::mm"]
     assert labels[line_of(prog, "y = h @ w")] == f"→ {MM} · {mm_percent:.1f}% · {mm_ms:.3f} ms"
     fused_percent, fused_ms = rows[FUSED_KERNEL]  # split over the three lines it computes
-    for text in ("z = torch.relu", "s = z.sum", "return z, s / 3.0"):
+    for text in ("z = torch.relu", "s = z.sum", "return z, torch.sigmoid"):
         assert labels[line_of(prog, text)] == (f"→ {FUSED_KERNEL} · {fused_percent / 3:.1f}% · "
                                               f"{fused_ms / 3:.3f} ms")
 
@@ -156,7 +164,7 @@ async def test_line_costs_split_each_kernels_time_over_its_lines(cpu_client: Lan
     by_line = {entry["line"]: entry for entry in costs["lines"]}
     assert len(by_line) == 5
     assert [e["percent"] for e in costs["lines"]] == sorted((e["percent"] for e in costs["lines"]), reverse=True)
-    for text in ("z = torch.relu", "s = z.sum", "return z, s / 3.0"):
+    for text in ("z = torch.relu", "s = z.sum", "return z, torch.sigmoid"):
         entry = by_line[line_of(prog, text)]
         (kernel,) = entry["kernels"]
         assert kernel["name"] == FUSED_KERNEL and kernel["lines_sharing"] == 3
@@ -182,7 +190,7 @@ async def test_profile_lists_source_lines_by_cost(cpu_client: LanguageClient, wo
     lines = profile["lines"]
     assert [line["percent"] for line in lines] == sorted((line["percent"] for line in lines), reverse=True)
     by_code = {line["code"]: line for line in lines}
-    assert set(by_code) == {"h = torch.sin(x) * 2.0", "y = h @ w", "z = torch.relu(y) + 1.0", "s = z.sum(dim=1)",
-                            "return z, s / 3.0"}
+    assert set(by_code) == {"h = torch.sin(x) * 2.0", "y = h @ w", "z = torch.relu(y) * 1.5", "s = z.sum(dim=1)",
+                            "return z, torch.sigmoid(s) * 2.0"}
     assert by_code["y = h @ w"]["kernels"] == [MM] and by_code["h = torch.sin(x) * 2.0"]["kernels"] == [SIN_KERNEL]
     assert all(line["uri"] == prog.as_uri() and line["line"] == line_of(prog, line["code"]) for line in lines)
