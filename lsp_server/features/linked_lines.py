@@ -110,9 +110,10 @@ def line_costs_json(index: Index, uri: str) -> dict[str, Any] | None:
         lines.append({"line": line - 1, "percent": percent, "ms": ms, "kernels": kernels})
     lines.sort(key=lambda entry: -(entry["percent"] or 0.0))
     return {"run_id": view.run.id, "uri": uri, "lines": lines,
-            "measures": "percent: share of one profiled iteration (profile.json's profiled_ms, or Inductor's -p "
-                        "run); ms: milliseconds per iteration under the profiler; a kernel's time is split "
-                        "evenly over the source lines it computes"}
+            "measures": "percent: share of one profiled iteration (profile.json's profiled_ms; Inductor's -p run: "
+                        "of its wall time, or of its profiled iteration where that took longer); ms: milliseconds "
+                        "per iteration under the profiler; a kernel's time is split evenly over the source lines "
+                        "it computes"}
 
 
 def folding_ranges(index: Index, uri: str) -> list[types.FoldingRange] | None:
