@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from compiler import config
+from compiler.machine import build
 from tests.compiler.conftest import assert_same
 
 
@@ -214,3 +215,20 @@ def test_extern_inputs_keep_their_traced_layout_so_sdpa_needs_no_copy(tmp_path, 
             compiled(x, k, v)
     ran = [e.name for e in prof.events()]
     assert any("scaled_dot_product" in n for n in ran) and "aten::copy_" not in ran, ran
+
+
+def test_a_build_failure_runs_the_graph_eagerly_with_a_note(tmp_path, monkeypatch):
+    # no C++ compiler at all: loading the generated code fails, and torch.compile still answers eager's result
+    monkeypatch.setattr(config.cpp, "cxx", "no-such-compiler-g++")
+    monkeypatch.setattr(config, "debug", True)
+    monkeypatch.setattr(config, "debug_dir_root", str(tmp_path))
+    build.compiler_version.cache_clear()
+    x = torch.randn(7, 3)
+    try:
+        torch._dynamo.reset()
+        got = torch.compile(lambda a: torch.sin(a) * 2 + 1, backend="lens")(x)
+    finally:
+        build.compiler_version.cache_clear()
+    assert torch.equal(got, torch.sin(x) * 2 + 1)
+    notes = "".join(p.read_text() for p in tmp_path.glob("run_*/lens/*/notes.txt"))
+    assert "runs eagerly" in notes and "CompilerNotFoundError" in notes

@@ -1,8 +1,13 @@
 """Scheduler behaviour seen from the generated code: what fuses into one kernel and what does not."""
 import json
 import torch
+from torch.fx.experimental.proxy_tensor import make_fx
 
 from compiler import config
+from compiler.decompositions import decomposition_table
+from compiler.ir import ExternCall
+from compiler.lowering import lower_graph
+from compiler.scheduler import FusedKernel, _extern_buffers, graph_output_buffers, schedule
 from tests.compiler.conftest import compile_with_debug
 
 
@@ -42,3 +47,20 @@ def test_max_fusion_size_bounds_kernels(tmp_path):
         config.max_fusion_size = old
     assert len(kmap["kernels"]) >= 2
     assert all(len(k["nodes"]) <= 2 for k in kmap["kernels"])
+
+
+def test_a_kernels_local_buffers_are_no_graph_output_and_read_by_no_other_step():
+    def fn(x, w):
+        e = torch.softmax(x, 1)
+        return torch.relu(torch.mm(e, w)) + 1, e * 2
+
+    ir = lower_graph(make_fx(fn, decomposition_table())(torch.randn(8, 16), torch.randn(16, 4)))
+    sg = schedule(ir, {})
+    reads = [{ld.buffer for n in s.nodes for ld in n.reads()} if isinstance(s, FusedKernel)
+             else {b for a in list(s.args) + list(s.kwargs.values()) for b in _extern_buffers(a)} for s in sg.steps]
+    outputs = graph_output_buffers(ir)
+    assert any(k.local for k in sg.kernels) and any(isinstance(s, ExternCall) for s in sg.steps)
+    for i, step in enumerate(sg.steps):
+        if isinstance(step, FusedKernel):
+            assert not step.local & outputs
+            assert not any(step.local & reads[j] for j in range(len(sg.steps)) if j != i)

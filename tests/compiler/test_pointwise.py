@@ -4,6 +4,7 @@ import torch
 
 from compiler import ir
 from compiler.codegen import special_math
+from compiler.codegen.cpp_ops import UnknownOpError, render_op
 from tests.compiler.conftest import assert_same
 
 FLOATS = [torch.float32, torch.float64]
@@ -158,3 +159,9 @@ def test_special_polynomials_follow_eager_at_every_branch(name, dtype):
     got = torch.compile(lambda a, b: fn(a, b), backend="lens")(x, n)
     torch.testing.assert_close(got[finite], fn(x, n)[finite], equal_nan=True, rtol=1e-5 if dtype == torch.float32 else 1e-12,
                                atol=0)
+
+
+def test_the_renderer_refuses_an_op_it_has_no_cpp_for():
+    with pytest.raises(UnknownOpError, match="no C\\+\\+ for op 'no_such_op'"):
+        render_op("no_such_op", ["tmp0"], [torch.float32])
+    assert render_op("neg", ["tmp0"], [torch.float32])  # and renders one it knows

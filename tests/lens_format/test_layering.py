@@ -241,3 +241,30 @@ def test_features_import_no_parser_and_no_format_module():
                                 "lsp_server.graph_builder": {"lsp_server.parsers.output_code"}}) == {
         "lsp_server.features.hover": ["lsp_server.parsers.output_code"],
         "lsp_server.features.compiles": ["lens_format.why"]}
+
+
+def _executing_calls(package: str) -> dict[str, list[str]]:
+    """file -> the ways it could run code it reads: exec/eval/compile/__import__, runpy, importlib."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        bad = []
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+                    node.func.id in ("exec", "eval", "compile", "__import__"):
+                bad.append(node.func.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                bad += [n for n in names if n.split(".")[0] in ("runpy", "importlib")]
+        if bad:
+            found[str(path.relative_to(ROOT))] = bad
+    return found
+
+
+def test_the_server_never_imports_or_executes_what_it_reads():
+    # the one import by name: server.py registers its own feature modules (`features.<name>`)
+    assert _executing_calls("lsp_server") == {"lsp_server/server.py": ["importlib"]}
+    assert "features.{name}" in (ROOT / "lsp_server" / "server.py").read_text()
+    parsers_talking_lsp = {f: sorted(n & {"lsprotocol", "pygls"}) for f, n in imported_packages("lsp_server").items()
+                     if "parsers" in f and n & {"lsprotocol", "pygls"}}
+    assert parsers_talking_lsp == {}  # and the parsers never talk LSP
+    assert any("pygls" in n for n in imported_packages("lsp_server").values())
