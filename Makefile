@@ -29,7 +29,7 @@ demo: setup extension
 	@echo
 	@echo "Done. Debug directories: examples/torch_compile_debug/   Extension: vscode-extension/kernel-lens.vsix"
 	@echo "Install the .vsix in VS Code, open the examples/ folder, and hover foo1."
-	@echo "Print the index:  $(VPY) -m compiler index examples/torch_compile_debug"
+	@echo "Print the index:  $(VENV)/bin/kernel-lens index examples/torch_compile_debug"
 
 python-test: setup
 	$(VPY) -m pytest -q -p no:cacheprovider

@@ -1,4 +1,5 @@
-"""`kernel-lens` (also `python -m compiler`): run scripts with debug output on, and print indexes.
+"""The compiler's commands of `kernel-lens` (`python -m compiler` runs them alone; kernel_lens/cli.py adds the
+language server's `index` and `trace`): run scripts with debug output on, minify, diff, generate tests.
 Exit codes: 0 ok, 1 the user's program failed or mismatched, 2 usage error."""
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Callable, Mapping
 
 from compiler.tools import inductor_profile
 from compiler.tools.inductor_errors import write_inductor_compile_errors
@@ -238,10 +241,9 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     return EXIT_USER_FAILURE
 
 
-def _delegate_to_server(args: argparse.Namespace, verb: str) -> int:
-    """`index` and `trace` print what the language server indexes: it owns those parsers."""
-    cmd = [sys.executable, "-m", "lsp_server", verb, args.dir] + (["--json"] if args.json else [])
-    return subprocess.run(cmd).returncode
+# verb -> (help, a loader of the printer taking (DIR, as_json)): reports another package adds to the command line
+# (kernel_lens/cli.py gives the language server's `index` and `trace`; the compiler never imports the server)
+Reports = Mapping[str, tuple[str, Callable[[], Callable[[str, bool], int]]]]
 
 
 SCRIPT_USAGE = "%(prog)s [options] SCRIPT [-- SCRIPT_ARGS ...]"
@@ -259,8 +261,10 @@ def _script_command(sub, name: str, help: str) -> argparse.ArgumentParser:
     return c
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="kernel-lens", description=__doc__, allow_abbrev=False)
+def build_parser(reports: Reports = MappingProxyType({})) -> argparse.ArgumentParser:
+    what = "run scripts with lens's debug output on, profile them, check their accuracy, minify, diff runs, " + (
+        "generate tests, print indexes and traces" if reports else "generate tests")
+    p = argparse.ArgumentParser(prog="kernel-lens", description=f"Kernel Lens: {what}.", allow_abbrev=False)
     sub = p.add_subparsers(dest="command", required=True)
     c = _script_command(sub, "compile", "run SCRIPT with debug directories on, print graphs as they compile and "
                                         "where the debug folders and TORCH_TRACE logs went")
@@ -303,19 +307,18 @@ def build_parser() -> argparse.ArgumentParser:
     na.add_argument("--inductor", action="store_true", help="also try the default inductor backend")
     na.set_defaults(func=cmd_narrow)
     inductor_profile.add_subcommand(sub)
-    for verb, text in (("index", "print the kernel maps the language server indexes under DIR"),
-                       ("trace", "print graph breaks, recompiles and failures of the TORCH_TRACE logs in DIR")):
+    for verb, (text, load) in reports.items():
         s = sub.add_parser(verb, help=text)
         s.add_argument("dir")
-        s.add_argument("--json", action="store_true")
-        s.set_defaults(func=lambda a, verb=verb: _delegate_to_server(a, verb))
+        s.add_argument("--json", action="store_true", help="machine-readable output")
+        s.set_defaults(func=lambda a, load=load: load()(a.dir, a.json))
     return p
 
 
-def parse_command_line(argv: list[str]) -> argparse.Namespace:
+def parse_command_line(argv: list[str], reports: Reports = MappingProxyType({})) -> argparse.Namespace:
     """Our options anywhere before the first `--`, the script's arguments after it; anything else before
     `--` is a usage error (exit 2), never an option quietly ignored or quietly given to the script."""
-    parser = build_parser()
+    parser = build_parser(reports)
     cut = argv.index("--") if "--" in argv else len(argv)
     args, extras = parser.parse_known_args(argv[:cut])
     if not hasattr(args, "script"):  # not a script command: argparse's own rules, `--` included
@@ -328,8 +331,8 @@ def parse_command_line(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_command_line(sys.argv[1:] if argv is None else list(argv))
+def main(argv: list[str] | None = None, reports: Reports = MappingProxyType({})) -> int:
+    args = parse_command_line(sys.argv[1:] if argv is None else list(argv), reports)
     if hasattr(args, "script") and not os.path.isfile(args.script):
         print(f"kernel-lens: no such script: {args.script}", file=sys.stderr)
         return EXIT_USAGE

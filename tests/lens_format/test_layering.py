@@ -1,5 +1,5 @@
 """The import graph's arrows (ARCHITECTURE.md): the format package imports nothing of ours, `compiler` and
-`lsp_server` import only it from each other, no modules import each other in a circle; inside `compiler/` the
+`lsp_server` import only it from each other (only the `kernel-lens` command, kernel_lens/, imports both), no modules import each other in a circle; inside `compiler/` the
 pipeline imports no tool, the machine side neither the frontend nor the tools, and no stage of the pipeline a later
 one; the server's features import no parser."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ("compiler", "lens_format", "lsp_server")
+OURS = ("compiler", "kernel_lens", "lens_format", "lsp_server")
 
 
 def imported_packages(package: str) -> dict[str, set[str]]:
@@ -38,6 +38,13 @@ def test_compiler_and_server_share_only_the_format_package():
     # and both do read and write through it (the check above would hold for two packages sharing nothing)
     assert any("lens_format" in n for n in imported_packages("compiler").values())
     assert any("lens_format" in n for n in imported_packages("lsp_server").values())
+
+
+def test_only_the_command_line_puts_the_two_together():
+    """kernel_lens/ (the `kernel-lens` command) imports the compiler and the server; nothing imports it."""
+    assert {"compiler", "lsp_server"} <= set().union(*imported_packages("kernel_lens").values())
+    assert {f for package in ("compiler", "lens_format", "lsp_server")
+            for f, n in imported_packages(package).items() if "kernel_lens" in n} == set()
 
 
 def _module_imports() -> dict[str, set[str]]:

@@ -64,7 +64,7 @@ def test_index_cli_lists_runs_of_every_sub_folder(tmp_path: Path):
     nested_run(tmp_path / "one")
     nested_run(tmp_path / "two" / "deep", "run_2026_01_01_09_00_00_000000-pid_100")
     for argv in ([sys.executable, "-m", "lsp_server", "index", str(tmp_path)],
-                 [sys.executable, "-m", "compiler", "index", str(tmp_path)]):
+                 [sys.executable, "-m", "kernel_lens", "index", str(tmp_path)]):
         done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "no runs" not in done.stdout

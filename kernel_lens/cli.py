@@ -1,0 +1,17 @@
+"""`kernel-lens`: the compiler's commands (compiler/cli.py) and the language server's reports (`index`, `trace`:
+lsp_server/__main__.py's REPORTS), in one process. The composition root: the only module that imports both
+packages, which never import each other."""
+from __future__ import annotations
+
+import sys
+
+from compiler import cli
+from lsp_server.__main__ import REPORTS
+
+
+def main(argv: list[str] | None = None) -> int:
+    return cli.main(argv, reports=REPORTS)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
