@@ -168,7 +168,7 @@ def kernels_from_kernel_map(kernel_map: KernelMap, output: OutputCode | None,
         if not lines and code is not None:
             lines = lines_from_fx_marks(code, node_at_line)
         language = "python" if mapped.kind == "extern" else "cpp"
-        kernel = Kernel(mapped.name, mapped.kind, language, start, end, mapped.nodes, lines)
+        kernel = Kernel(mapped.name, mapped.kind, language, start, end, mapped.nodes, lines, args=mapped.args or [])
         if output is not None:
             kernel.launch_lines = [l.line for l in output.launches if l.callee == mapped.name]
         kernels.append(kernel)

@@ -15,6 +15,7 @@ from .parsers.accuracy import AccuracyReport
 from .parsers.compile_error import CompileError
 from .parsers.dynamo_guards import DynamoGuard
 from .parsers.guard_words import SizeGuard
+from .parsers.kernel_map import KernelArg
 from .parsers.notes import GraphNotes
 from .parsers.output_code import CodeLoop
 from .parsers.profile import GraphProfile
@@ -63,6 +64,7 @@ class Kernel:
     percent: float | None = None
     calls: int | None = None
     loops: list[CodeLoop] = field(default_factory=list)  # a C++ kernel's braced `for` loops
+    args: list[KernelArg] = field(default_factory=list)  # kernel_map.json's arguments: role, dtype, shape (ours)
 
     def loops_around(self, line: int) -> list[int]:
         """The header lines of the kernel's `for` loops whose body holds `line`."""

@@ -54,6 +54,8 @@ def kernel_block(ref: KernelRef, with_source: bool = True) -> str:
             + (f" ({direction(graph)})" if direction(graph) else "")]
     if kernel.nodes:
         text.append("nodes: " + ", ".join(f"`{n}`" for n in kernel.nodes))
+    if kernel.args:
+        text.append(kernel_arguments(kernel))
     if with_source:
         lines = graph.kernel_source(kernel).splitlines()
         if len(lines) > MAX_SOURCE_LINES:
@@ -61,6 +63,24 @@ def kernel_block(ref: KernelRef, with_source: bool = True) -> str:
         fence = FENCE_LANGUAGE.get(kernel.language, "")
         text.append(f"```{fence}\n" + "\n".join(lines) + "\n```")
     return "\n\n".join(text)
+
+
+MAX_ARGUMENTS = 8
+
+
+def kernel_arguments(kernel: Kernel) -> str:
+    """Its tensors' dtypes and shapes as they are in memory, and the dtype a half buffer is computed in (`did my
+    bf16 stay bf16?`): `in_ptr0` in bfloat16[8192, 1024] (computed in float32) · `out_ptr0` out ..."""
+    tensors = [a for a in kernel.args if a.role != "size"]
+    shown = []
+    for arg in tensors[:MAX_ARGUMENTS]:
+        shape = f"[{', '.join(map(str, arg.shape))}]" if arg.shape is not None else ""
+        computed = f" (computed in {arg.compute_dtype})" if arg.compute_dtype and arg.compute_dtype != arg.dtype else ""
+        shown.append(f"`{arg.name}` {arg.role} {arg.dtype}{shape}{computed}")
+    more = f" · … {len(tensors) - MAX_ARGUMENTS} more" if len(tensors) > MAX_ARGUMENTS else ""
+    sizes = [a.name for a in kernel.args if a.role == "size"]
+    text = "arguments: " + (" · ".join(shown) or "none") + more
+    return text + (f" · sizes {', '.join(f'`{s}`' for s in sizes)}" if sizes else "")
 
 
 def kernel_line(ref: KernelRef) -> str:
