@@ -8,7 +8,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..graph_builder import normalize_path
+from ..model import normalize_path
 from ..index import Index
 from ..json_answer import JsonAnswer
 from ..model import Graph
