@@ -134,6 +134,11 @@ class cpp:
     # every call) are computed in row blocks of about `onednn_block_bytes`, copied into a pool buffer.
     # Accuracy checks (LENS_CHECK_ACCURACY) run products in eager's library, so that what they report is the
     # compiler's kernels, not two libraries' rounding of the same float32 product.
+    # Float32 products split by rows over one OpenMP region of our own (compiler/machine/gemm_rows.py;
+    # LENS_GEMM_ROWS=1): fewer waits between threads on cores shared with other processes, but on a quiet machine
+    # ATen's own threading is as fast or faster (model_bench side by side: BERT 1.06 -> 1.02x Inductor with ATen,
+    # DistilBERT 1.08 -> 1.02, MobileBERT 1.30 -> 1.15, ViT 0.99 -> 0.96; only GPT-2 lost, 0.95 -> 0.98).
+    gemm_rows: bool = os.environ.get("LENS_GEMM_ROWS", "") not in ("", "0")
     gemm_library: str = os.environ.get("LENS_GEMM") or ("aten" if os.environ.get("LENS_CHECK_ACCURACY") else "auto")
     onednn_min_macs: int = 1 << 22
     onednn_blocked_min_bytes: int = 32 * 1024 * 1024

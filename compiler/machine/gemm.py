@@ -18,8 +18,9 @@ mmap threshold from its heap once one was freed (no page faults), larger ones by
 more (`config.cpp.onednn_blocked_min_bytes`) are computed in row blocks of about 8 MiB, each copied into a
 buffer of the pool while it is still in the cache.
 
-Products ATen's mm would run (MKL threading itself) run in one OpenMP region of row blocks instead
-(`gemm_rows.py`: fewer waits between threads) where they have enough rows; `LENS_GEMM=aten` keeps ATen's mm.
+With `LENS_GEMM_ROWS=1` (config.cpp.gemm_rows) products ATen's mm would run (MKL threading itself) run in one
+OpenMP region of row blocks instead (`gemm_rows.py`: fewer waits between threads on shared cores) where they have
+enough rows; off by default, since on a quiet machine ATen's threading is as fast or faster.
 
 Generated code calls `mm` and `addmm` below with the output layout the graph expects (dense, contiguous).
 """
@@ -116,8 +117,10 @@ def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, size, s
 
 
 def _rows(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, beta, alpha) -> bool:
-    """Whether the row-split helper runs this product (not under LENS_GEMM=aten: eager's library and threading)."""
-    return config.cpp.gemm_library == "auto" and beta == 1 and alpha == 1 and gemm_rows.applies(a, b, bias)
+    """Whether the row-split helper runs this product (config.cpp.gemm_rows, and not under LENS_GEMM=aten: eager's
+    library and threading)."""
+    return (config.cpp.gemm_rows and config.cpp.gemm_library == "auto" and beta == 1 and alpha == 1
+            and gemm_rows.applies(a, b, bias))
 
 
 # What torch.profiler calls each helper's call, whichever library ran it (compiler/tools/profiling.py times an

@@ -33,6 +33,7 @@ def calls(monkeypatch):
         return ran
     monkeypatch.setattr(gemm_rows, "mm_into", counted)
     monkeypatch.setattr(config.cpp, "gemm_library", "auto")
+    monkeypatch.setattr(config.cpp, "gemm_rows", True)
     monkeypatch.setattr(gemm, "onednn_is_faster", lambda: False)
     return seen
 
@@ -62,7 +63,7 @@ def test_products_equal_eagers_in_every_layout(two_threads, calls, m, k, n, a_la
     assert calls == [True] * 3
 
 
-@pytest.mark.parametrize("case", ["few rows", "one thread", "float64", "matrix bias", "scaled", "aten"])
+@pytest.mark.parametrize("case", ["few rows", "one thread", "float64", "matrix bias", "scaled", "aten", "switched off"])
 def test_what_it_cannot_take_runs_in_aten(two_threads, calls, monkeypatch, case):
     m, k, n = (16 if case == "few rows" else 128), 256, 64
     dtype = torch.float64 if case == "float64" else torch.float32
@@ -72,6 +73,8 @@ def test_what_it_cannot_take_runs_in_aten(two_threads, calls, monkeypatch, case)
         torch.set_num_threads(1)
     if case == "aten":
         monkeypatch.setattr(config.cpp, "gemm_library", "aten")
+    if case == "switched off":  # (config.cpp.gemm_rows's default: ATen's own threading, unless LENS_GEMM_ROWS=1)
+        monkeypatch.setattr(config.cpp, "gemm_rows", False)
     beta = 0.5 if case == "scaled" else 1
     got = gemm.addmm(bias.to(dtype), a, b, beta=beta, size=(m, n), stride=(n, 1))
     close(got.float(), torch.addmm(bias.to(dtype), a, b, beta=beta).float(), k)
