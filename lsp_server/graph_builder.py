@@ -15,6 +15,7 @@ from .parsers.inductor_benchmark import BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_F
 from .parsers.compile_error import CompileError
 from lens_format.jsonio import SourceRef
 from .parsers.kernel_map import KernelMap
+from .parsers.kernel_plans import KernelPlansFile
 from .parsers.output_code import CodeKernel, OutputCode, cpp_loops
 from .parsers.profile import GraphProfile
 from .parsers.provenance import ProvenanceMap
@@ -73,6 +74,9 @@ def build_graph(graph: Graph) -> bool:
     elif output is not None:
         provenance: ProvenanceMap | None = files.parse("inductor_provenance_tracking_node_mappings.json")
         graph.kernels = kernels_from_output_code(output, provenance, graph)
+    plans: KernelPlansFile | None = files.parse("kernel_plans.json") if kernel_map is not None else None
+    for kernel in graph.kernels if plans is not None else ():
+        kernel.plans = plans.plans_of(kernel.name)
     for kernel in graph.kernels:  # the loops around a line g++ left scalar (hover), found once here
         if kernel.language == "cpp":
             kernel.loops = cpp_loops(graph.output_code_lines, kernel.start_line, kernel.end_line)

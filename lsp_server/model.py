@@ -16,6 +16,7 @@ from .parsers.compile_error import CompileError
 from .parsers.dynamo_guards import DynamoGuard
 from .parsers.guard_words import SizeGuard
 from .parsers.kernel_map import KernelArg
+from .parsers.kernel_plans import KernelPlanRecord
 from .parsers.notes import GraphNotes
 from .parsers.output_code import CodeLoop
 from .parsers.profile import GraphProfile
@@ -65,6 +66,7 @@ class Kernel:
     calls: int | None = None
     loops: list[CodeLoop] = field(default_factory=list)  # a C++ kernel's braced `for` loops
     args: list[KernelArg] = field(default_factory=list)  # kernel_map.json's arguments: role, dtype, shape (ours)
+    plans: list[KernelPlanRecord] = field(default_factory=list)  # kernel_plans.json: generic plan, then variants'
 
     def loops_around(self, line: int) -> list[int]:
         """The header lines of the kernel's `for` loops whose body holds `line`."""

@@ -56,6 +56,8 @@ def kernel_block(ref: KernelRef, with_source: bool = True) -> str:
         text.append("nodes: " + ", ".join(f"`{n}`" for n in kernel.nodes))
     if kernel.args:
         text.append(kernel_arguments(kernel))
+    if kernel.plans:
+        text.append(kernel_plan(kernel))
     if with_source:
         lines = graph.kernel_source(kernel).splitlines()
         if len(lines) > MAX_SOURCE_LINES:
@@ -81,6 +83,20 @@ def kernel_arguments(kernel: Kernel) -> str:
     sizes = [a.name for a in kernel.args if a.role == "size"]
     text = "arguments: " + (" · ".join(shown) or "none") + more
     return text + (f" · sizes {', '.join(f'`{s}`' for s in sizes)}" if sizes else "")
+
+
+def kernel_plan(kernel: Kernel) -> str:
+    """Why the kernel's loops look as they do: each planning pass's choice and its reason (kernel_plans.json), and
+    the run-time checks of its size variants."""
+    generic, variants = kernel.plans[0], kernel.plans[1:]
+    lines = [f"- {d.pass_name}{f' ({d.subject})' if d.subject else ''}: {d.choice}" + (f" — {d.reason}" if d.reason
+                                                                                      else "")
+             for d in generic.decisions]
+    for variant in variants:
+        lines.append(f"- size variant when {' && '.join(variant.assumptions) or 'always'}: {variant.strategy}"
+                     + (f", streams {', '.join(variant.streamed)}" if variant.streamed else "")
+                     + (f", prefetches rows for {variant.row_prefetch}" if variant.row_prefetch else ""))
+    return "plan (why these loops):\n" + "\n".join(lines)
 
 
 def kernel_line(ref: KernelRef) -> str:

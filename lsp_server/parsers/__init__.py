@@ -14,6 +14,7 @@ from .fx_graph_readable import parse_fx_graph_readable
 from .inductor_benchmark import BENCHMARK_OUTPUT_FILE, BENCHMARK_TRACE_FILE, read_benchmark_output, read_chrome_trace
 from .ir_post_fusion import parse_ir_post_fusion
 from .kernel_map import parse_kernel_map
+from .kernel_plans import parse_kernel_plans
 from .notes import parse_notes
 from .output_code import parse_output_code
 from .profile import parse_profile
@@ -35,6 +36,7 @@ PARSERS: dict[str, Callable[[Path], Any]] = {
     "notes.txt": parse_notes,  # ATen fallbacks and eager graphs, and why (ours)
     "why.json": parse_why,  # every decision worth a "why", machine-readable (ours)
     "symbols.json": parse_symbols,  # Dynamo's size symbols of a dynamic-shape graph (ours)
+    "kernel_plans.json": parse_kernel_plans,  # each kernel's plan and its decisions with reasons (ours)
     BENCHMARK_OUTPUT_FILE: read_benchmark_output,  # `python output_code.py -p` stdout (real Inductor)
     BENCHMARK_TRACE_FILE: read_chrome_trace,  # the Chrome trace it writes
 }

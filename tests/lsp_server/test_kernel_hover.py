@@ -1,5 +1,6 @@
-"""Did my bf16 stay bf16? A function compiled in bfloat16 by our real backend: its hover gives each kernel's
-arguments as they are in memory (bfloat16 and their shapes) and the dtype the kernel computes them in."""
+"""A function's hover on a run of our real backend, for a softmax compiled in bfloat16: did my bf16 stay bf16 (each
+kernel's arguments as they are in memory and the dtype it computes them in), and why its loops look as they do
+(each planning pass's decision and reason, from kernel_plans.json)."""
 from __future__ import annotations
 
 import asyncio
@@ -38,18 +39,30 @@ async def half_client(lsp_client: LanguageClient, tmp_path: Path):
     await lsp_client.shutdown_session()
 
 
-async def test_hover_gives_each_kernels_argument_dtypes_and_compute_dtype(half_client: LanguageClient, tmp_path):
-    script = tmp_path / "half_prog.py"
+async def function_hover(client: LanguageClient, script: Path) -> str:
     hover = None
     for _ in range(100):  # the watcher indexes the run shortly after the session starts
-        hover = await half_client.text_document_hover_async(types.HoverParams(
+        hover = await client.text_document_hover_async(types.HoverParams(
             types.TextDocumentIdentifier(script.as_uri()), types.Position(DEF_LINE, 6)))
         if hover is not None and "arguments:" in hover.contents.value:
-            break
+            return hover.contents.value
         await asyncio.sleep(0.1)
-    assert hover is not None, "no hover on the compiled function"
-    text = hover.contents.value
+    raise AssertionError(f"no hover with the kernels' arguments on the compiled function: {hover}")
+
+
+async def test_hover_gives_each_kernels_argument_dtypes_and_compute_dtype(half_client: LanguageClient, tmp_path):
+    text = await function_hover(half_client, tmp_path / "half_prog.py")
     arguments = [line for line in text.splitlines() if line.startswith("arguments:")]
     assert arguments, text
     assert any("`in_ptr0` in bfloat16[64, 256] (computed in float32)" in line for line in arguments), arguments
     assert any("out bfloat16[64, 256]" in line for line in arguments), arguments
+
+
+async def test_hover_says_why_the_kernels_loops_look_as_they_do(half_client: LanguageClient, tmp_path):
+    text = await function_hover(half_client, tmp_path / "half_prog.py")
+    plan = text[text.index("plan (why these loops):"):].splitlines()
+    decisions = [line for line in plan[1:] if line.startswith("- ")]
+    # the row kernel's own choices, each with its reason: threads for 16K elements, and its output's store
+    assert any(line.startswith("- threads: threads — 16384 elements of work >= config.cpp.min_chunk_size")
+               for line in decisions), plan
+    assert any("streaming" in line and "config.cpp.streaming_store_min_bytes" in line for line in decisions), plan
