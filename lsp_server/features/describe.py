@@ -89,9 +89,11 @@ def kernel_plan(kernel: Kernel) -> str:
     """Why the kernel's loops look as they do: each planning pass's choice and its reason (kernel_plans.json), and
     the run-time checks of its size variants."""
     generic, variants = kernel.plans[0], kernel.plans[1:]
-    lines = [f"- {d.pass_name}{f' ({d.subject})' if d.subject else ''}: {d.choice}" + (f" — {d.reason}" if d.reason
-                                                                                      else "")
-             for d in generic.decisions]
+    lines = []
+    for d in generic.decisions:
+        subject = f" ({d.subject})" if d.subject else ""
+        reason = f" — {d.reason}" if d.reason else ""
+        lines.append(f"- {d.pass_name}{subject}: {d.choice}{reason}")
     for variant in variants:
         lines.append(f"- size variant when {' && '.join(variant.assumptions) or 'always'}: {variant.strategy}"
                      + (f", streams {', '.join(variant.streamed)}" if variant.streamed else "")
