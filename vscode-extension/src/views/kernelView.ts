@@ -47,8 +47,8 @@ export class KernelView implements vscode.Disposable {
     const shown = await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(other), { viewColumn: column, preview: false });
     const generatedEditor = fromSource ? shown : editor;
     if (linked.prelude) {
-      await vscode.window.showTextDocument(generatedEditor.document, { viewColumn: generatedEditor.viewColumn, preserveFocus: false });
-      await vscode.commands.executeCommand("editor.fold", { selectionLines: [linked.prelude.start], levels: 1 });
+      const shownGenerated = await vscode.window.showTextDocument(generatedEditor.document, { viewColumn: generatedEditor.viewColumn, preserveFocus: false });
+      await foldPrelude(shownGenerated, linked.prelude.start);
     }
     await vscode.window.showTextDocument(editor.document, { viewColumn: editor.viewColumn, preserveFocus: false });
     this.paint();
@@ -116,5 +116,19 @@ export class KernelView implements vscode.Disposable {
   dispose(): void {
     this.subscriptions.forEach((s) => s.dispose());
     [...this.bands, this.active, this.label].forEach((d) => d.dispose());
+  }
+}
+
+
+/** Folds the prelude starting at 0-based `start`: a document just opened may not have its folding ranges yet (the
+ *  fold command then does nothing), so the fold is asked again until the line after `start` is hidden (2 s at most). */
+async function foldPrelude(editor: vscode.TextEditor, start: number): Promise<void> {
+  const inside = new vscode.Position(start + 1, 0);
+  for (let attempt = 0; attempt < 20; attempt++) {
+    await vscode.commands.executeCommand("editor.fold", { selectionLines: [start], levels: 1 });
+    if (!editor.visibleRanges.some((range) => range.contains(inside))) {
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
