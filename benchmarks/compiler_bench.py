@@ -334,7 +334,8 @@ def _main_dynamic(a) -> None:
             if a.only and not any(w.name.startswith(s) for s in a.only.split(",")):
                 continue
             print(f"... {w.name} (dynamic)", file=sys.stderr, flush=True)
-            results.append((w, dynamic_workloads.run_dynamic(w, a.rounds, tmp, not a.no_inductor, _GRAPHS)))
+            results.append((w, dynamic_workloads.run_dynamic(w, a.rounds, tmp, not a.no_inductor, _GRAPHS,
+                                                             _BACKEND_MS)))
     batches = (4096, 3000, 4096)
     scenario = {} if a.only and "mlp scenario" not in a.only else \
         dynamic_workloads.run_mlp_scenario(batches, max(5, a.rounds), not a.no_inductor)

@@ -72,6 +72,9 @@ class DynamicResult:
     eager_graphs: int = 0  # lens graphs of the dynamic variant that ran eagerly
     eager_reasons: list[str] = field(default_factory=list)
     cold_ms: dict[str, float] = field(default_factory=dict)  # dynamic variant -> first call minus a steady call
+    # backend -> ms of that first call spent in its graph compiler (aten graph in, callable out: lens's
+    # frontend.compile_graph, Inductor's _compile_fx_inner), the part Dynamo and AOTAutograd leave to a backend
+    compiler_ms: dict[str, float] = field(default_factory=dict)
 
     def median(self, variant: str, size: int) -> float:
         t = self.times.get((variant, size))
@@ -89,8 +92,11 @@ def _time(fn: Callable[[], object], iters: int) -> float:
     return (time.perf_counter() - t0) * 1e3 / iters
 
 
-def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, graph_counts: dict) -> DynamicResult:
-    """`graph_counts`: backend -> graphs its graph compiler compiled so far (compiler_bench's counters)."""
+def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, graph_counts: dict,
+                compiler_ms: dict | None = None) -> DynamicResult:
+    """`graph_counts`: backend -> graphs its graph compiler compiled so far; `compiler_ms`: backend -> ms spent
+    in its graph compiler so far (compiler_bench's counters)."""
+    compiler_ms = {} if compiler_ms is None else compiler_ms
     from compiler import frontend
     res = DynamicResult()
     args = {n: w.make_args(n) for n in w.sizes}
@@ -106,6 +112,7 @@ def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, g
             os.environ["LENS_CACHE_DIR"] = os.path.join(tmp, f"lens-dyn-{tag}")
             before, eager_before = graph_counts.get(backend, 0), len(frontend.EAGER)
             dyn = torch.compile(fresh_function(w.fn, f"dyn_{tag}"), backend=backend, dynamic=True)
+            ms_before = compiler_ms.get(backend, 0.0)
             for i, n in enumerate(w.sizes):
                 t0 = time.perf_counter()
                 got = dyn(*args[n])
@@ -114,6 +121,8 @@ def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, g
                 if i == 0:
                     steady = statistics.median(_time(lambda: dyn(*args[n]), 1) for _ in range(3))
                     res.cold_ms[backend] = max(0.0, first - steady)
+                    if backend in compiler_ms:
+                        res.compiler_ms[backend] = compiler_ms[backend] - ms_before
                 calls[(f"{backend} dyn", n)] = lambda a=args[n], c=dyn: c(*a)
             res.graphs[f"{backend} dyn"] = graph_counts.get(backend, 0) - before
             if backend == "lens":
@@ -167,6 +176,10 @@ def run_mlp_scenario(batches: tuple[int, ...], rounds: int, use_inductor: bool) 
     return out
 
 
+def _ratio(a: float, b: float) -> float:
+    return a / b if b == b and b > 0 else float("nan")
+
+
 def print_dynamic(results: list[tuple[DynamicWorkload, DynamicResult]], scenario: dict[str, list[float]],
                   batches: tuple[int, ...]) -> None:
     nan = float("nan")
@@ -182,12 +195,13 @@ def print_dynamic(results: list[tuple[DynamicWorkload, DynamicResult]], scenario
                   f"{r.ratio('lens dyn', 'eager', n):6.2f}")
     print()
     print(f"{'dynamic workload':30} {'lens graphs':>11} {'ind graphs':>10} {'static graphs':>13} {'eager':>5} "
-          f"{'cold l':>7} {'cold i':>7} {'c l/i':>6}")
+          f"{'cold l':>7} {'cold i':>7} {'c l/i':>6} {'gc l':>6} {'gc i':>6} {'gc l/i':>6}")
     for w, r in results:
         cl, ci = r.cold_ms.get("lens", nan), r.cold_ms.get("inductor", nan)
+        gl, gi = r.compiler_ms.get("lens", nan), r.compiler_ms.get("inductor", nan)
         print(f"{w.name:30} {r.graphs.get('lens dyn', 0):11d} {r.graphs.get('inductor dyn', 0):10d} "
               f"{r.graphs.get('lens static', 0):13d} {r.eager_graphs:5d} {cl:7.0f} {ci:7.0f} "
-              f"{cl / ci if ci == ci and ci > 0 else nan:6.3f}")
+              f"{_ratio(cl, ci):6.3f} {gl:6.0f} {gi:6.0f} {_ratio(gl, gi):6.3f}")
     total = sum(r.eager_graphs for _, r in results)
     print(f"lens graphs run eagerly in the dynamic suite: {total}")
     for w, r in results:
@@ -201,4 +215,6 @@ def print_dynamic(results: list[tuple[DynamicWorkload, DynamicResult]], scenario
             print(f"  {backend:9} " + " -> ".join(f"{ms:.1f}" for ms in phases))
     print("graphs: aten graphs each backend's graph compiler compiled for all sizes (a forward-only suite: one per "
           "Dynamo graph); l stat: lens compiled for that size alone (dynamic=False); ratios: median over rounds "
-          "of the ratio within a round.")
+          "of the ratio within a round. cold: the first call (fresh cache dirs) minus a steady call, Dynamo's "
+          "trace and AOTAutograd included; gc: the part of it in the backend's graph compiler (aten graph in, "
+          "callable out: lens's frontend.compile_graph, Inductor's _compile_fx_inner).")

@@ -124,6 +124,13 @@ class cpp:
     # Kernels over symbolic sizes plan the strategies above from the size hints in variants of their body, each behind
     # a run-time check of its sizes (compiler/codegen/size_variants.py); LENS_SIZE_VARIANTS=0: the generic body alone.
     size_variants: bool = os.environ.get("LENS_SIZE_VARIANTS", "1") not in ("", "0")
+    # float16 loads and stores of lane loops converted 16 values at a time before and after the loop
+    # (compiler/codegen/half_lanes.py); LENS_HALF_LANES=0 keeps the per-value conversions.
+    half_lanes: bool = os.environ.get("LENS_HALF_LANES", "1") not in ("", "0")
+    # A cold build of kernels with size variants first builds their generic bodies, which the first calls run, and
+    # the variants in the background, swapped in when built (compiler/machine/runtime.py; not in debug mode or
+    # profiles, which want the kernels they report on); LENS_DEFER_SIZE_VARIANTS=0 builds them all before the call.
+    deferred_size_variants: bool = os.environ.get("LENS_DEFER_SIZE_VARIANTS", "1") not in ("", "0")
     # A pointwise kernel output written over an input buffer that dies in that kernel (codegen/inplace.py;
     # LENS_INPLACE=0 turns it off).
     inplace_buffers: bool = os.environ.get("LENS_INPLACE", "1") not in ("", "0")

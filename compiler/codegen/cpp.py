@@ -8,8 +8,8 @@ from dataclasses import dataclass, replace
 import sympy
 import torch
 
-from compiler.codegen import (column_reduction, exp_lanes, half, lane_reduction, loop_nest, pipeline, plan_passes,
-                              plan_record, row_blocks, sibling_loops, size_variants, streaming, symbolic)
+from compiler.codegen import (column_reduction, exp_lanes, half, half_lanes, lane_reduction, loop_nest, pipeline,
+                              plan_passes, plan_record, row_blocks, sibling_loops, size_variants, streaming, symbolic)
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
@@ -366,7 +366,7 @@ class KernelRenderer(ExpressionRenderer):
 def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
                   readable_lines: dict[str, int], inplace: dict[str, str] | None = None) -> RenderedKernel:
     generic = KernelRenderer(kernel, layouts, readable_lines, inplace or {}).render()
-    if not generic.sizes:
-        return generic
-    return size_variants.render(kernel, layouts, generic, lambda k, lay, assume: KernelRenderer(
-        k, lay, readable_lines, inplace or {}, assume).render())
+    if generic.sizes:
+        generic = size_variants.render(kernel, layouts, generic, lambda k, lay, assume: KernelRenderer(
+            k, lay, readable_lines, inplace or {}, assume).render())
+    return replace(generic, lines=half_lanes.apply(generic.lines))

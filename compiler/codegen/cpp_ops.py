@@ -11,7 +11,7 @@ import math
 import torch
 
 from compiler import config
-from compiler.codegen import half, math_prelude, special_math, streaming
+from compiler.codegen import half, half_lanes, math_prelude, special_math, streaming
 
 CTYPES = {
     torch.float32: "float", torch.float64: "double", torch.int8: "int8_t", torch.int16: "int16_t",
@@ -160,7 +160,7 @@ PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
 
 PRELUDE = r"""#include <cstdint>
 #include <omp.h>
-""" + math_prelude.PRELUDE + half.PRELUDE + r"""template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
+""" + math_prelude.PRELUDE + half.PRELUDE + half_lanes.PRELUDE + r"""template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
 template <typename T> inline T lens_max(T a, T b) { return a < b ? b : a; }  // (which costs g++ ~40 ms a build)
 template <typename T> inline T max_propagate_nan(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }

@@ -29,6 +29,7 @@ import sympy
 
 from compiler import config
 from compiler.codegen.index import cpp_index
+from compiler.codegen.variant_text import VARIANTS_BEGIN, VARIANTS_END
 from compiler.ir import IndexValue, Layout, Load, substitute, walk
 from compiler.scheduler import FusedKernel
 from compiler.symbols import Size, free_symbols
@@ -138,11 +139,12 @@ def _shape(body: list, pinned_names: set[str]) -> list[list[str]]:
             for text, _ in body]
 
 
-def _functions(generic, variants: list, pin_checks: list[str], else_body: list) -> list:
+def _functions(generic, variants: list, pin_checks: list[str], else_body: list, generic_else: bool) -> list:
     """The lines of the kernel: each variant a function of its own (`<name>_v0`, ...), which the parallel
     build (compiler/machine/build_parts.py) compiles beside the others, then the kernel itself, which calls
-    the first whose check holds, else runs `else_body`. (One function of every body cost a softmax's g++
-    1.19 G instructions in one process; as functions, the largest of two parts built side by side 0.84 G.)"""
+    the first whose check holds, else runs `else_body` (with `generic_else`, the generic body: the calls are
+    then marked for compiler/codegen/variant_text.py). (One function of every body cost a softmax's g++ 1.19 G
+    instructions in one process; as functions, the largest of two parts built side by side 0.84 G.)"""
     head, nodes = generic.lines[0]
     call_args = ", ".join([a.param for a in generic.args] + list(generic.sizes))
     lines, declarations, calls = [], [], []
@@ -157,7 +159,11 @@ def _functions(generic, variants: list, pin_checks: list[str], else_body: list) 
         # kernel's part of the build may not hold the variant's definition)
         declarations.append(("    " + signature.removeprefix('extern "C" ') + ";", []))
         calls.append((f"    {'if' if i == 0 else 'else if'} ({cond}) {name}({call_args});", []))
-    lines += [*generic.lines[:2], *declarations, *calls, ("    else", []), ("    {", [])]
+    lines += [*generic.lines[:2], *declarations]
+    if generic_else:  # (a body for every size: variant_text.generic_only can build the kernel without the variants)
+        lines += [(VARIANTS_BEGIN, []), *calls, ("    else", []), (VARIANTS_END, []), ("    {", [])]
+    else:
+        lines += [*calls, ("    else", []), ("    {", [])]
     lines += [("    " + text, nodes) for text, nodes in else_body]
     return lines + [("    }", []), generic.lines[-1]]
 
@@ -210,5 +216,6 @@ def render(k: FusedKernel, layouts: dict[str, tuple], generic, render_one: Calla
     if last_is_else and len(variants) == 1:
         return dataclasses.replace(generic, lines=[*generic.lines[:2], *variants[0][1], generic.lines[-1]])
     if last_is_else:
-        return dataclasses.replace(generic, lines=_functions(generic, variants[:-1], pin_checks, variants[-1][1]))
-    return dataclasses.replace(generic, lines=_functions(generic, variants, pin_checks, generic_body))
+        return dataclasses.replace(generic, lines=_functions(generic, variants[:-1], pin_checks, variants[-1][1],
+                                                             False))
+    return dataclasses.replace(generic, lines=_functions(generic, variants, pin_checks, generic_body, True))

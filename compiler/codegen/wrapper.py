@@ -143,7 +143,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     out.add("")
     nargs = ", ".join(f"{rk.name!r}: {len(rk.args) + len(rk.sizes)}" for rk in rendered)
     out.add(f"kernels = load_cpp_module(cpp_source, {{{nargs}}}, name={graph_id!r}, "
-            f"profile=__name__ == '__main__' and '-p' in sys.argv)")
+            f"profile=__name__ == '__main__' and '-p' in sys.argv, namespace=globals())")
     for rk in rendered:
         out.add(f"{rk.name} = kernels[{rk.name!r}]")
     out.add("")

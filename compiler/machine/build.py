@@ -159,10 +159,11 @@ def c_driver(cxx: str) -> str | None:
 def build_shared_library(source: str, name: str = "kernels") -> str:
     """The path of a .so built from `source` (from the cache when it was built before). The cached files
     are named after the key, not `name`, so the same source compiled under another graph id hits."""
+    cached = cached_library(source)
+    if cached is not None:
+        return cached
     folder = cache_folder(source)
     so_path = os.path.join(folder, "kernels.so")
-    if os.path.exists(so_path):
-        return so_path
     os.makedirs(folder, exist_ok=True)
     src_path = os.path.join(folder, "kernels.cpp")
     _write_atomic(src_path, source)
@@ -338,6 +339,12 @@ def cache_folder(source: str) -> str:
     """Where the build of `source` lives in the cache (the .so, its source, g++'s report)."""
     key = cache_key(source)
     return os.path.join(config.cache_dir(), key[:2], key)
+
+
+def cached_library(source: str) -> str | None:
+    """The path of the .so built from `source` when the cache has it, else None."""
+    path = os.path.join(cache_folder(source), "kernels.so")
+    return path if os.path.exists(path) else None
 
 
 def opt_info_report(source: str) -> str | None:

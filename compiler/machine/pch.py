@@ -19,7 +19,7 @@ from compiler import config
 from compiler.codegen.cpp_ops import PRELUDE_END
 
 HEADER = "lens_prelude.h"
-_PENDING: list[subprocess.Popen] = []
+_PENDING: list = []  # subprocess.Popen, or anything else with wait()
 STALE_LOCK_S = 120.0  # a lock older than this belongs to a build that died
 
 
@@ -102,9 +102,14 @@ def claim(folder: str, files: dict[str, str]) -> str | None:
     return lock
 
 
+def add_pending(build) -> None:
+    """Another background build (anything with `wait()`) for wait_for_builds to wait for."""
+    _PENDING.append(build)
+
+
 def wait_for_builds() -> None:
-    """Wait for the background builds this process started (headers, compiler/machine/prebuilt.py's objects), so that
-    benchmarks and tests time no background g++."""
+    """Wait for the background builds this process started (headers, compiler/machine/prebuilt.py's objects,
+    size variants: compiler/machine/runtime.py), so that benchmarks and tests time no background g++."""
     while _PENDING:
         _PENDING.pop().wait()
 

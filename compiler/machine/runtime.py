@@ -1,17 +1,22 @@
 """Loads built kernels (ctypes) and generated modules, and the helpers generated code calls at run time."""
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import importlib.util
+import logging
 import os
+import threading
 import types
 from typing import Callable
 
 import torch
 
 from compiler import config
-from compiler.machine.build import build_shared_library
+from compiler.codegen.variant_text import generic_only
+from compiler.machine import pch
+from compiler.machine.build import build_shared_library, cached_library
 from compiler.dynamo_skip import skip_dynamo_in
 from compiler.machine.kernel_timer import profiled as _profiled
 from compiler.machine.memory import empty_strided  # noqa: F401  (generated code allocates through the pool)
@@ -25,6 +30,7 @@ except ImportError:
         return torch.empty_strided(size, stride, dtype=dtype)
 
 _LIBS: dict[str, ctypes.CDLL] = {}
+log = logging.getLogger(__name__)
 
 
 def reinterpret(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
@@ -51,14 +57,28 @@ def rand_strided(size, stride, dtype: torch.dtype) -> torch.Tensor:
 
 
 def load_cpp_module(source: str, kernels: dict[str, int], name: str = "kernels",
-                    profile: bool = False) -> dict[str, Callable]:
+                    profile: bool = False, namespace: dict | None = None) -> dict[str, Callable]:
     """Build (or fetch from the cache) `source` and return its kernels as callables taking data pointers.
-    With profiling on, each call is recorded in torch.profiler under the kernel's name."""
-    path = build_shared_library(source, name)
+    With profiling on, each call is recorded in torch.profiler under the kernel's name.
+
+    Given the `namespace` the kernels are bound in (the generated module's globals), a cold build of a source
+    whose kernels have size variants builds their generic bodies first and returns those; the whole source
+    builds in a background thread and its kernels replace them in `namespace` when loaded (`deferred`)."""
+    profile = profile or config.cpp.enable_kernel_profile
+    if namespace is not None and config.cpp.deferred_size_variants and not config.debug and not profile \
+            and cached_library(source) is None:
+        generic = generic_only(source)
+        if generic is not None:
+            out = _kernels(build_shared_library(generic, name), kernels, False)
+            _start_deferred(source, name, kernels, namespace, out)
+            return out
+    return _kernels(build_shared_library(source, name), kernels, profile)
+
+
+def _kernels(path: str, kernels: dict[str, int], profile: bool) -> dict[str, Callable]:
     lib = _LIBS.get(path)
     if lib is None:
         lib = _LIBS[path] = ctypes.CDLL(path)
-    profile = profile or config.cpp.enable_kernel_profile
     out: dict[str, Callable] = {}
     for kname, nargs in kernels.items():
         fn = getattr(lib, kname)
@@ -66,6 +86,39 @@ def load_cpp_module(source: str, kernels: dict[str, int], name: str = "kernels",
         fn.restype = None
         out[kname] = _profiled(kname, fn) if profile else fn
     return out
+
+
+class _DeferredBuild(threading.Thread):
+    """A background build of size variants, which pch.wait_for_builds waits for with the others."""
+
+    def wait(self) -> None:
+        self.join()
+
+
+def _start_deferred(source: str, name: str, kernels: dict[str, int], namespace: dict,
+                    out: dict[str, Callable]) -> None:
+    """Build `source` in a thread, then put its kernels in `out` (the dict load_cpp_module returned, which the
+    module binds its names from) and in `namespace` where the generic ones are (or not bound yet). Benchmarks,
+    profiles and tests wait for it with pch.wait_for_builds; so does the interpreter's exit."""
+    generic = dict(out)
+
+    def build() -> None:
+        try:
+            full = _kernels(build_shared_library(source, name), kernels, False)
+        except Exception as e:  # (a variant that does not compile: the generic bodies serve every size)
+            log.warning("kernel-lens: %s keeps its kernels' generic bodies; building their size variants "
+                        "failed: %s", name, str(e).strip()[:500])
+            return
+        for kname, fn in full.items():
+            out[kname] = fn
+            if namespace.get(kname, generic[kname]) is generic[kname]:
+                namespace[kname] = fn
+    thread = _DeferredBuild(target=build, name=f"kernel-lens size variants of {name}", daemon=True)
+    pch.add_pending(thread)
+    thread.start()
+
+
+atexit.register(pch.wait_for_builds)
 
 
 def load_output_code(text: str) -> types.ModuleType:

@@ -17,6 +17,7 @@ from lens_format.kernel_map import KernelMap, read_kernel_map
 from lens_format.profile import CategoryTime, EagerOp, GraphProfile, KernelTime
 
 from compiler import hooks
+from compiler.machine import pch
 from compiler.machine.gemm import PROFILER_NAMES
 from compiler.machine.kernel_timer import KernelTimer
 
@@ -141,7 +142,9 @@ def eager_op_times(prof: torch.profiler.profile, iters: int, limit: int = 20) ->
 def profile_graph(graph_id: str, eager: Callable[[], object] | None, compiled: Callable[[], object],
                   kinds: dict[str, str], externs: dict[str, str], warmup: int, iters: int,
                   trace_path: str | None) -> GraphProfile:
-    """Time eager and compiled side by side, then profile the compiled calls per kernel."""
+    """Time eager and compiled side by side, then profile the compiled calls per kernel (the kernels the
+    program runs from now on: no size variant still building in the background, compiler/machine/runtime.py)."""
+    pch.wait_for_builds()
     eager_ms = time_call(eager, warmup, iters) if eager else None
     compiled_ms = time_call(compiled, warmup, iters)
     # generated kernels are timed by their own wrappers in a plain loop: the profiler's thread
