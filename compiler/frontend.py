@@ -20,6 +20,7 @@ from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.compiled_graph import CompiledGraph
 from compiler.debug import DebugDir
+from compiler.decomp_transformer import inline_fast_paths
 from compiler.decompositions import decomposition_table, eager_upsample_kernels
 from compiler.direct_call import direct_inference_call, without_guard_check, without_pregraph_markers
 from compiler.dynamo_skip import skip_compiler_package
@@ -247,6 +248,7 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     """`torch.compile(fn, backend="lens")`: forward, backward and inference graphs get generated kernels
     (AOTAutograd compiles the backward at the first backward pass)."""
     from torch._functorch.aot_autograd import aot_module_simplified
+    inline_fast_paths(gm)  # (nn.TransformerEncoderLayer's fused op as its ops, autocast's casts and all)
     frozen = freeze(gm, example_inputs)  # parameters as constants under no_grad (compiler/freezing.py)
     if frozen is not None:
         return frozen.wrap(lens_backend(frozen.gm, frozen.example_inputs, **kwargs), gm.forward)
