@@ -156,7 +156,9 @@ test("the kernel view links source and generated lines both ways, prelude folded
   session.reporting(t, async () => {
     const page = session.page;
     await openFile(page, DEMO, "def normalize");
-    await pointAtLine(page, "b = a * 2 + 1");
+    // (the cursor on a line without generated lines: the kernel side opens at its top, where the fold is, and
+    // stays there until the cursor moves to a compiled line)
+    await pointAtLine(page, "def normalize(x, w):");
     await runCommand(page, "Kernel Lens: Open Kernel View (linked lines)");
     const kernelGroup = groupShowing(page, "output_code.py");
     await kernelGroup.waitFor({ timeout: 30_000 });
