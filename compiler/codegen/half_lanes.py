@@ -23,7 +23,8 @@ instead converts the block's float16 inputs into float lanes before the loop and
 
 (the same bits: the instructions round to nearest even, as c10 does). Only statements the loop runs for every
 lane (no `if`/`else` in its body), at an index that steps by one element per lane, a stored buffer read nowhere
-else in the loop; everything else keeps the per-value conversions. Measured on the (8192, 1024) float16
+else in the loop once its loads are converted (a kernel writing in place reads the block before the loop);
+everything else keeps the per-value conversions. Measured on the (8192, 1024) float16
 `((a0+a1)+a2)*a3+a4` kernel, 2 threads of the AMX Xeon: 3.2 -> 2.0 ms (docs/performance.md).
 """
 from __future__ import annotations
@@ -152,17 +153,22 @@ def _rewrite(loop: list[Line], indent: str, var: str, lanes: int) -> tuple[list[
             any(re.search(r"\b(if|for|while) \(|\b(else|break|continue|goto)\b", t) for t, _ in body):
         return [], loop, []
     local = {d.group(1) for t, _ in body if (d := _DEFINED.match(t))} - {var}
-    texts = "\n".join(t for t, _ in body)
-    before, after, new_body = [], [], []
-    for text, nodes in body:
-        load, store = _LOAD.match(text), _STORE.match(text)
+    before, after, loaded = [], [], []
+    for text, nodes in body:  # loads first: a kernel writing in place reads its buffer before the loop then
+        load = _LOAD.match(text)
         if load and (start := _start(load.group(4), var, local)) is not None:
             lead, tmp, ptr = load.group(1), load.group(2), load.group(3)
             before += [(f"{indent}alignas(64) float {tmp}_lanes[{lanes}];", nodes),
                        (f"{indent}lens_fp16_load_lanes<{lanes}>({ptr} + ({start}), {tmp}_lanes);", nodes)]
-            new_body.append((f"{lead}auto {tmp} = {tmp}_lanes[{var}_lane];", nodes))
-        elif store and (start := _start(store.group(3), var, local)) is not None and \
-                len(re.findall(rf"\b{store.group(2)}\b", texts)) == 1:
+            loaded.append((f"{lead}auto {tmp} = {tmp}_lanes[{var}_lane];", nodes))
+        else:
+            loaded.append((text, nodes))
+    new_body = []
+    for i, (text, nodes) in enumerate(loaded):
+        store = _STORE.match(text)
+        others = "\n".join(t for j, (t, _) in enumerate(loaded) if j != i)
+        if store and (start := _start(store.group(3), var, local)) is not None and \
+                not re.search(rf"\b{store.group(2)}\b", others):
             lead, dst, value = store.group(1), store.group(2), store.group(4)
             before.append((f"{indent}alignas(64) float {dst}_lanes[{lanes}];", nodes))
             new_body.append((f"{lead}{dst}_lanes[{var}_lane] = {value};", nodes))
