@@ -131,6 +131,37 @@ def _relayout(graph: torch.fx.Graph, const: set[torch.fx.Node], targets: set, in
     return changed
 
 
+def _autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
+    """Inside an enabled CPU autocast region, a Linear's constant float32 weight and bias cast to autocast's
+    dtype once, as constants: autocast casts them on every call otherwise (it casts them to the same values, and a
+    weight already in its dtype is left as it is). Returns how many casts became constants."""
+    regions: dict[torch.fx.Node, torch.dtype | None] = {}
+    dtype, changed = None, 0
+    for node in list(graph.nodes):
+        name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+        if name == "_enter_autocast":
+            device, kind, enabled = (list(node.args) + [None, None, True])[:3]
+            regions[node] = dtype
+            dtype = kind if device == "cpu" and enabled and kind in (torch.bfloat16, torch.float16) else None
+        elif name == "_exit_autocast" and node.args and node.args[0] in regions:
+            dtype = regions[node.args[0]]
+        elif dtype is not None and node.op == "call_function" and node.target in _LINEAR:
+            for index, arg in ((1, "weight"), (2, "bias")):
+                value = _arg(node, index, arg, None)
+                val = getattr(value, "meta", {}).get("example_value")
+                if value not in const or not isinstance(val, torch.Tensor) or val.dtype != torch.float32:
+                    continue
+                with graph.inserting_before(node):
+                    cast = graph.call_method("to", (value, dtype))
+                const.add(cast)
+                if len(node.args) > index:
+                    node.args = node.args[:index] + (cast,) + node.args[index + 1:]
+                else:
+                    node.kwargs = {**node.kwargs, arg: cast}
+                changed += 1
+    return changed
+
+
 _RELU = {torch.relu, torch.nn.functional.relu}
 
 
@@ -253,7 +284,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence) -> FrozenGraph | 
         return None
     const = set(frozen)
     _propagate(graph, const)
-    folds = {"batch_norm": _fold_batch_norms(graph, const)}
+    folds = {"batch_norm": _fold_batch_norms(graph, const), "autocast weight casts": _autocast_casts(graph, const)}
     if config.freezing_conv_channels_last:
         folds["conv weight channels_last"] = _relayout(graph, const, _CONV, 1, "weight", channels_last)
     if config.freezing_conv_onednn:
