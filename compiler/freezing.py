@@ -122,13 +122,18 @@ def _relayout(graph: torch.fx.Graph, const: set[torch.fx.Node], targets: set, in
             continue
         with graph.inserting_before(node):
             new = graph.call_function(layout, (weight,))
-        const.add(new)
-        if len(node.args) > index:
-            node.args = node.args[:index] + (new,) + node.args[index + 1:]
-        else:
-            node.kwargs = {**node.kwargs, name: new}
+        _constant_arg(node, index, name, new, const)
         changed += 1
     return changed
+
+
+def _constant_arg(node: torch.fx.Node, index: int, name: str, value: torch.fx.Node, const: set) -> None:
+    """`node` reads constant node `value` as its argument `index` (or keyword `name`)."""
+    const.add(value)
+    if len(node.args) > index:
+        node.args = node.args[:index] + (value,) + node.args[index + 1:]
+    else:
+        node.kwargs = {**node.kwargs, name: value}
 
 
 def _autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
@@ -153,11 +158,7 @@ def _autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
                     continue
                 with graph.inserting_before(node):
                     cast = graph.call_method("to", (value, dtype))
-                const.add(cast)
-                if len(node.args) > index:
-                    node.args = node.args[:index] + (cast,) + node.args[index + 1:]
-                else:
-                    node.kwargs = {**node.kwargs, arg: cast}
+                _constant_arg(node, index, arg, cast, const)
                 changed += 1
     return changed
 
