@@ -80,7 +80,7 @@ def _arg_code(a: ExternArg, layouts: dict[str, tuple[torch.dtype, Layout]]) -> s
     if offset == 0 and tuple(size) == lay.size and all(
             x == y for x, y, s in zip(stride, lay.stride, size) if s != 1):
         return a.buffer
-    return f"reinterpret({a.buffer}, {py_repr(tuple(size))}, {py_repr(tuple(stride))}, {offset})"
+    return f"reinterpret({a.buffer}, {py_repr(tuple(size))}, {py_repr(tuple(stride))}, {py_repr(offset)})"
 
 
 # Extern ops called with a preallocated output (`.out` overload) when the output is dense and contiguous.
@@ -268,7 +268,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
         if kind == "buffer":
             results.append(v)
         elif kind == "view":
-            results.append(f"reinterpret({v.buffer}, {py_repr(v.size)}, {py_repr(v.stride)}, {v.offset})")
+            results.append(f"reinterpret({v.buffer}, {py_repr(v.size)}, {py_repr(v.stride)}, {py_repr(v.offset)})")
         else:
             results.append(py_repr(v))
     out.add(f"    return ({', '.join(results)}{',' if len(results) == 1 else ''})")

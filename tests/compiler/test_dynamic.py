@@ -209,3 +209,14 @@ def test_rows_of_static_length_are_prefetched_up_to_a_symbolic_row_count():
                                atol=1e-4, rtol=1e-4)
     prefetches = [line for line in graph.code.text.splitlines() if "__builtin_prefetch" in line]
     assert prefetches and all(" + 1 < s" in line for line in prefetches)
+
+
+def test_views_from_a_clamped_start_compute_their_offset_in_python():
+    """A slice whose start is a symbolic integer counted from the end starts at max(0, s0 + s1): the view returned
+    (and the one an extern op reads) computes that offset with Python's max in call() (sympy's `Max` there was a
+    NameError, found by the dynamic OpInfo sweep's `slice`)."""
+    w = torch.randn(40, 8)
+    check_dynamic(lambda x, start: torch.ops.aten.slice.Tensor(x, 0, start, -2, 2),
+                  lambda n: (torch.randn(n, 30, 40), -10), sizes=(20, 21, 13))
+    check_dynamic(lambda x, start: torch.mm(torch.ops.aten.slice.Tensor(x, 0, start)[:, 0], w),
+                  lambda n: (torch.randn(n, 3, 40), -4), sizes=(20, 21, 5), externs=("mm",))
