@@ -159,11 +159,9 @@ def _functions(generic, variants: list, pin_checks: list[str], else_body: list, 
         # kernel's part of the build may not hold the variant's definition)
         declarations.append(("    " + signature.removeprefix('extern "C" ') + ";", []))
         calls.append((f"    {'if' if i == 0 else 'else if'} ({cond}) {name}({call_args});", []))
-    lines += [*generic.lines[:2], *declarations]
-    if generic_else:  # (a body for every size: variant_text.generic_only can build the kernel without the variants)
-        lines += [(VARIANTS_BEGIN, []), *calls, ("    else", []), (VARIANTS_END, []), ("    {", [])]
-    else:
-        lines += [*calls, ("    else", []), ("    {", [])]
+    # (a generic body serves every size: variant_text.generic_only can build the kernel without the variants)
+    begin, end = ([(VARIANTS_BEGIN, [])], [(VARIANTS_END, [])]) if generic_else else ([], [])
+    lines += [*generic.lines[:2], *declarations, *begin, *calls, ("    else", []), *end, ("    {", [])]
     lines += [("    " + text, nodes) for text, nodes in else_body]
     return lines + [("    }", []), generic.lines[-1]]
 
