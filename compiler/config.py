@@ -146,6 +146,9 @@ class cpp:
     # ATen's own threading is as fast or faster (model_bench side by side: BERT 1.06 -> 1.02x Inductor with ATen,
     # DistilBERT 1.08 -> 1.02, MobileBERT 1.30 -> 1.15, ViT 0.99 -> 0.96; only GPT-2 lost, 0.95 -> 0.98).
     gemm_rows: bool = os.environ.get("LENS_GEMM_ROWS", "") not in ("", "0")
+    # Products whose weight is a frozen constant computed from MKL's packed copy of it, made once
+    # (compiler/machine/gemm_packed.py; LENS_GEMM_PACKED=0 keeps ATen's mm).
+    gemm_packed: bool = os.environ.get("LENS_GEMM_PACKED", "1") not in ("", "0")
     gemm_library: str = os.environ.get("LENS_GEMM") or ("aten" if os.environ.get("LENS_CHECK_ACCURACY") else "auto")
     onednn_min_macs: int = 1 << 22
     onednn_blocked_min_bytes: int = 32 * 1024 * 1024

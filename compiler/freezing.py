@@ -24,6 +24,7 @@ import torch.fx
 
 from compiler import config
 from compiler.direct_call import _mutates
+from compiler.machine import gemm_packed
 
 log = logging.getLogger(__name__)
 FROZEN: list["FrozenGraph"] = []  # every graph this process froze, in order (tests and the bench read it)
@@ -244,6 +245,7 @@ class FrozenGraph:
                for a, b in zip(fresh, self.constants)):
             return False
         self.constants = fresh
+        gemm_packed.register(fresh)
         self._stamp(args)
         self.refolds += 1
         return True
@@ -283,6 +285,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence) -> FrozenGraph | 
               and type(t) in (torch.Tensor, torch.nn.Parameter)}
     if not frozen:
         return None
+    gemm_packed.register(t for n, t in zip(placeholders, example_inputs) if n in frozen)
     const = set(frozen)
     _propagate(graph, const)
     folds = {"batch_norm": _fold_batch_norms(graph, const), "autocast weight casts": _autocast_casts(graph, const)}
@@ -342,6 +345,7 @@ def _split(gm: torch.fx.GraphModule, graph: torch.fx.Graph, placeholders: list[t
     frozen = FrozenGraph(main_gm, [example_inputs[i] for i in kept] + constants, kept, sources, constants_gm,
                          constants, {k: v for k, v in folds.items() if v})
     frozen.folds["constant subgraphs"] = len(outputs)
+    gemm_packed.register(constants)
     frozen._stamp(example_inputs)
     FROZEN.append(frozen)
     return frozen

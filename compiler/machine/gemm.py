@@ -33,7 +33,7 @@ import logging
 import torch
 
 from compiler import config
-from compiler.machine import gemm_rows
+from compiler.machine import gemm_packed, gemm_rows
 from compiler.machine.memory import empty_strided
 
 log = logging.getLogger(__name__)
@@ -125,6 +125,15 @@ def _rows(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, beta, alp
             and gemm_rows.applies(a, b, bias))
 
 
+def _row_blocks(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, beta, alpha) -> bool:
+    """out = a @ b (+ bias) by our row split where it takes the product: from the weight's pack when b is a frozen
+    constant (gemm_packed.py), else with `LENS_GEMM_ROWS=1` (gemm_rows.py); False where ATen runs it."""
+    if beta != 1 or alpha != 1:
+        return False
+    return gemm_packed.mm_into(out, a, b, bias) or (_rows(a, b, bias, beta, alpha)
+                                                     and gemm_rows.mm_into(out, a, b, bias))
+
+
 # What torch.profiler calls each helper's call, whichever library ran it (compiler/tools/profiling.py times an
 # extern mm/addmm of the generated code by this name; the library's own op is nested inside).
 PROFILER_NAMES = {"aten.mm.default": "lens::mm", "aten.addmm.default": "lens::addmm"}
@@ -141,7 +150,7 @@ def mm(a: torch.Tensor, b: torch.Tensor, *, size, stride) -> torch.Tensor:
         if _uses_onednn(a, b, None, 1, 1):
             return _onednn(a, b, None, size, stride)
         out = empty_strided(size, stride, dtype=a.dtype)
-        if _rows(a, b, None, 1, 1) and gemm_rows.mm_into(out, a, b):
+        if _row_blocks(out, a, b, None, 1, 1):
             return out
         return torch.ops.aten.mm.out(a, b, out=out)
 
@@ -152,6 +161,6 @@ def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha
         if _uses_onednn(a, b, bias, beta, alpha):
             return _onednn(a, b, bias, size, stride)
         out = empty_strided(size, stride, dtype=a.dtype)
-        if _rows(a, b, bias, beta, alpha) and gemm_rows.mm_into(out, a, b, bias):
+        if _row_blocks(out, a, b, bias, beta, alpha):
             return out
         return torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=out)

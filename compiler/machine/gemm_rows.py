@@ -58,19 +58,52 @@ extern "C" void lens_gemm_rows(void* sgemm, const float* a, int64_t lda, int64_t
         }
     }
 }
+typedef void (*lens_sgemm_compute_t)(int, int, int, int, int, int, const float*, int, const float*, int, float,
+                                     float*, int);
+// The same row split with B packed once by MKL (cblas_sgemm_pack, compiler/machine/gemm_packed.py): each thread's
+// cblas_sgemm_compute reads the pack instead of packing B again for its rows.
+extern "C" void lens_gemm_packed_rows(void* compute, const float* a, int64_t lda, int64_t a_t, const float* packed,
+                                      const float* bias, float* c, int64_t M, int64_t K, int64_t N, int64_t threads)
+{
+    #pragma omp parallel num_threads(threads)
+    {
+        const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        const int64_t r0 = M * t / nt, r1 = M * (t + 1) / nt;
+        if (r1 > r0) {
+            float beta = 0.0f;
+            if (bias) {
+                for (int64_t r = r0; r < r1; r++) {
+                    #pragma omp simd
+                    for (int64_t j = 0; j < N; j++) c[r * N + j] = bias[j];
+                }
+                beta = 1.0f;
+            }
+            // CblasRowMajor 101, CblasNoTrans 111, CblasTrans 112, CblasPacked 151
+            ((lens_sgemm_compute_t)compute)(101, a_t ? 112 : 111, 151, (int)(r1 - r0), (int)N, (int)K,
+                                            a + (a_t ? r0 : r0 * lda), (int)lda, packed, (int)N, beta, c + r0 * N,
+                                            (int)N);
+        }
+    }
+}
 """
 
 
 @functools.lru_cache(maxsize=None)
-def sgemm_address() -> int | None:
-    """The address of MKL's LP64 `sgemm_` in libtorch_cpu (None where torch's BLAS is not MKL or hides it)."""
+def mkl_symbol(name: str) -> int | None:
+    """The address of MKL's function `name` exported by libtorch_cpu (None where torch's BLAS is not MKL or hides
+    it)."""
     if not torch.backends.mkl.is_available():
         return None
     try:
         lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
-        return ctypes.cast(lib.sgemm_, ctypes.c_void_p).value
+        return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
     except (OSError, AttributeError):
         return None
+
+
+def sgemm_address() -> int | None:
+    """The address of MKL's LP64 `sgemm_` in libtorch_cpu."""
+    return mkl_symbol("sgemm_")
 
 
 class _Helper:
@@ -80,6 +113,7 @@ class _Helper:
 
     def __init__(self):
         self.fn = None
+        self.packed = None  # lens_gemm_packed_rows (compiler/machine/gemm_packed.py), loaded with `fn`
         self.path: str | None = None
         self.off = False
 
@@ -98,14 +132,17 @@ class _Helper:
             self.off = os.path.exists(os.path.join(os.path.dirname(self.path), "failed"))
             return None
         try:
-            fn = ctypes.CDLL(self.path).lens_gemm_rows
+            lib = ctypes.CDLL(self.path)
+            fn, packed = lib.lens_gemm_rows, lib.lens_gemm_packed_rows
         except (OSError, AttributeError) as e:
             log.warning("row-split GEMM helper unloadable (%s): products use ATen's mm", e)
             self.off = True
             return None
-        fn.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int64] * 2 + [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
-                                                                      ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_int64] * 4
-        fn.restype = None
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        fn.argtypes = [ptr, ptr, i64, i64, ptr, i64, i64, ptr, ptr, i64, i64, i64, i64]
+        packed.argtypes = [ptr, ptr, i64, i64, ptr, ptr, ptr, i64, i64, i64, i64]
+        fn.restype = packed.restype = None
+        self.packed = packed
         self.fn = fn
         return fn
 
@@ -113,7 +150,7 @@ class _Helper:
 HELPER = _Helper()
 
 
-def _operand(t: torch.Tensor, rows: int, cols: int) -> tuple[int, int] | None:
+def operand_layout(t: torch.Tensor, rows: int, cols: int) -> tuple[int, int] | None:
     """(leading dimension, transposed flag) of a (rows, cols) matrix with one unit stride, as BLAS takes it."""
     s0, s1 = t.stride()
     if s1 == 1 and s0 >= max(1, cols):
@@ -139,7 +176,7 @@ def applies(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> bool
         return False
     if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
         return False
-    return _operand(a, m, k) is not None and _operand(b, k, n) is not None and sgemm_address() is not None
+    return operand_layout(a, m, k) is not None and operand_layout(b, k, n) is not None and sgemm_address() is not None
 
 
 def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
@@ -148,8 +185,8 @@ def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Ten
     if kernel is None:
         return False
     (m, k), n = a.shape, b.shape[1]
-    lda, a_t = _operand(a, m, k)
-    ldb, b_t = _operand(b, k, n)
+    lda, a_t = operand_layout(a, m, k)
+    ldb, b_t = operand_layout(b, k, n)
     kernel(sgemm_address(), a.data_ptr(), lda, a_t, b.data_ptr(), ldb, b_t,
            bias.data_ptr() if bias is not None else None, out.data_ptr(), m, k, n, torch.get_num_threads())
     return True

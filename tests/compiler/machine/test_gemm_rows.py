@@ -34,6 +34,7 @@ def calls(monkeypatch):
     monkeypatch.setattr(gemm_rows, "mm_into", counted)
     monkeypatch.setattr(config.cpp, "gemm_library", "auto")
     monkeypatch.setattr(config.cpp, "gemm_rows", True)
+    monkeypatch.setattr(config.cpp, "gemm_packed", False)  # (frozen weights' packs: test_gemm_packed.py)
     monkeypatch.setattr(gemm, "onednn_is_faster", lambda: False)
     return seen
 

@@ -1,0 +1,126 @@
+"""Float32 products whose weight is a frozen constant, computed from MKL's packed copy of that weight.
+
+Every `sgemm` call packs its B operand (the weight) into MKL's internal blocked layout before multiplying; for a
+transformer's products (128 rows against a 768x3072 weight) that repacking is a pass over the whole weight per
+call and per thread. A constant of a frozen inference graph (compiler/freezing.py) is the same matrix on every call,
+so it is packed once (`cblas_sgemm_pack`, on its first use as a B operand) and each call's rows are multiplied
+against the pack (`cblas_sgemm_compute`), split by rows over one OpenMP region (`gemm_rows.py`'s helper library,
+each thread single-threaded MKL). Measured side by side against ATen's `mm` (MKL threading itself), 2 threads of
+the AMX Xeon, medians: (128,768)x(768,3072) 2.47 -> 2.09 ms, (128,3072)x(3072,768) 2.43 -> 2.15, (128,768)x(768,
+768) 0.69 -> 0.52, (394,768)x(768,3072) 7.01 -> 5.82 (docs/performance.md); the same MKL kernels, so results are
+MKL's float32 products (bitwise equal to the row-split `sgemm` on those shapes).
+
+Which tensors: `register` is called by freezing (under no_grad, `config.freezing`) with the parameters and buffers of
+the graph and the constants it computed; a B operand is served from a pack when it is a view of a registered tensor
+that is still alive, packed at its current version counter (an in-place change, such as an optimizer step or
+`copy_`, makes the next product pack it again; a tensor's packs are freed with it). Writes through `p.data` (its
+own version counter) are the one change no counter shows, as for freezing's constants: `LENS_FREEZING=0`. Products with fewer
+than `gemm_rows.MIN_ROWS_PER_THREAD` rows a thread (MKL's packed path is slow on a few rows) or fewer than `MIN_MACS`
+multiply-adds (MKL's own threading is faster there) stay ATen's, as does everything under `LENS_GEMM=aten` (accuracy checks) or `LENS_GEMM_PACKED=0`.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import weakref
+
+import torch
+
+from compiler import config
+from compiler.machine import gemm_rows
+
+log = logging.getLogger(__name__)
+
+# Products below this many multiply-adds stay ATen's: MobileBERT's (128,128)x(128,512)-sized ones ran 1.07-1.24x
+# slower from packs split by rows than in MKL's own threading (whole model 1.10x), (128,384)x(384,512) 0.98x, BERT's
+# (128,768)x(768,768) 0.92x (measured inside the compiled models, docs/performance.md).
+MIN_MACS = 1 << 25
+_ROW_MAJOR, _NO_TRANS, _TRANS, _B_MATRIX = 101, 111, 112, 162
+
+
+class _Constant:
+    """A registered constant: its storage (weakly), version at registration, and its packs by B-operand view."""
+
+    def __init__(self, tensor: torch.Tensor):
+        self.ref = weakref.ref(tensor, lambda _ref, key=tensor.untyped_storage().data_ptr(): _CONSTANTS.pop(key, None))
+        self.version = tensor._version
+        self.packs: dict[tuple, torch.Tensor] = {}
+
+
+_CONSTANTS: dict[int, _Constant] = {}  # storage data pointer -> constant
+
+
+def register(tensors) -> None:
+    """Marks frozen constants whose later use as a product's B operand may be packed (float32 CPU matrices)."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.dim() == 2 and t.device.type == "cpu" \
+                and t.layout == torch.strided and t.numel() > 0:
+            _CONSTANTS[t.untyped_storage().data_ptr()] = _Constant(t)
+
+
+def packed_count() -> int:
+    """How many packs are held (tests)."""
+    return sum(len(c.packs) for c in _CONSTANTS.values())
+
+
+def _functions():
+    names = ("cblas_sgemm_pack_get_size", "cblas_sgemm_pack", "cblas_sgemm_compute")
+    addresses = [gemm_rows.mkl_symbol(n) for n in names]
+    return None if None in addresses else addresses
+
+
+def _pack(b: torch.Tensor, m: int) -> torch.Tensor | None:
+    """MKL's packed copy of B operand `b` (k, n), or None where MKL's packing is not there."""
+    addresses = _functions()
+    if addresses is None:
+        return None
+    size_fn = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)(addresses[0])
+    pack_fn = ctypes.CFUNCTYPE(None, *[ctypes.c_int] * 6, ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
+                               ctypes.c_void_p)(addresses[1])
+    (k, n), (ldb, b_t) = b.shape, gemm_rows.operand_layout(b, *b.shape)
+    size = size_fn(_B_MATRIX, m, n, k)
+    packed = torch.empty(size, dtype=torch.uint8)  # (64-byte aligned: c10's allocator)
+    pack_fn(_ROW_MAJOR, _B_MATRIX, _TRANS if b_t else _NO_TRANS, m, n, k, 1.0, b.data_ptr(), ldb, packed.data_ptr())
+    return packed
+
+
+def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
+    constant = _CONSTANTS.get(b.untyped_storage().data_ptr())
+    if constant is None:
+        return None
+    owner = constant.ref()
+    if owner is None or b._version != owner._version:
+        return None
+    if owner._version != constant.version:  # changed in place (an optimizer step, copy_): its packs are stale
+        constant.packs.clear()
+        constant.version = owner._version
+    key = (b.data_ptr(), tuple(b.shape), tuple(b.stride()))
+    packed = constant.packs.get(key)
+    if packed is None:
+        packed = _pack(b, m)
+        if packed is None:
+            return None
+        constant.packs[key] = packed
+    return packed
+
+
+def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
+    """out (contiguous (M, N)) = a @ b (+ bias) from b's pack; False (out untouched) unless b is a registered
+    constant and the product is one the row split takes."""
+    if not _CONSTANTS or not config.cpp.gemm_packed or config.cpp.gemm_library != "auto":
+        return False
+    if a.shape[0] * b.shape[0] * b.shape[1] < MIN_MACS or not gemm_rows.applies(a, b, bias):
+        return False
+    kernel = gemm_rows.HELPER.get()
+    compute = _functions()
+    if kernel is None or compute is None:
+        return False
+    (m, k), n = a.shape, b.shape[1]
+    packed = _lookup(b, m)
+    if packed is None:
+        return False
+    lda, a_t = gemm_rows.operand_layout(a, m, k)
+    gemm_rows.HELPER.packed(compute[2], a.data_ptr(), lda, a_t, packed.data_ptr(),
+                            bias.data_ptr() if bias is not None else None, out.data_ptr(), m, k, n,
+                            torch.get_num_threads())
+    return True
