@@ -70,6 +70,9 @@ attention_scores_max_bytes: int = int(os.environ.get("LENS_ATTENTION_SCORES_MAX_
 freezing: bool = os.environ.get("LENS_FREEZING", "1") not in ("", "0")
 freezing_conv_channels_last: bool = _env_flag("LENS_FREEZE_CONV_CL")
 freezing_linear_transposed: bool = _env_flag("LENS_FREEZE_LINEAR_T")
+# Frozen Linear layers reading one input (an attention's query/key/value) as one product over their concatenated
+# weights, each output a column slice (compiler/freezing_concat.py; LENS_FREEZE_CONCAT_LINEARS=0 keeps them apart).
+freezing_concat_linears: bool = os.environ.get("LENS_FREEZE_CONCAT_LINEARS", "1") not in ("", "0")
 # Frozen conv2d as oneDNN's channels-last convolution with a following ReLU as its post-op (LENS_FREEZE_CONV_ONEDNN).
 freezing_conv_onednn: bool = _env_flag("LENS_FREEZE_CONV_ONEDNN")
 

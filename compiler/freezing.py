@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 import torch
 import torch.fx
 
-from compiler import config
+from compiler import config, freezing_concat
 from compiler.direct_call import _mutates
 from compiler.machine import gemm_packed
 
@@ -267,9 +267,10 @@ class FrozenGraph:
         return run
 
 
-def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence) -> FrozenGraph | None:
+def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = True) -> FrozenGraph | None:
     """The split of an inference graph under no_grad whose parameters/buffers feed a fold, or None (grad mode,
-    freezing off, a graph that changes tensors in place, nothing to fold)."""
+    freezing off, a graph that changes tensors in place, nothing to fold). `concat`: Linear layers sharing an
+    input merged into one product (compiler/freezing_concat.py)."""
     if not config.freezing or torch.is_grad_enabled() or gm.meta.get("lens_frozen") or _mutates(gm):
         return None
     from torch._subclasses.fake_tensor import FakeTensor
@@ -295,6 +296,10 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence) -> FrozenGraph | 
         folds["conv as oneDNN channels-last"] = _conv_onednn(graph, const)
     if config.freezing_linear_transposed:
         folds["linear weight K-major"] = _relayout(graph, const, _LINEAR, 1, "weight", _transposed_storage)
+    if concat and config.freezing_concat_linears:
+        folds["linears sharing an input as one product"] = merged = freezing_concat.concat_linears(graph, const)
+        if merged and not freezing_concat.traces(gm, graph, example_inputs):
+            return freeze(gm, example_inputs, concat=False)
     graph.eliminate_dead_code()
     return _split(gm, graph, placeholders, example_inputs, const, folds)
 
