@@ -48,6 +48,16 @@ def _callable_from_output_code(target) -> bool:
     return isinstance(target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator))
 
 
+# Functional ops whose ATen kernel copies their first argument before changing it, and the in-place form of each
+# (same arguments, returns that argument): used where the first argument's buffer is computed for the call alone
+# (an embedding's backward: index_put(zeros, ...) on a 94 MB table copied 94 MB per step).
+_IN_PLACE_FORMS = {
+    torch.ops.aten.index_put.default: torch.ops.aten.index_put_.default,
+    torch.ops.aten.index_add.default: torch.ops.aten.index_add_.default,
+    torch.ops.aten.scatter_add.default: torch.ops.aten.scatter_add_.default,
+    torch.ops.aten.scatter.src: torch.ops.aten.scatter_.src,
+    torch.ops.aten.scatter.value: torch.ops.aten.scatter_.value,
+}
 _SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Dynamo's run-time checks of unbacked sizes (`u0 >= 0`): true of every value the extern call that defines the
 # size returns, so the generated call() leaves them out, as it leaves out the guards Dynamo checks itself.
@@ -299,6 +309,9 @@ class GraphLowering:
     def _extern(self, node: torch.fx.Node, reason: str, target=None, args: tuple | None = None):
         """An ATen call for `node` (or, with `target` and `args`, another op giving the same output)."""
         target = target or node.target
+        if target in _IN_PLACE_FORMS and args is None and self._computed_for_this_call_alone(node.args[0]):
+            target = _IN_PLACE_FORMS[target]
+            reason += "; run in place on its input, whose buffer is computed for this call alone"
         if not _callable_from_output_code(target):
             raise EagerGraph(f"node {node.name} calls {_target_name(target)}, which output_code.py cannot "
                              f"call by name")
@@ -328,6 +341,13 @@ class GraphLowering:
         results = [buffer_value(o[0], o[1], o[2].size, o[2].stride) if o else
                    size_expr(m) if isinstance(m, torch.SymInt) else m for o, m in zip(outputs, vals)]
         return tuple(results) if isinstance(val, (list, tuple)) else results[0]
+
+    def _computed_for_this_call_alone(self, arg) -> bool:
+        """Whether extern argument `arg` is a value not yet in a buffer: `_extern_arg` computes it into a fresh buffer
+        that nothing else reads (later readers compute it again or read another buffer), so the call may
+        overwrite it (a functional `index_put` as `index_put_`, instead of copying it first)."""
+        value = self.env.get(arg) if isinstance(arg, torch.fx.Node) else None
+        return isinstance(value, TensorValue) and value.strided is None and 0 not in value.size
 
     def _output(self, arg) -> tuple[str, object]:
         if not isinstance(arg, torch.fx.Node):
