@@ -57,7 +57,8 @@ def decomposition_table() -> dict:
         aten.std_mean, aten.gelu, aten.silu, aten.mean, aten.addcmul, aten.addcdiv, aten.hardswish,
         aten.hardsigmoid, aten.softplus, aten.logsumexp, aten.sigmoid, aten.elu, aten.leaky_relu,
         aten.hardtanh, aten.mish, aten.lerp, aten.threshold, aten.masked_fill, aten.linalg_vector_norm,
-        aten.ldexp,
+        aten.ldexp, aten._native_batch_norm_legit_functional, aten._native_batch_norm_legit,
+        aten._native_batch_norm_legit_no_training, aten.native_batch_norm,
     ])
     table = {**core_aten_decompositions(), **extra}
     # The refs compute integer linspace/logspace in floating point and round differently from eager.
@@ -65,7 +66,9 @@ def decomposition_table() -> dict:
         for name in op.overloads():
             if getattr(op, name) in table:
                 table[getattr(op, name)] = _floating_only(table[getattr(op, name)])
-    for op in (aten.linspace, aten.logspace, aten.addr, aten.linalg_cross):
+    # (batch norm's half kernels keep float statistics and round where the decomposition cannot follow)
+    for op in (aten.linspace, aten.logspace, aten.addr, aten.linalg_cross, aten._native_batch_norm_legit_functional,
+               aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training, aten.native_batch_norm):
         for name in op.overloads():
             if getattr(op, name) in table:
                 table[getattr(op, name)] = _not_in_half(table[getattr(op, name)])

@@ -1,5 +1,6 @@
 """Whole training steps under the lens backend: forward, backward, optimizer step and zero_grad, compiled
 together or apart, match eager step for step and compile each graph once (Dynamo never traces lens itself)."""
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -8,7 +9,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from compiler import frontend
+from compiler import config, frontend
 
 # before lens kept Dynamo out of its own code these hung (a deadlock on Dynamo's callback lock): fail instead
 pytestmark = pytest.mark.timeout(300)
@@ -191,3 +192,35 @@ def test_whole_step_under_kernel_lens_compile_writes_each_graph_once(tmp_path):
     assert len(folders) == expected_graphs >= 3, (sorted(str(p.parent.relative_to(run)) for p in folders),
                                                   expected_graphs)
     assert f"({expected_graphs} graph folder(s))" in done.stdout, done.stdout[-2000:]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_batch_norm_in_training_runs_in_kernels_with_eagers_results_and_running_stats(tmp_path, dtype):
+    """A Conv-BN-ReLU step in train mode: batch norm's forward (batch statistics and the running-stat updates) is
+    decomposed into lens's kernels, not an ATen call; output, gradients and running stats equal eager's."""
+    torch.manual_seed(0)
+
+    def net():
+        torch.manual_seed(1)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8),
+                                   torch.nn.ReLU()).to(dtype).train()
+    eager, compiled_net = net(), net()
+    x = torch.randn(4, 3, 10, 10, dtype=dtype)
+    torch._dynamo.reset()
+    old = config.debug, config.debug_dir_root
+    config.debug, config.debug_dir_root = True, str(tmp_path)
+    try:
+        compiled = torch.compile(compiled_net, backend="lens")
+        for _ in range(2):
+            compiled(x).square().sum().backward()
+            eager(x).square().sum().backward()
+    finally:
+        config.debug, config.debug_dir_root = old
+    tol = dict(atol=1e-3, rtol=1e-3) if dtype == torch.float32 else {}  # (sums over 400 products per gradient)
+    for (name, a), b in zip(compiled_net.named_parameters(), eager.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, **tol)
+    torch.testing.assert_close(compiled_net[1].running_mean, eager[1].running_mean, **tol)
+    torch.testing.assert_close(compiled_net[1].running_var, eager[1].running_var, **tol)
+    assert compiled_net[1].num_batches_tracked == eager[1].num_batches_tracked == 2
+    code = "\n".join(p.read_text() for p in pathlib.Path(tmp_path).glob("run_*/lens/graph_*/output_code.py"))
+    assert "batch_norm" in code and "aten._native_batch_norm_legit" not in code
