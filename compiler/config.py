@@ -152,6 +152,7 @@ class cpp:
     # Products whose weight is a frozen constant computed from MKL's packed copy of it, made once
     # (compiler/machine/gemm_packed.py; LENS_GEMM_PACKED=0 keeps ATen's mm).
     gemm_packed: bool = os.environ.get("LENS_GEMM_PACKED", "1") not in ("", "0")
+    gemm_packed_max_bytes: int = int(os.environ.get("LENS_GEMM_PACKED_MAX_BYTES") or 4 * 2**30)
     gemm_library: str = os.environ.get("LENS_GEMM") or ("aten" if os.environ.get("LENS_CHECK_ACCURACY") else "auto")
     onednn_min_macs: int = 1 << 22
     onednn_blocked_min_bytes: int = 32 * 1024 * 1024

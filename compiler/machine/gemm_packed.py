@@ -14,7 +14,9 @@ Which tensors: `register` is called by freezing (under no_grad, `config.freezing
 the graph and the constants it computed; a B operand is served from a pack when it is a view of a registered tensor
 that is still alive, packed at its current version counter (an in-place change, such as an optimizer step or
 `copy_`, makes the next product pack it again; a tensor's packs are freed with it). Writes through `p.data` (its
-own version counter) are the one change no counter shows, as for freezing's constants: `LENS_FREEZING=0`. Products with fewer
+own version counter) are the one change no counter shows, as for freezing's constants: `LENS_FREEZING=0`. A pack is a
+second copy of its weight (MKL sizes it a few MiB above the weight; untouched pages cost nothing): once the packs
+held reach `config.cpp.gemm_packed_max_bytes` (LENS_GEMM_PACKED_MAX_BYTES, 4 GiB), further weights are not packed. Products with fewer
 than `gemm_rows.MIN_ROWS_PER_THREAD` rows a thread (MKL's packed path is slow on a few rows) or fewer than `MIN_MACS`
 multiply-adds (MKL's own threading is faster there) stay ATen's, as does everything under `LENS_GEMM=aten` (accuracy checks) or `LENS_GEMM_PACKED=0`.
 """
@@ -42,12 +44,24 @@ class _Constant:
     """A registered constant: its storage (weakly), version at registration, and its packs by B-operand view."""
 
     def __init__(self, tensor: torch.Tensor):
-        self.ref = weakref.ref(tensor, lambda _ref, key=tensor.untyped_storage().data_ptr(): _CONSTANTS.pop(key, None))
+        self.ref = weakref.ref(tensor, lambda _ref, key=tensor.untyped_storage().data_ptr(): _forget(key))
         self.version = tensor._version
         self.packs: dict[tuple, torch.Tensor] = {}
 
+    def drop_packs(self) -> None:
+        global _PACKED_BYTES
+        _PACKED_BYTES -= sum(p.numel() for p in self.packs.values())
+        self.packs.clear()
+
 
 _CONSTANTS: dict[int, _Constant] = {}  # storage data pointer -> constant
+_PACKED_BYTES = 0  # what the packs held now take (config.cpp.gemm_packed_max_bytes caps it)
+
+
+def _forget(key: int) -> None:
+    constant = _CONSTANTS.pop(key, None)
+    if constant is not None:
+        constant.drop_packs()
 
 
 def register(tensors) -> None:
@@ -85,6 +99,7 @@ def _pack(b: torch.Tensor, m: int) -> torch.Tensor | None:
 
 
 def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
+    global _PACKED_BYTES
     constant = _CONSTANTS.get(b.untyped_storage().data_ptr())
     if constant is None:
         return None
@@ -92,15 +107,18 @@ def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
     if owner is None or b._version != owner._version:
         return None
     if owner._version != constant.version:  # changed in place (an optimizer step, copy_): its packs are stale
-        constant.packs.clear()
+        constant.drop_packs()
         constant.version = owner._version
     key = (b.data_ptr(), tuple(b.shape), tuple(b.stride()))
     packed = constant.packs.get(key)
     if packed is None:
+        if _PACKED_BYTES + 4 * b.numel() > config.cpp.gemm_packed_max_bytes:
+            return None  # (a second copy of every weight: past the cap, products read the weight itself)
         packed = _pack(b, m)
         if packed is None:
             return None
         constant.packs[key] = packed
+        _PACKED_BYTES += packed.numel()
     return packed
 
 

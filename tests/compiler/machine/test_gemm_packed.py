@@ -115,3 +115,17 @@ def test_compiled_linear_layers_use_packs_and_never_read_a_stale_one(packs):
         down.weight.add_(1.0)
         torch.testing.assert_close(compiled(x), block(x), atol=1e-4, rtol=1e-4)
         assert packs.count(True) == 4
+
+
+def test_packs_stop_at_their_byte_cap(packs, monkeypatch):
+    first, second, a = torch.randn(N, K), torch.randn(N, K), torch.randn(M, K)
+    gemm_packed.register([first, second])
+    monkeypatch.setattr(config.cpp, "gemm_packed_max_bytes", gemm_packed._PACKED_BYTES + 4 * N * K * 2 ** 10)
+    close(gemm.mm(a, first.t(), size=(M, N), stride=(N, 1)), a @ first.t())
+    monkeypatch.setattr(config.cpp, "gemm_packed_max_bytes", gemm_packed._PACKED_BYTES)
+    close(gemm.mm(a, second.t(), size=(M, N), stride=(N, 1)), a @ second.t())  # (past the cap: no pack)
+    assert packs == [True, False]
+    held = gemm_packed._PACKED_BYTES
+    del first
+    gc.collect()
+    assert gemm_packed._PACKED_BYTES < held  # (a freed weight's pack no longer counts)
