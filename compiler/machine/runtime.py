@@ -33,8 +33,11 @@ _LIBS: dict[str, ctypes.CDLL] = {}
 log = logging.getLogger(__name__)
 
 
-def reinterpret(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
-    return torch.as_strided(t, size, stride, t.storage_offset() + offset)
+try:  # (a view of `t`'s storage at its offset + `offset`: torch's C++ helper, 0.5 us against as_strided's 1.2)
+    from torch._C._dynamo.guards import _reinterpret_tensor as reinterpret
+except ImportError:
+    def reinterpret(t: torch.Tensor, size, stride, offset: int) -> torch.Tensor:
+        return torch.as_strided(t, size, stride, t.storage_offset() + offset)
 
 
 def with_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
