@@ -11,12 +11,13 @@ the AMX Xeon, medians: (128,768)x(768,3072) 2.47 -> 2.09 ms, (128,3072)x(3072,76
 MKL's float32 products (bitwise equal to the row-split `sgemm` on those shapes).
 
 Which tensors: `register` is called by freezing (under no_grad, `config.freezing`) with the parameters and buffers of
-the graph and the constants it computed; a B operand is served from a pack when it is a view of a registered tensor
-that is still alive, packed at its current version counter (an in-place change, such as an optimizer step or
+the graph and the constants it computed; a B operand is served from a pack when it is a view of a registered tensor's
+storage (generated code's views share no version counter) that is still alive, packed at that tensor's current
+version counter (an in-place change, such as an optimizer step or
 `copy_`, makes the next product pack it again; a tensor's packs are freed with it). Writes through `p.data` (its
 own version counter) are the one change no counter shows, as for freezing's constants: `LENS_FREEZING=0`. A pack is a
-second copy of its weight (MKL sizes it a few MiB above the weight; untouched pages cost nothing): once the packs
-held reach `config.cpp.gemm_packed_max_bytes` (LENS_GEMM_PACKED_MAX_BYTES, 4 GiB), further weights are not packed. Products with fewer
+second copy of its weight (MKL asks for ~9 MiB more than the weight, pages it never touches): once the weights of the
+packs held reach `config.cpp.gemm_packed_max_bytes` (LENS_GEMM_PACKED_MAX_BYTES, 4 GiB), further weights are not packed. Products with fewer
 than `gemm_rows.MIN_ROWS_PER_THREAD` rows a thread (MKL's packed path is slow on a few rows) or fewer than `MIN_MACS`
 multiply-adds (MKL's own threading is faster there) stay ATen's, as does everything under `LENS_GEMM=aten` (accuracy checks) or `LENS_GEMM_PACKED=0`.
 """
@@ -50,8 +51,15 @@ class _Constant:
 
     def drop_packs(self) -> None:
         global _PACKED_BYTES
-        _PACKED_BYTES -= sum(p.numel() for p in self.packs.values())
+        _PACKED_BYTES -= sum(_data_bytes(key) for key in self.packs)
         self.packs.clear()
+
+
+def _data_bytes(key: tuple) -> int:
+    """The bytes MKL writes into a pack of the B operand `key` describes: its float32 elements (the buffer MKL asks
+    for is ~9 MiB larger whatever the weight, pages it never touches)."""
+    k, n = key[1]
+    return 4 * k * n
 
 
 _CONSTANTS: dict[int, _Constant] = {}  # storage data pointer -> constant
@@ -104,7 +112,7 @@ def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
     if constant is None:
         return None
     owner = constant.ref()
-    if owner is None or b._version != owner._version:
+    if owner is None:
         return None
     if owner._version != constant.version:  # changed in place (an optimizer step, copy_): its packs are stale
         constant.drop_packs()
@@ -112,13 +120,13 @@ def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
     key = (b.data_ptr(), tuple(b.shape), tuple(b.stride()))
     packed = constant.packs.get(key)
     if packed is None:
-        if _PACKED_BYTES + 4 * b.numel() > config.cpp.gemm_packed_max_bytes:
+        if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:
             return None  # (a second copy of every weight: past the cap, products read the weight itself)
         packed = _pack(b, m)
         if packed is None:
             return None
         constant.packs[key] = packed
-        _PACKED_BYTES += packed.numel()
+        _PACKED_BYTES += _data_bytes(key)
     return packed
 
 

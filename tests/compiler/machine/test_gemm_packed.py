@@ -26,6 +26,7 @@ def packs(monkeypatch):
     monkeypatch.setattr(config.cpp, "gemm_library", "auto")
     monkeypatch.setattr(config.cpp, "gemm_packed", True)
     monkeypatch.setattr(config.cpp, "gemm_rows", False)
+    monkeypatch.setattr(config.cpp, "gemm_packed_max_bytes", 1 << 62)  # (whatever other tests left packed)
     monkeypatch.setattr(gemm, "onednn_is_faster", lambda: False)
     served = []
     real = gemm_packed.mm_into
@@ -120,7 +121,7 @@ def test_compiled_linear_layers_use_packs_and_never_read_a_stale_one(packs):
 def test_packs_stop_at_their_byte_cap(packs, monkeypatch):
     first, second, a = torch.randn(N, K), torch.randn(N, K), torch.randn(M, K)
     gemm_packed.register([first, second])
-    monkeypatch.setattr(config.cpp, "gemm_packed_max_bytes", gemm_packed._PACKED_BYTES + 4 * N * K * 2 ** 10)
+    monkeypatch.setattr(config.cpp, "gemm_packed_max_bytes", gemm_packed._PACKED_BYTES + 4 * N * K)
     close(gemm.mm(a, first.t(), size=(M, N), stride=(N, 1)), a @ first.t())
     monkeypatch.setattr(config.cpp, "gemm_packed_max_bytes", gemm_packed._PACKED_BYTES)
     close(gemm.mm(a, second.t(), size=(M, N), stride=(N, 1)), a @ second.t())  # (past the cap: no pack)
