@@ -108,3 +108,17 @@ def only_plan(graph_dir: pathlib.Path):
     plans = [k for k in kernel_plans(graph_dir).kernels if not k.size_variant]
     assert len(plans) == 1, [k.kernel for k in plans]
     return plans[0]
+
+
+def record_results(monkeypatch, module, name: str) -> list:
+    """`module.name` wrapped so that each call's result is appended to the returned list (which of a library's
+    paths ran, where the call itself is what is tested)."""
+    seen = []
+    real = getattr(module, name)
+
+    def recorded(*args, **kwargs):
+        result = real(*args, **kwargs)
+        seen.append(result)
+        return result
+    monkeypatch.setattr(module, name, recorded)
+    return seen

@@ -9,6 +9,7 @@ import torch
 
 from compiler import config
 from compiler.machine import gemm, gemm_packed, gemm_rows, pch
+from tests.compiler.conftest import record_results
 
 pytestmark = pytest.mark.skipif(gemm_packed._functions() is None, reason="torch's BLAS is not MKL here")
 
@@ -28,15 +29,7 @@ def packs(monkeypatch):
     monkeypatch.setattr(config.cpp, "gemm_rows", False)
     monkeypatch.setattr(config.cpp, "gemm_packed_max_bytes", 1 << 62)  # (whatever other tests left packed)
     monkeypatch.setattr(gemm, "onednn_is_faster", lambda: False)
-    served = []
-    real = gemm_packed.mm_into
-
-    def counted(*args, **kwargs):
-        ran = real(*args, **kwargs)
-        served.append(ran)
-        return ran
-    monkeypatch.setattr(gemm_packed, "mm_into", counted)
-    yield served
+    yield record_results(monkeypatch, gemm_packed, "mm_into")
     torch.set_num_threads(before)
 
 

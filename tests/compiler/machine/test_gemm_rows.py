@@ -6,6 +6,7 @@ import torch
 
 from compiler import config
 from compiler.machine import gemm, gemm_rows, pch
+from tests.compiler.conftest import record_results
 
 pytestmark = pytest.mark.skipif(gemm_rows.sgemm_address() is None, reason="torch's BLAS is not MKL here")
 
@@ -24,14 +25,7 @@ def calls(monkeypatch):
     gemm_rows.HELPER.get()  # (its first use starts its build in the background: wait for it)
     pch.wait_for_builds()
     assert gemm_rows.HELPER.get() is not None
-    seen = []
-    real = gemm_rows.mm_into
-
-    def counted(*args, **kwargs):
-        ran = real(*args, **kwargs)
-        seen.append(ran)
-        return ran
-    monkeypatch.setattr(gemm_rows, "mm_into", counted)
+    seen = record_results(monkeypatch, gemm_rows, "mm_into")
     monkeypatch.setattr(config.cpp, "gemm_library", "auto")
     monkeypatch.setattr(config.cpp, "gemm_rows", True)
     monkeypatch.setattr(config.cpp, "gemm_packed", False)  # (frozen weights' packs: test_gemm_packed.py)
