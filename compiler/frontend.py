@@ -21,7 +21,8 @@ from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.compiled_graph import CompiledGraph
 from compiler.debug import DebugDir
 from compiler.decomp_transformer import inline_fast_paths
-from compiler.decompositions import decomposition_table, eager_upsample_kernels
+from compiler.decomp_upsample import eager_upsample_kernels
+from compiler.decompositions import decomposition_table
 from compiler.direct_call import direct_inference_call, without_guard_check, without_pregraph_markers
 from compiler.dynamo_skip import skip_compiler_package
 from compiler.freezing import freeze

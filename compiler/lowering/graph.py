@@ -14,12 +14,13 @@ from lens_format.notes import ExternNote
 from compiler import config
 from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBuffer, Layout, Node,
                          contiguous_strides, index_vars)
+from compiler.lowering.layouts import dense_stride, memory_order
 from compiler.lowering.pointwise import elementwise
 from compiler.lowering.registry import LOWERINGS
 from compiler.lowering.symbolic import SizeSymbols, UnboundSymbol
 from compiler.lowering.views import permute_value, reshape_value
 from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, buffer_value,
-                                      current_origin, hint, origin_scope, size_hints, size_ranges)
+                                      current_origin, origin_scope, size_hints, size_ranges)
 from compiler.symbols import SymbolicSizeError, same_size, shape_of, size_expr, strides_of, symbolic_scalar
 
 # Inlining a value into more than one consumer recomputes it; past this many FX ops we realize instead.
@@ -277,7 +278,7 @@ class GraphLowering:
         if base is not None and value.strided is None and (stride is None or tuple(stride) == contiguous_strides(
                 value.size)) and not is_output and 0 not in value.size:
             return reshape_value(self.realize(base, origin=origin), tuple(value.size))
-        order = _memory_order(value.size, stride)
+        order = memory_order(value.size, stride)
         if order is not None:  # a dense layout in another dimension order: computed in memory order
             inverse = sorted(range(len(order)), key=order.__getitem__)
             dense = self.realize(permute_value(value, order), is_output=is_output, origin=origin)
@@ -298,7 +299,7 @@ class GraphLowering:
         (ops size their outputs like their inputs: SDPA's output follows the query's strides, and a query made
         contiguous would come back in another layout than the graph was traced with, costing a copy)."""
         if isinstance(v, TensorValue):
-            st = v.strided or self.realize(v, stride=_dense_stride(meta, v.size)).strided
+            st = v.strided or self.realize(v, stride=dense_stride(meta, v.size)).strided
             assert st is not None
             return ExternArg(buffer=st.buffer, view=(st.size, st.stride, st.offset))
         if isinstance(v, (list, tuple)) and any(isinstance(x, TensorValue) for x in v):
@@ -380,34 +381,6 @@ class GraphLowering:
         lay = layouts.get(st.buffer)
         return lay is not None and lay.size == st.size and all(
             a == b for a, b, s in zip(lay.stride, st.stride, st.size) if s != 1)
-
-
-def _dense_order(size: tuple[int, ...], stride: tuple[int, ...]) -> list[int] | None:
-    """The non-unit dims of `size`, outermost first, when `stride` lays them out densely in that order (no
-    gaps, no overlap); None otherwise."""
-    order = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: (-hint(stride[d]), d))
-    expect = contiguous_strides(tuple(size[d] for d in order))
-    return order if all(stride[d] == e for d, e in zip(order, expect)) else None
-
-
-def _memory_order(size: tuple[int, ...], stride: tuple[int, ...] | None) -> list[int] | None:
-    """The dimension order (outermost first, size-1 dims last) in which `stride` lays out `size` densely, when
-    that is not the given order; None otherwise (row-major already, or not a dense layout)."""
-    if stride is None or 0 in size:
-        return None
-    order = _dense_order(size, stride)
-    if order is None or order == [d for d in range(len(size)) if size[d] != 1]:
-        return None
-    return order + [d for d in range(len(size)) if size[d] == 1]
-
-
-def _dense_stride(meta, size) -> tuple[int, ...] | None:
-    """`meta`'s strides when they lay out `size` densely in some dimension order (no gaps, no overlap);
-    None (contiguous) otherwise."""
-    if not isinstance(meta, torch.Tensor) or shape_of(meta) != tuple(size) or 0 in tuple(size):
-        return None
-    stride = strides_of(meta)
-    return stride if _dense_order(tuple(size), stride) is not None else None
 
 
 def lower_graph(gm: torch.fx.GraphModule) -> GraphIR:

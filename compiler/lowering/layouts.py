@@ -1,0 +1,37 @@
+"""Dense layouts in another dimension order (a permuted or channels-last tensor with no gaps): which order a stride
+lays a size out in, so that lowering computes such a value in memory order (compiler/lowering/graph.py)."""
+from __future__ import annotations
+
+import torch
+
+from compiler.ir import contiguous_strides
+from compiler.lowering.values import hint
+from compiler.symbols import shape_of, strides_of
+
+
+def dense_order(size: tuple[int, ...], stride: tuple[int, ...]) -> list[int] | None:
+    """The non-unit dims of `size`, outermost first, when `stride` lays them out densely in that order (no
+    gaps, no overlap); None otherwise."""
+    order = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: (-hint(stride[d]), d))
+    expect = contiguous_strides(tuple(size[d] for d in order))
+    return order if all(stride[d] == e for d, e in zip(order, expect)) else None
+
+
+def memory_order(size: tuple[int, ...], stride: tuple[int, ...] | None) -> list[int] | None:
+    """The dimension order (outermost first, size-1 dims last) in which `stride` lays out `size` densely, when
+    that is not the given order; None otherwise (row-major already, or not a dense layout)."""
+    if stride is None or 0 in size:
+        return None
+    order = dense_order(size, stride)
+    if order is None or order == [d for d in range(len(size)) if size[d] != 1]:
+        return None
+    return order + [d for d in range(len(size)) if size[d] == 1]
+
+
+def dense_stride(meta, size) -> tuple[int, ...] | None:
+    """`meta`'s strides when they lay out `size` densely in some dimension order (no gaps, no overlap);
+    None (contiguous) otherwise."""
+    if not isinstance(meta, torch.Tensor) or shape_of(meta) != tuple(size) or 0 in tuple(size):
+        return None
+    stride = strides_of(meta)
+    return stride if dense_order(tuple(size), stride) is not None else None
