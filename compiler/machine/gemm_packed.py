@@ -24,15 +24,13 @@ multiply-adds (MKL's own threading is faster there) stay ATen's, as does everyth
 from __future__ import annotations
 
 import ctypes
-import logging
+import functools
 import weakref
 
 import torch
 
 from compiler import config
 from compiler.machine import gemm_rows
-
-log = logging.getLogger(__name__)
 
 # Products below this many multiply-adds stay ATen's: MobileBERT's (128,128)x(128,512)-sized ones ran 1.07-1.24x
 # slower from packs split by rows than in MKL's own threading (whole model 1.10x), (128,384)x(384,512) 0.98x, BERT's
@@ -42,7 +40,7 @@ _ROW_MAJOR, _NO_TRANS, _TRANS, _B_MATRIX = 101, 111, 112, 162
 
 
 class _Constant:
-    """A registered constant: its storage (weakly), version at registration, and its packs by B-operand view."""
+    """A registered tensor (weakly), the version counter its packs were made at, and its packs by B-operand view."""
 
     def __init__(self, tensor: torch.Tensor):
         self.ref = weakref.ref(tensor, lambda _ref, key=tensor.untyped_storage().data_ptr(): _forget(key))
@@ -85,23 +83,24 @@ def packed_count() -> int:
     return sum(len(c.packs) for c in _CONSTANTS.values())
 
 
+@functools.lru_cache(maxsize=None)
 def _functions():
+    """(pack size, pack, compute address) of MKL's packed GEMM in libtorch_cpu, None where it is not there."""
     names = ("cblas_sgemm_pack_get_size", "cblas_sgemm_pack", "cblas_sgemm_compute")
     addresses = [gemm_rows.mkl_symbol(n) for n in names]
-    return None if None in addresses else addresses
-
-
-def _pack(b: torch.Tensor, m: int) -> torch.Tensor | None:
-    """MKL's packed copy of B operand `b` (k, n), or None where MKL's packing is not there."""
-    addresses = _functions()
-    if addresses is None:
+    if None in addresses:
         return None
-    size_fn = ctypes.CFUNCTYPE(ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int)(addresses[0])
-    pack_fn = ctypes.CFUNCTYPE(None, *[ctypes.c_int] * 6, ctypes.c_float, ctypes.c_void_p, ctypes.c_int,
-                               ctypes.c_void_p)(addresses[1])
+    int_ = ctypes.c_int
+    size_fn = ctypes.CFUNCTYPE(ctypes.c_size_t, int_, int_, int_, int_)(addresses[0])
+    pack_fn = ctypes.CFUNCTYPE(None, *[int_] * 6, ctypes.c_float, ctypes.c_void_p, int_, ctypes.c_void_p)(addresses[1])
+    return size_fn, pack_fn, addresses[2]
+
+
+def _pack(b: torch.Tensor, m: int) -> torch.Tensor:
+    """MKL's packed copy of B operand `b` (k, n) (mm_into checked that MKL's packing is there)."""
+    size_fn, pack_fn, _ = _functions()
     (k, n), (ldb, b_t) = b.shape, gemm_rows.operand_layout(b, *b.shape)
-    size = size_fn(_B_MATRIX, m, n, k)
-    packed = torch.empty(size, dtype=torch.uint8)  # (64-byte aligned: c10's allocator)
+    packed = torch.empty(size_fn(_B_MATRIX, m, n, k), dtype=torch.uint8)  # (64-byte aligned: c10's allocator)
     pack_fn(_ROW_MAJOR, _B_MATRIX, _TRANS if b_t else _NO_TRANS, m, n, k, 1.0, b.data_ptr(), ldb, packed.data_ptr())
     return packed
 
@@ -122,10 +121,7 @@ def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
     if packed is None:
         if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:
             return None  # (a second copy of every weight: past the cap, products read the weight itself)
-        packed = _pack(b, m)
-        if packed is None:
-            return None
-        constant.packs[key] = packed
+        packed = constant.packs[key] = _pack(b, m)
         _PACKED_BYTES += _data_bytes(key)
     return packed
 
@@ -137,16 +133,15 @@ def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Ten
         return False
     if a.shape[0] * b.shape[0] * b.shape[1] < MIN_MACS or not gemm_rows.applies(a, b, bias):
         return False
-    kernel = gemm_rows.HELPER.get()
-    compute = _functions()
-    if kernel is None or compute is None:
+    functions = _functions()
+    if functions is None or gemm_rows.HELPER.get() is None:
         return False
     (m, k), n = a.shape, b.shape[1]
     packed = _lookup(b, m)
     if packed is None:
         return False
     lda, a_t = gemm_rows.operand_layout(a, m, k)
-    gemm_rows.HELPER.packed(compute[2], a.data_ptr(), lda, a_t, packed.data_ptr(),
+    gemm_rows.HELPER.packed(functions[2], a.data_ptr(), lda, a_t, packed.data_ptr(),
                             bias.data_ptr() if bias is not None else None, out.data_ptr(), m, k, n,
                             torch.get_num_threads())
     return True

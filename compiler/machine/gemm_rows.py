@@ -31,6 +31,17 @@ SOURCE = r"""
 #include <cstdint>
 typedef void (*lens_sgemm_t)(const char*, const char*, const int*, const int*, const int*, const float*,
                              const float*, const int*, const float*, const int*, const float*, float*, const int*);
+// Rows r0..r1 of C (N wide) set to the bias, if any: the beta (1 or 0) the product then adds to them with.
+static inline float lens_bias_rows(const float* bias, float* c, int64_t r0, int64_t r1, int64_t N)
+{
+    if (!bias)
+        return 0.0f;
+    for (int64_t r = r0; r < r1; r++) {
+        #pragma omp simd
+        for (int64_t j = 0; j < N; j++) c[r * N + j] = bias[j];
+    }
+    return 1.0f;
+}
 // row-major C[M,N] (contiguous) = A[M,K] @ B[K,N] (+ bias[N] per row): column-major C^T = op(B^T) op(A^T), the
 // rows of A and C split evenly over the team; A and B each have one unit stride (flags *_t: 1 when it is the
 // first). Each thread's call runs single-threaded: MKL does not open a nested region.
@@ -44,14 +55,7 @@ extern "C" void lens_gemm_rows(void* sgemm, const float* a, int64_t lda, int64_t
         const int64_t r0 = M * t / nt, r1 = M * (t + 1) / nt;
         int rows = (int)(r1 - r0), n = (int)N, k = (int)K, la = (int)lda, lb = (int)ldb;
         if (rows > 0) {
-            float one = 1.0f, beta = 0.0f;
-            if (bias) {
-                for (int64_t r = r0; r < r1; r++) {
-                    #pragma omp simd
-                    for (int64_t j = 0; j < N; j++) c[r * N + j] = bias[j];
-                }
-                beta = 1.0f;
-            }
+            float one = 1.0f, beta = lens_bias_rows(bias, c, r0, r1, N);
             const float* a_rows = a + (a_t ? r0 : r0 * lda);
             ((lens_sgemm_t)sgemm)(b_t ? "T" : "N", a_t ? "T" : "N", &n, &rows, &k, &one, b, &lb, a_rows, &la,
                                   &beta, c + r0 * N, &n);
@@ -70,14 +74,7 @@ extern "C" void lens_gemm_packed_rows(void* compute, const float* a, int64_t lda
         const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
         const int64_t r0 = M * t / nt, r1 = M * (t + 1) / nt;
         if (r1 > r0) {
-            float beta = 0.0f;
-            if (bias) {
-                for (int64_t r = r0; r < r1; r++) {
-                    #pragma omp simd
-                    for (int64_t j = 0; j < N; j++) c[r * N + j] = bias[j];
-                }
-                beta = 1.0f;
-            }
+            const float beta = lens_bias_rows(bias, c, r0, r1, N);
             // CblasRowMajor 101, CblasNoTrans 111, CblasTrans 112, CblasPacked 151
             ((lens_sgemm_compute_t)compute)(101, a_t ? 112 : 111, 151, (int)(r1 - r0), (int)N, (int)K,
                                             a + (a_t ? r0 : r0 * lda), (int)lda, packed, (int)N, beta, c + r0 * N,
