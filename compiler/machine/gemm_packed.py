@@ -71,11 +71,16 @@ def _forget(key: int) -> None:
 
 
 def register(tensors) -> None:
-    """Marks frozen constants whose later use as a product's B operand may be packed (float32 CPU matrices)."""
+    """Marks frozen constants whose later use as a product's B operand may be packed (float32 CPU matrices). A
+    storage already registered to a live tensor keeps that registration and its packs (a recompile over the same
+    parameters registers them again)."""
     for t in tensors:
         if isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.dim() == 2 and t.device.type == "cpu" \
                 and t.layout == torch.strided and t.numel() > 0:
-            _CONSTANTS[t.untyped_storage().data_ptr()] = _Constant(t)
+            key = t.untyped_storage().data_ptr()
+            held = _CONSTANTS.get(key)
+            if held is None or held.ref() is None:
+                _CONSTANTS[key] = _Constant(t)
 
 
 def packed_count() -> int:

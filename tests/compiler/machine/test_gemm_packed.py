@@ -80,6 +80,21 @@ def test_what_the_pack_does_not_serve_runs_as_before(packs, monkeypatch, case):
     assert not any(packs)
 
 
+def test_registering_a_weight_again_keeps_its_pack_and_its_count(packs):
+    """(a recompile over the same parameters registers them again)"""
+    weight, a = torch.randn(N, K), torch.randn(M, K)
+    gemm_packed.register([weight])
+    gemm.mm(a, weight.t(), size=(M, N), stride=(N, 1))
+    before = gemm_packed._PACKED_BYTES
+    gemm_packed.register([weight, weight.t()])
+    close(gemm.mm(a, weight.t(), size=(M, N), stride=(N, 1)), a @ weight.t())
+    assert gemm_packed._CONSTANTS[weight.untyped_storage().data_ptr()].packs
+    assert gemm_packed._PACKED_BYTES == before
+    del weight
+    gc.collect()
+    assert gemm_packed._PACKED_BYTES == before - 4 * N * K
+
+
 def test_a_pack_is_freed_with_its_weight(packs):
     weight, a = torch.randn(N, K), torch.randn(M, K)
     gemm_packed.register([weight])
