@@ -26,7 +26,6 @@ Generated code calls `mm` and `addmm` below with the output layout the graph exp
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 
@@ -137,30 +136,50 @@ def _row_blocks(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch
 # What torch.profiler calls each helper's call, whichever library ran it (compiler/tools/profiling.py times an
 # extern mm/addmm of the generated code by this name; the library's own op is nested inside).
 PROFILER_NAMES = {"aten.mm.default": "lens::mm", "aten.addmm.default": "lens::addmm"}
+_profiling = torch._C._autograd._profiler_enabled
 
 
-def _recorded(name: str):
-    return torch.profiler.record_function(name) if torch._C._autograd._profiler_enabled() \
-        else contextlib.nullcontext()
+def _fewest_routed_macs() -> int:
+    """The fewest multiply-adds of a product anything but ATen's mm may run: smaller ones skip every check (a
+    model of small products, MobileBERT at a few tokens, calls this helper ~60 times a forward)."""
+    return min(config.cpp.onednn_min_macs, gemm_rows.MIN_MACS, gemm_packed.MIN_MACS)
 
 
 def mm(a: torch.Tensor, b: torch.Tensor, *, size, stride) -> torch.Tensor:
     """a @ b into a new dense tensor of `size`/`stride` (contiguous)."""
-    with _recorded(PROFILER_NAMES["aten.mm.default"]):
+    if _profiling():
+        with torch.profiler.record_function(PROFILER_NAMES["aten.mm.default"]):
+            return _mm(a, b, size, stride)
+    return _mm(a, b, size, stride)
+
+
+def _mm(a: torch.Tensor, b: torch.Tensor, size, stride) -> torch.Tensor:
+    if size[0] * size[1] * a.shape[1] >= _fewest_routed_macs():
         if _uses_onednn(a, b, None, 1, 1):
             return _onednn(a, b, None, size, stride)
         out = empty_strided(size, stride, dtype=a.dtype)
         if _row_blocks(out, a, b, None, 1, 1):
             return out
-        return torch.ops.aten.mm.out(a, b, out=out)
+    else:
+        out = empty_strided(size, stride, dtype=a.dtype)
+    return torch.mm(a, b, out=out)  # (the Python binding: ~2 us a call less than torch.ops.aten.mm.out)
 
 
 def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha=1, size, stride) -> torch.Tensor:
     """beta * bias + alpha * (a @ b) into a new dense tensor of `size`/`stride` (contiguous)."""
-    with _recorded(PROFILER_NAMES["aten.addmm.default"]):
+    if _profiling():
+        with torch.profiler.record_function(PROFILER_NAMES["aten.addmm.default"]):
+            return _addmm(bias, a, b, beta, alpha, size, stride)
+    return _addmm(bias, a, b, beta, alpha, size, stride)
+
+
+def _addmm(bias, a, b, beta, alpha, size, stride) -> torch.Tensor:
+    if size[0] * size[1] * a.shape[1] >= _fewest_routed_macs():
         if _uses_onednn(a, b, bias, beta, alpha):
             return _onednn(a, b, bias, size, stride)
         out = empty_strided(size, stride, dtype=a.dtype)
         if _row_blocks(out, a, b, bias, beta, alpha):
             return out
-        return torch.ops.aten.addmm.out(bias, a, b, beta=beta, alpha=alpha, out=out)
+    else:
+        out = empty_strided(size, stride, dtype=a.dtype)
+    return torch.addmm(bias, a, b, beta=beta, alpha=alpha, out=out)

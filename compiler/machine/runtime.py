@@ -19,15 +19,8 @@ from compiler.machine import pch
 from compiler.machine.build import build_shared_library, cached_library
 from compiler.dynamo_skip import skip_dynamo_in
 from compiler.machine.kernel_timer import profiled as _profiled
-from compiler.machine.memory import empty_strided  # noqa: F401  (generated code allocates through the pool)
-
-# torch's own CPU allocation without the dispatcher (what Inductor's generated code calls): 6 us instead of
-# 11 for a small buffer right after a kernel streamed 32 MiB; torch.empty_strided where a torch lacks it
-try:
-    from torch._C._dynamo.guards import _empty_strided_cpu as empty_strided_cpu
-except ImportError:
-    def empty_strided_cpu(size, stride, dtype: torch.dtype) -> torch.Tensor:
-        return torch.empty_strided(size, stride, dtype=dtype)
+from compiler.machine.memory import empty_strided, empty_strided_cpu  # noqa: F401  (generated code allocates: the pool,
+# and torch's allocation without the dispatcher for buffers the pool does not serve)
 
 _LIBS: dict[str, ctypes.CDLL] = {}
 log = logging.getLogger(__name__)
