@@ -32,6 +32,9 @@ debug_dir_root: str | None = os.environ.get("LENS_DEBUG_DIR") or None
 verify_plan: bool = _env_flag("LENS_VERIFY_PLAN")
 # Most FX nodes fused into one kernel (also LENS_MAX_FUSION_SIZE).
 max_fusion_size: int = int(os.environ.get("LENS_MAX_FUSION_SIZE") or 64)
+# A pointwise node reading a reduction kernel's per-channel results joins that kernel in a loop order led by
+# those dims (BatchNorm's backward by channel: scheduler.py's _loop_order_for; LENS_LOOP_REORDER=0 turns it off).
+loop_reorder: bool = os.environ.get("LENS_LOOP_REORDER", "1") not in ("", "0")
 # Save each graph's and kernel's inputs/outputs in its debug folder (tensors/), up to this many bytes
 # per process (also LENS_SAVE_TENSORS=1, LENS_SAVE_TENSORS_MAX_BYTES).
 save_tensors: bool = _env_flag("LENS_SAVE_TENSORS")

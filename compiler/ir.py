@@ -114,6 +114,9 @@ class ComputedBuffer:
     reduction_ranges: tuple[int, ...] = ()
     reduction_vars: list[sympy.Symbol] = field(default_factory=list)
     is_output: bool = False
+    # The order its loops run over its dims (a permutation of them), None: the layout's order. The scheduler sets
+    # it to fuse a pointwise node into a kernel whose outer loop is another of its dims (scheduler.py).
+    loop_order: tuple[int, ...] | None = None
 
     @property
     def kind(self) -> str:
@@ -274,6 +277,8 @@ def format_node(n: Node) -> str:
         f"  reads: {reads}",
         f"  index vars: {[str(v) for v in n.vars]}",
     ]
+    if n.loop_order is not None:
+        lines.append(f"  loop order: {list(n.loop_order)}")
     if n.reduction_type:
         lines.append(f"  reduction: {n.reduction_type} over {list(n.reduction_ranges)} "
                      f"vars {[str(v) for v in n.reduction_vars]}")

@@ -20,6 +20,12 @@ def nonunit_dims(size: tuple[int, ...]) -> list[int]:
     return [d for d, s in enumerate(size) if s != 1]
 
 
+def loop_dims(n: ComputedBuffer) -> list[int]:
+    """The dims node `n`'s loops run over, outermost first: its non-unit dims in its loop order."""
+    order = n.loop_order if n.loop_order is not None else range(len(n.layout.size))
+    return [d for d in order if n.layout.size[d] != 1]
+
+
 @dataclass
 class FusedKernel:
     """One generated C++ function: `nodes` run in order inside a shared outer loop nest `outer`."""
@@ -61,7 +67,7 @@ class ScheduledGraph:
 
 
 def _dims_of(node: ComputedBuffer) -> tuple[int, ...]:
-    return tuple(node.layout.size[d] for d in nonunit_dims(node.layout.size))
+    return tuple(node.layout.size[d] for d in loop_dims(node))
 
 
 def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -87,8 +93,8 @@ def _outer_after_join(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] |
 
 def _reads_same_iteration(consumer: ComputedBuffer, producer: ComputedBuffer, depth: int) -> bool:
     """Every load of `producer` by `consumer` touches only the outer iteration it runs in."""
-    c_vars = [consumer.vars[d] for d in nonunit_dims(consumer.layout.size)][:depth]
-    p_dims = nonunit_dims(producer.layout.size)[:depth]
+    c_vars = [consumer.vars[d] for d in loop_dims(consumer)][:depth]
+    p_dims = loop_dims(producer)[:depth]
     for ld in consumer.reads():
         if ld.buffer != producer.name:
             continue
@@ -98,17 +104,64 @@ def _reads_same_iteration(consumer: ComputedBuffer, producer: ComputedBuffer, de
     return True
 
 
-def _can_join(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] | None:
+def _can_join(k: FusedKernel, node: ComputedBuffer, record: bool = True) -> tuple[int, ...] | None:
+    """The kernel's outer loops with `node` joined, None (a refusal `why` reports, when `record`) if it cannot."""
+    refused = why.fusion_refused if record else (lambda *args, **kwargs: None)
     if len(set(k.origins) | set(node.origins)) > config.max_fusion_size:
-        return why.fusion_refused(k, node, "max_fusion_size")
+        return refused(k, node, "max_fusion_size")
     outer = _outer_after_join(k, node)
     if outer is None:
-        return why.fusion_refused(k, node, "loop_shape", shape=_dims_of(node), outer=k.outer)
+        return refused(k, node, "loop_shape", shape=_dims_of(node), outer=k.outer)
     members = {n.name: n for n in k.nodes}
     for ld in node.reads():
         producer = members.get(ld.buffer)
         if producer is not None and not _reads_same_iteration(node, producer, len(outer)):
-            return why.fusion_refused(k, node, "other_iteration", producer=producer.origin)
+            return refused(k, node, "other_iteration", producer=producer.origin)
+    return outer
+
+
+def _loop_order_for(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] | None:
+    """A loop order under which pointwise `node` runs inside reduction kernel `k`'s outer loops: the dims at
+    which it reads the kernel's results first, then the others in layout order. BatchNorm's backward reduces
+    over (N, H, W) for each channel, then its input gradient reads those sums for each channel again: run by
+    channel, its inputs are read a second time while still in cache, in one kernel (as Inductor's). None where
+    the reorder would put its innermost (smallest-stride) dim outside, or reads no result of the kernel."""
+    if node.reduction_type or not k.has_reduction or not k.outer or node.loop_order is not None or \
+            not all(isinstance(v, int) for v in (*node.layout.size, *node.layout.stride, *k.outer)):
+        return None  # (static sizes: which dim is innermost is a question of the sizes' values otherwise)
+    members = {n.name: n for n in k.nodes}
+    dims = nonunit_dims(node.layout.size)
+    if len(dims) <= len(k.outer):
+        return None
+    innermost = min(dims, key=lambda d: (abs(node.layout.stride[d]), -d))
+    for ld in node.reads():
+        producer = members.get(ld.buffer)
+        if producer is None:
+            continue
+        picked = []
+        for d in loop_dims(producer)[:len(k.outer)]:
+            match = [e for e in dims if is_zero(ld.index[d] - node.vars[e])]
+            if len(match) != 1:
+                return None
+            picked.append(match[0])
+        if len(picked) != len(k.outer) or len(set(picked)) != len(picked) or innermost in picked:
+            return None
+        return (*picked, *[d for d in range(len(node.layout.size)) if d not in picked])
+    return None
+
+
+def _join_reordered(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] | None:
+    """The kernel's outer loops with `node` joined in another loop order (set on the node), None (the node
+    unchanged) where no order joins."""
+    if not config.loop_reorder or _outer_after_join(k, node) is not None:
+        return None
+    order = _loop_order_for(k, node)
+    if order is None:
+        return None
+    node.loop_order = order
+    outer = _can_join(k, node, record=False)
+    if outer is None:
+        node.loop_order = None
     return outer
 
 
@@ -126,7 +179,7 @@ def schedule(ir: GraphIR, op_names: dict[str, str]) -> ScheduledGraph:
             steps.append(node)
             current = None
             continue
-        outer = _can_join(current, node) if current is not None else None
+        outer = (_join_reordered(current, node) or _can_join(current, node)) if current is not None else None
         if current is not None and outer is not None:
             current.nodes.append(node)
             current.outer = outer

@@ -42,6 +42,10 @@ class KernelRenderer(ExpressionRenderer):
         self.locals = self.context.locals
         self.outer_vars: list[sympy.Symbol] = []
         self.local_stores: dict[str, sympy.Expr] = {}  # scalar locals: the flat index they hold
+        # buffers an earlier node stored once this outer iteration -> (that flat index, the scalar holding it):
+        # a later node's load there reads the scalar (a load through an output pointer inside a loop that
+        # stores through another stops g++ vectorizing it: it cannot tell them apart in an OpenMP region)
+        self.mirrors: dict[str, tuple[sympy.Expr, str]] = {}
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
         self.inplace = self.context.inplace  # outputs over inputs (inplace.py)
         self.params = self.context.params
@@ -219,11 +223,25 @@ class KernelRenderer(ExpressionRenderer):
         if self.deferred:
             pipeline.end_row(self)
 
+    def _mirrored(self, n: ComputedBuffer, b: NodeBody) -> str | None:
+        """The scalar a buffer node stored once per outer iteration is kept in for later nodes of the kernel."""
+        if self.deferred or b.inner[0] or n.name in self.locals or n.name not in self.params or half.is_half(n.dtype) \
+                or n.name in self.stream_stage or (n.reduction_type and
+                                                   self.plan.reduction_loops.get(n.name) == "blocked"):
+            return None
+        later = self.k.nodes[self.k.nodes.index(n) + 1:]
+        if not any(ld.buffer == n.name for m in later for ld in m.reads()):
+            return None
+        return self.accumulator(n) if n.reduction_type else f"{self.params[n.name].param}_at"
+
     def _render_node_block(self, n: ComputedBuffer, b: NodeBody, parallel_inner: bool) -> None:
         ivars, isizes = b.inner
         local = self.locals.get(n.name)
+        mirror = self._mirrored(n, b)
         if local is not None and local.scalar and not n.reduction_type:
             self.statement(f"{CTYPES[n.dtype]} {local.name};", n.origin)
+        if mirror is not None and not n.reduction_type:
+            self.statement(f"{CTYPES[n.dtype]} {mirror};", n.origin)
         if n.reduction_type:
             self.declare_accumulator(n, b)
         self.emit("{")
@@ -255,11 +273,17 @@ class KernelRenderer(ExpressionRenderer):
                 self.open_loop(v, s, pragma, n.origins)
                 opened += 1
             else:
-                self.store_body(n, b, store)
+                if mirror is not None:
+                    self.statement(f"{mirror} = {self.stored_body(n, b)};", n.origin)
+                    self.statement(f"{self.store_target(n, store)} = {mirror};", n.origin)
+                else:
+                    self.store_body(n, b, store)
             for _ in range(opened):
                 self.close()
         self.indent -= 1
         self.emit("}")
+        if mirror is not None:
+            self.mirrors[n.name] = (store, mirror)
 
     def local_index(self, flat: sympy.Expr) -> sympy.Expr:
         """A local array holds one outer iteration: its index is the flat index without the outer part."""

@@ -74,6 +74,9 @@ class ExpressionRenderer:
         if isinstance(node, Op) and id(node) in self.exp_values:  # an exp cut before in this lane loop
             return self._temp(f"{self.exp_values[id(node)]}[{self.lane_loops[-1].var}_lane]", node.origin)
         if isinstance(node, Load):
+            mirror = self.mirrors.get(node.buffer)
+            if mirror is not None and sympy.expand(self.flat(node) - mirror[0]) == 0:
+                return mirror[1]
             local = self.locals.get(node.buffer)
             if local is not None and local.scalar:
                 if sympy.expand(self.flat(node) - self.local_stores[node.buffer]) != 0:

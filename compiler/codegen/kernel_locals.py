@@ -40,7 +40,7 @@ def plan_locals(k: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]]) 
         if not inner:
             out[n.name] = LocalBuffer(f"{n.name}_local", True, 1)
             continue
-        if n.reduction_type or any(n.layout.stride[d] < 0 for d in inner):
+        if n.reduction_type or n.loop_order is not None or any(n.layout.stride[d] < 0 for d in inner):
             continue
         numel = 1 + sum((n.layout.size[d] - 1) * n.layout.stride[d] for d in inner)
         if not is_static(numel):  # a symbolic row: a per-thread heap row (codegen/symbolic.py `scratch_row`)

@@ -7,7 +7,7 @@ import sympy
 from compiler.codegen.index import simplify_indices
 from compiler.codegen.plan import NodeBody, PlanContext
 from compiler.ir import ComputedBuffer, IndexValue, Load, substitute, walk
-from compiler.scheduler import FusedKernel, nonunit_dims
+from compiler.scheduler import FusedKernel, loop_dims
 
 
 def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str, flat: bool,
@@ -33,7 +33,7 @@ def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str
 def node_mapping(ctx: PlanContext, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> NodeBody:
     """Map node `n`'s (the i-th of kernel `ctx.kernel`) index vars onto the kernel's outer vars and its
     own inner/reduction vars: its body and store index in those, its loops, and its work per outer step."""
-    dims = nonunit_dims(n.layout.size)
+    dims = loop_dims(n)
     mapping: dict[sympy.Symbol, sympy.Expr] = {v: sympy.Integer(0) for v in n.vars}
     inner_vars, inner_sizes = [], []
     for j, d in enumerate(dims):

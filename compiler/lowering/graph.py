@@ -264,13 +264,17 @@ class GraphLowering:
         return value
 
     def _costly(self, value: TensorValue) -> bool:
+        """Whether recomputing `value` in each consumer costs more than a buffer: at least INLINE_REUSE_LIMIT
+        operations in its body (views, aliases and scalar constants among its FX nodes compute nothing: a ReLU's
+        backward, `where(le(out, 0), 0, grad)`, is two, recomputed in BatchNorm backward's reductions and its input
+        gradient instead of written and read back), or one expensive operation."""
         if value.strided is not None:  # a plain (view of a) buffer: loading it twice is free
             return False
-        if len(value.inlined) >= INLINE_REUSE_LIMIT:
-            return True
         from compiler.ir import Op, walk
-        body = value.load(index_vars(len(value.size)))
-        return any(isinstance(e, Op) and e.name in EXPENSIVE_OPS for e in walk(body))
+        ops = [e for e in walk(value.load(index_vars(len(value.size)))) if isinstance(e, Op)]
+        if len(value.inlined) >= INLINE_REUSE_LIMIT and len(ops) >= INLINE_REUSE_LIMIT:
+            return True
+        return any(e.name in EXPENSIVE_OPS for e in ops)
 
     def realize(self, value: TensorValue, stride: tuple[int, ...] | None = None, is_output: bool = False,
                 origin: str | None = None) -> TensorValue:

@@ -208,3 +208,22 @@ def test_profiles_time_each_product_whichever_library_runs_it(tmp_path, lib):
     assert "lens::mm" in trace
     assert ("mkldnn::_linear_pointwise" in trace) == (lib == "onednn")  # the first product (8.4M MACs)
     assert "aten::mm" in trace  # the second, 1M MACs, is below config.cpp.onednn_min_macs
+
+
+@pytest.mark.parametrize("helper", ["mm", "addmm"])
+def test_small_products_skip_the_routing_and_large_ones_take_it(monkeypatch, helper):
+    """Below the fewest multiply-adds any other library takes, a product goes straight to ATen's (the checks cost
+    more than such a product); at that size and above, oneDNN and the row split are asked first."""
+    asked = []
+    monkeypatch.setattr(gemm, "_uses_onednn", lambda *a: asked.append("onednn") or False)
+    monkeypatch.setattr(gemm, "_row_blocks", lambda *a: asked.append("rows") or False)
+    fewest = gemm._fewest_routed_macs()
+    for m, expect in ((4, []), (max(1, -(-fewest // (64 * 64))), ["onednn", "rows"])):
+        asked.clear()
+        a, b, bias = torch.randn(m, 64), torch.randn(64, 64), torch.randn(64)
+        if helper == "mm":
+            got, want = gemm.mm(a, b, size=(m, 64), stride=(64, 1)), a @ b
+        else:
+            got, want = gemm.addmm(bias, a, b, size=(m, 64), stride=(64, 1)), torch.addmm(bias, a, b)
+        torch.testing.assert_close(got, want)
+        assert asked == expect, (m, asked)
