@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 import sympy
 
 from compiler import config, why
-from compiler.ir import Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op, rewrite_leaves
+from compiler.ir import (Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op, rewrite_leaves,
+                         substitute)
 from compiler.sym import is_zero
 
 
@@ -246,8 +247,9 @@ def _expr_key(e: Expr, memo: dict[int, tuple]) -> tuple:
 
 def _node_key(n: ComputedBuffer) -> tuple:
     """Equal keys: the same value at the same logical element (unit dims, e.g. keepdim, ignored)."""
-    dims = nonunit_dims(n.layout.size)
-    return (_expr_key(n.body, {}), tuple(n.vars[d] for d in dims), tuple(n.reduction_vars),
+    dims = nonunit_dims(n.layout.size)  # (its non-unit dims' variables by position: a keepdim sum's equals a sum's)
+    canonical = {n.vars[d]: sympy.Symbol(f"_dim{j}", integer=True, nonnegative=True) for j, d in enumerate(dims)}
+    return (_expr_key(substitute(n.body, canonical), {}), tuple(n.reduction_vars),
             n.reduction_type, tuple(n.reduction_ranges), _dims_of(n), n.dtype)
 
 
@@ -288,9 +290,21 @@ def drop_duplicate_nodes(k: FusedKernel) -> None:
             renamed[n.name], dups[n.name] = seen[key], n
             k.local.discard(n.name)
             continue
+        if key in seen and seen[key].name in k.local:  # a buffer the graph needs (BatchNorm's saved mean) holding
+            _copy_of(n, seen[key])                   # a local sum computed before: written from it, not summed again
         seen.setdefault(key, n)
         kept.append(n)
     k.nodes = kept
+
+
+def _copy_of(n: ComputedBuffer, earlier: ComputedBuffer) -> None:
+    """Reduction node `n` made a pointwise copy of `earlier`, an equal reduction of the same kernel (same logical
+    element: their non-unit dims in order)."""
+    index = [sympy.Integer(0)] * len(earlier.layout.size)
+    for d, e in zip(nonunit_dims(earlier.layout.size), nonunit_dims(n.layout.size)):
+        index[d] = n.vars[e]
+    n.body = Load(n.dtype, n.origin, earlier.name, tuple(index))
+    n.reduction_type, n.reduction_ranges, n.reduction_vars = None, (), []
 
 
 def ir_order(ir: GraphIR):

@@ -24,20 +24,63 @@ SIZE_FUNCTIONS = (sympy.Symbol, sympy.Integer, sympy.Add, sympy.Mul, sympy.Pow, 
 
 @dataclass(frozen=True)
 class FloatSize:
-    """A size used as a float (`torch.sym_float(s0)`: a mean's divisor): `expr` computed, then converted."""
+    """A size used as a float (`torch.sym_float(s0)`: a mean's divisor): `expr` computed, then converted. With
+    `terms`, a float expression of sizes instead (BatchNorm's unbiased `n / (n - 1.0)` over a symbolic batch):
+    `expr` a sympy tree of Float/Integer constants, Add, Mul and Pow by an integer whose other leaves are the
+    placeholders of `terms` (placeholder symbol -> size expression, converted to float)."""
 
     expr: sympy.Expr
+    terms: tuple[tuple[sympy.Symbol, sympy.Expr], ...] = ()
+
+
+_FLOAT_LEAVES = (sympy.Float, sympy.Integer, sympy.Rational)
+
+
+def _float_size(e: sympy.Expr, terms: dict) -> sympy.Expr:
+    """`e` (a SymFloat's expression) with each size it converts to float replaced by a placeholder in `terms`."""
+    if isinstance(e, torch_sym.ToFloat):
+        size = size_expr(e.args[0])
+        key = sympy.Symbol(f"_float{len(terms)}")
+        terms[key] = sympy.Integer(size) if isinstance(size, int) else size
+        return key
+    if isinstance(e, getattr(torch_sym, "IntTrueDiv", ())):
+        quotient = sympy.cancel(e.args[0] / e.args[1])  # exact (BatchNorm's numel / channels): a size
+        if quotient.is_Integer or (quotient.is_polynomial() and not quotient.is_Rational):
+            return _float_size(torch_sym.ToFloat(sympy.expand(quotient)), terms)
+        return sympy.Mul(_float_size(torch_sym.ToFloat(e.args[0]), terms),
+                         sympy.Pow(_float_size(torch_sym.ToFloat(e.args[1]), terms), -1))
+    if isinstance(e, getattr(torch_sym, "FloatTrueDiv", ())):
+        return sympy.Mul(_float_size(e.args[0], terms), sympy.Pow(_float_size(e.args[1], terms), -1))
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer:
+        return sympy.Pow(_float_size(e.base, terms), e.exp)
+    if isinstance(e, (sympy.Add, sympy.Mul)):
+        return e.func(*[_float_size(a, terms) for a in e.args])
+    if isinstance(e, _FLOAT_LEAVES):
+        return e
+    raise SymbolicSizeError(f"float size {e} uses {type(e).__name__}, which generated code does not compute")
 
 
 def symbolic_scalar(v: "torch.SymInt | torch.SymFloat | torch.SymBool") -> "Size | FloatSize":
-    """A symbolic scalar generated code can compute: a size, or a size converted to float."""
+    """A symbolic scalar generated code can compute: a size, a size converted to float, or a float expression of
+    sizes."""
     e = sympy.sympify(v.node.expr)
-    if isinstance(v, torch.SymFloat) and isinstance(e, torch_sym.ToFloat):
-        inner = size_expr(e.args[0])
-        return FloatSize(sympy.Integer(inner) if isinstance(inner, int) else inner)
     if isinstance(v, torch.SymInt):
         return size_expr(v)
+    if isinstance(v, torch.SymFloat):
+        terms: dict = {}
+        tree = _float_size(e, terms)
+        if set(terms) == {tree}:  # one size as a float (`sym_float(s0)`, an exact quotient)
+            return FloatSize(terms[tree])
+        return FloatSize(tree, tuple(terms.items()))
     raise SymbolicSizeError(f"{type(v).__name__} {e} is not a size or a size as a float")
+
+
+def float_size_py(v: FloatSize) -> str:
+    """Python source computing a FloatSize from the symbols' variables."""
+    if not v.terms:
+        return f"float({py_expr(v.expr)})"
+    names = {k: sympy.Symbol(f"float({py_expr(size)})") for k, size in v.terms}
+    return "(" + str(v.expr.xreplace(names)) + ")"
 
 
 class SymbolicSizeError(Exception):

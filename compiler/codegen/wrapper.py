@@ -16,7 +16,7 @@ from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
 from compiler.machine.memory import storage_numel
 from compiler.scheduler import FusedKernel, ScheduledGraph
-from compiler.symbols import FloatSize, is_static, py_expr, substitute_hints
+from compiler.symbols import FloatSize, float_size_py, is_static, py_expr, substitute_hints
 
 
 @dataclass
@@ -53,7 +53,7 @@ def py_repr(v) -> str:
     if isinstance(v, sympy.Basic):  # a size expression of the symbols call() read from its inputs
         return py_expr(v) if not isinstance(v, sympy.logic.boolalg.Boolean) else f"({v})"
     if isinstance(v, FloatSize):
-        return f"float({py_expr(v.expr)})"
+        return float_size_py(v)
     if isinstance(v, torch.dtype):
         return str(v)
     if isinstance(v, torch.device):

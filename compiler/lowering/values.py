@@ -10,7 +10,7 @@ from typing import Sequence
 import sympy
 import torch
 
-from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Loader
+from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Loader, Op
 from compiler.symbols import FloatSize, Size, decide, is_static
 
 # The FX node being lowered: every expression created meanwhile records it as its origin.
@@ -121,11 +121,44 @@ def _py_cast(v, dtype: torch.dtype):
 
 
 def constant(value, dtype: torch.dtype) -> Expr:
+    if isinstance(value, FloatSize) and value.terms:  # a float expression of sizes: computed in double, as
+        return cast(_float_expr(value.expr, dict(value.terms)), dtype)  # eager's Python scalar is, then converted
     if isinstance(value, FloatSize):  # a size as a float (a mean's divisor): computed as an int, converted
         value = value.expr
     if isinstance(value, sympy.Expr) and not value.is_Number:  # a size symbol's expression (x * s0)
         return cast(IndexValue(torch.int64, origin(), value), dtype)
     return Constant(dtype, origin(), _py_cast(value, dtype))
+
+
+def _float_expr(e: sympy.Expr, terms: dict) -> Expr:
+    """IR computing FloatSize tree `e` in double (symbols.FloatSize: constants, sums, products, integer powers of
+    sizes converted to float)."""
+    f64 = torch.float64
+    if e in terms:
+        return constant(terms[e], f64)
+    if isinstance(e, sympy.Number):
+        return Constant(f64, origin(), float(e))
+    if isinstance(e, sympy.Add):
+        out = _float_expr(e.args[0], terms)
+        for a in e.args[1:]:
+            out = Op(f64, origin(), "add", (out, _float_expr(a, terms)))
+        return out
+    if isinstance(e, sympy.Pow):
+        base, n = _float_expr(e.base, terms), int(e.exp)
+        out = base
+        for _ in range(abs(n) - 1):
+            out = Op(f64, origin(), "mul", (out, base))
+        return Op(f64, origin(), "div", (Constant(f64, origin(), 1.0), out)) if n < 0 else out
+    if isinstance(e, sympy.Mul):
+        num = [a for a in e.args if not (isinstance(a, sympy.Pow) and a.exp.is_negative)]
+        den = [sympy.Pow(a.base, -a.exp) for a in e.args if isinstance(a, sympy.Pow) and a.exp.is_negative]
+        out = _float_expr(num[0], terms) if num else Constant(f64, origin(), 1.0)
+        for a in num[1:]:
+            out = Op(f64, origin(), "mul", (out, _float_expr(a, terms)))
+        for a in den:
+            out = Op(f64, origin(), "div", (out, _float_expr(a, terms)))
+        return out
+    raise TypeError(f"not a float expression of sizes: {e}")
 
 
 def broadcast_shapes(*sizes: Sequence[Size]) -> tuple[Size, ...]:

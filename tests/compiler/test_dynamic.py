@@ -135,6 +135,32 @@ def test_backward_of_a_dynamic_forward_compiles_natively():
     assert len(done) == 2 and {g.kernel_map.graph_kind for g in done} == {"forward", "backward"}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_batch_norm_training_over_changing_batch_sizes_compiles_natively(dtype):
+    """BatchNorm's training forward divides the element count by the channels (`IntTrueDiv`) and scales the
+    running variance by n / (n - 1) (`FloatTrueDiv`): float expressions of the batch size, computed in the kernels
+    (symbols.FloatSize), not an eager graph at every batch size after the first."""
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm2d(6).to(dtype)
+    ref = torch.nn.BatchNorm2d(6).to(dtype)
+    ref.load_state_dict(bn.state_dict())
+    torch._dynamo.reset()
+    mark = len(frontend.COMPILED), len(frontend.EAGER)
+    compiled = torch.compile(lambda x: torch.relu(bn(x)), backend="lens", dynamic=True)
+    for n in (3, 5, 8):
+        x = torch.randn(n, 6, 5, 7, dtype=dtype)
+        xa, xb = x.clone().requires_grad_(), x.clone().requires_grad_()
+        got, want = compiled(xa), torch.relu(ref(xb))
+        got.square().sum().backward()
+        want.square().sum().backward()
+        for g, e in ((got, want), (xa.grad, xb.grad), (bn.weight.grad, ref.weight.grad),
+                     (bn.running_mean, ref.running_mean), (bn.running_var, ref.running_var)):
+            torch.testing.assert_close(g, e, atol=1e-4, rtol=1e-4)
+    done, eager, _ = _compiled_since(mark)
+    assert not eager, eager
+    assert {g.kernel_map.graph_kind for g in done} == {"forward", "backward"}
+
+
 @torch._dynamo.config.patch(capture_dynamic_output_shape_ops=True, capture_scalar_outputs=True)
 def test_data_dependent_output_sizes_compile_with_extern_producers():
     check_dynamic(lambda x: torch.nonzero(x > 0).float().sum(0) * 2 + torch.masked_select(x, x > 0).exp().sum(),

@@ -96,7 +96,8 @@ def test_the_verifier_passes_a_sound_plan(monkeypatch):
     monkeypatch.setattr(config.cpp, "streaming_store_min_bytes", 0)
     plan = build_plan(plan_context(*_pointwise_kernel()))
     assert plan.strategy == "nest" and plan.streamed == {"out"}
-    assert [name for name, _ in PASSES][:4] == ["node bodies", "merge loops", "threads", "choose strategy"]
+    assert [name for name, _ in PASSES][:5] == ["node bodies", "merge loops", "merge reduction loops", "threads",
+                                                "choose strategy"]
 
 
 def _broken(name, change):

@@ -110,3 +110,14 @@ def test_a_reorder_that_would_make_the_innermost_loop_strided_is_refused():
     assert _loop_order_for(k3, pw3) == (1, 0, 2)
     pw3.loop_order = (1, 0, 2)
     assert loop_dims(pw3) == [1, 0, 2]
+
+
+def test_batch_norm_forward_sums_each_channel_once_for_its_mean_and_its_saved_mean(tmp_path, monkeypatch):
+    """The variance's mean (a local sum) and the mean saved for backward (a buffer) are one sum: the saved one is
+    written from the local (scheduler.py's drop_duplicate_nodes), then the squared deviations: two sums."""
+    module = torch.nn.Sequential(torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+    _, _, _, codes = _train_step_code(tmp_path, module, torch.randn(2, 8, 6, 6), monkeypatch, reorder=True)
+    forward = codes["forward"]
+    kernel = forward[forward.index('extern "C" void cpp_fused__native_batch_norm_legit_functional_relu'):]
+    kernel = kernel[:kernel.index('\n}\n')]
+    assert len(re.findall(r"reduction\(\+:", kernel)) == 2, kernel

@@ -1,4 +1,6 @@
 """Reductions (and what decompositions make of var/std, softmax, log_softmax, layer_norm) vs eager."""
+import re
+
 import pytest
 import torch
 
@@ -211,3 +213,18 @@ def test_row_sums_over_whole_registers_keep_four_registers_of_lanes(dtype, shape
     code = (graph / "output_code.py").read_text()
     wide = 4 * 64 // (4 if dtype == torch.bfloat16 else dtype.itemsize)  # (bf16 sums in float)
     assert (f"_lanes[{wide}];" in code) == (shape[-1] % wide == 0), wide
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "var"])
+def test_reduction_loops_a_read_walks_as_one_are_one_loop(tmp_path, op):
+    """A per-channel reduction over (N, H, W) of an NCHW tensor runs over N and H*W (49 elements at 7x7, a vector
+    loop, instead of 7). (argmax/argmin keep their loops, their result a position in them: test_float_reductions's
+    whole-tensor argmin over four dims.)"""
+    from tests.compiler.conftest import compile_with_debug
+    x = torch.randn(3, 4, 7, 7)
+    fn = {"sum": lambda x: x.sum((0, 2, 3)), "amax": lambda x: x.amax((0, 2, 3)),
+          "var": lambda x: x.var((0, 2, 3))}[op]
+    out, graph = compile_with_debug(tmp_path, fn, x)
+    torch.testing.assert_close(out, fn(x), atol=1e-5, rtol=1e-5)
+    loops = re.findall(r"for \(int64_t r\w+ = 0; r\w+ < (\d+);", (graph / "output_code.py").read_text())
+    assert "49" in loops and "7" not in loops, loops
