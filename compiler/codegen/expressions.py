@@ -105,7 +105,11 @@ class ExpressionRenderer:
         got = block.temps.get(key)
         if got is not None and self.temp_generation.get(got) == self.generation:
             return got
-        loop = exp_lanes.applies(self, node.dtype) if isinstance(node, Op) and node.name == "exp" else None
+        # (not where each half op is rounded as eager materializes it: the exp read back from its lanes would skip
+        # that rounding, float16's exp(12) a finite float instead of inf)
+        emulated = config.emulate_precision_casts and half.is_half(node.dtype)
+        loop = exp_lanes.applies(self, node.dtype) if isinstance(node, Op) and node.name == "exp" and not emulated \
+            else None
         if loop is None:
             name = block.temps[key] = self._temp(text, node.origin)
             return name
