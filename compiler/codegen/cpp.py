@@ -15,7 +15,7 @@ from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
 from compiler.codegen.inplace import KernelArg, unique
 from compiler.codegen.plan import DeferredPass, KernelPlan, NodeBody, RowPrefetch
-from compiler.ir import Cast, ComputedBuffer, IndexValue, Layout, Load, substitute, walk
+from compiler.ir import Cast, ComputedBuffer, Layout, substitute
 from compiler.scheduler import FusedKernel
 from compiler.symbols import is_static
 
@@ -248,9 +248,7 @@ class KernelRenderer(ExpressionRenderer):
         self.indent += 1
         store = sympy.expand(b.store)
         if ivars:
-            exprs = [self.flat(e) for e in walk(b.body) if isinstance(e, Load)] + [store]
-            exprs += [e.expr for e in walk(b.body) if isinstance(e, IndexValue)]
-            ivars, isizes, subst = merge_loops(ivars, isizes, exprs)
+            ivars, isizes, subst = merge_loops(ivars, isizes, loop_nest.index_exprs(self.flat, b.body) + [store])
             b.body = substitute(b.body, subst)
             store = sympy.expand(store.xreplace(subst))
         if n.reduction_type:

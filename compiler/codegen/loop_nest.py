@@ -30,6 +30,13 @@ def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str
     return pragmas
 
 
+def index_exprs(flat, body) -> list[sympy.Expr]:
+    """Every index `body` computes: its loads' flat indices (`flat`: a plan context's or renderer's) and its index
+    values (what decides whether loops can be merged)."""
+    return ([flat(e) for e in walk(body) if isinstance(e, Load)]
+            + [e.expr for e in walk(body) if isinstance(e, IndexValue)])
+
+
 def node_mapping(ctx: PlanContext, n: ComputedBuffer, i: int, outer_vars: list[sympy.Symbol]) -> NodeBody:
     """Map node `n`'s (the i-th of kernel `ctx.kernel`) index vars onto the kernel's outer vars and its
     own inner/reduction vars: its body and store index in those, its loops, and its work per outer step."""
@@ -52,9 +59,7 @@ def node_mapping(ctx: PlanContext, n: ComputedBuffer, i: int, outer_vars: list[s
     body = simplify_indices(substitute(n.body, mapping), ranges)
     out_index = tuple(mapping[v] for v in n.vars)
     store = n.layout.flat_index(out_index)
-    exprs = [ctx.flat(e) for e in walk(body) if isinstance(e, Load)]
-    exprs += [e.expr for e in walk(body) if isinstance(e, IndexValue)]
-    exprs.append(store)
+    exprs = index_exprs(ctx.flat, body) + [store]
     work = 1
     for s in list(inner_sizes) + list(n.reduction_ranges):
         work *= s

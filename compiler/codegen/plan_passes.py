@@ -18,7 +18,7 @@ from compiler.codegen.sibling_pairs import fused_body
 from compiler.codegen.inplace import kernel_params
 from compiler.codegen.kernel_locals import plan_locals
 from compiler.codegen.size_variants import Assumptions, checks
-from compiler.ir import IndexValue, Layout, Load, substitute, walk
+from compiler.ir import Layout, substitute
 from compiler.scheduler import FusedKernel
 from compiler.symbols import is_static
 
@@ -139,9 +139,7 @@ def merge_reduction_loops(plan: KernelPlan, ctx: PlanContext) -> None:
         rvars, rsizes = b.red
         if len(rvars) < 2 or n.reduction_type in ("argmax", "argmin"):
             continue
-        exprs = [ctx.flat(e) for e in walk(b.body) if isinstance(e, Load)]
-        exprs += [e.expr for e in walk(b.body) if isinstance(e, IndexValue)]
-        merged_vars, merged_sizes, subst = merge_loops(rvars, rsizes, exprs)
+        merged_vars, merged_sizes, subst = merge_loops(rvars, rsizes, loop_nest.index_exprs(ctx.flat, b.body))
         if len(merged_vars) == len(rvars):
             continue
         b.body = substitute(b.body, subst)
