@@ -281,8 +281,13 @@ def run_workload(w: Workload, rounds: int, tmp: str, use_inductor: bool) -> Resu
         for key, fn in variants.items():  # warm up every variant (pools, caches)
             _with_pool(key not in pool_off, lambda: (fn(), fn()))
         iters = max(3, int(50 / max(0.05, _time_once(variants["eager"], 2))))
-        for _ in range(rounds):
-            for key, fn in variants.items():
+        order = list(variants.items())
+        for r in range(rounds):
+            # each round starts at another variant: what a variant leaves behind (Inductor's dirty output lines,
+            # its threads' state) slowed the one run after it by up to 40% (lens's bf16 pointwise kernel read
+            # 2.0-2.2 ms right after Inductor and 1.5-1.6 ms after another variant in one process), so no variant
+            # always follows the same one
+            for key, fn in order[r % len(order):] + order[:r % len(order)]:
                 # the pool switch is set around a variant's calls, not inside each (no harness cost per call)
                 res.times.setdefault(key, []).append(_with_pool(key not in pool_off, lambda: _round(fn, iters)))
     return res

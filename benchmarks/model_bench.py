@@ -244,8 +244,9 @@ def run_model(m: ZooModel, rounds: int, tmp: str, train: bool, use_inductor: boo
     for step in steps.values():  # warm up (recompiles after the resets hit the caches), pools, allocators
         step(*inputs), step(*inputs)
     iters = max(2, int(200 / max(0.05, _time_once(eager, inputs, 2))))
-    for _ in range(rounds):
-        for key, step in steps.items():
+    order = list(steps.items())
+    for r in range(rounds):  # each round starts at another variant (as compiler_bench.py's rounds do)
+        for key, step in order[r % len(order):] + order[:r % len(order)]:
             step(*inputs)  # untimed: the previous variant's cache misses are not this one's
             res.times.setdefault(key, []).append(_time_once(step, inputs, iters))
     return res
@@ -291,9 +292,9 @@ def main() -> None:
             rows.append((m.name, run_model(m, a.rounds, tmp, a.train, not a.no_inductor, variants)))
             print(row_line(*rows[-1], [name for name, _ in variants]), file=sys.stderr, flush=True)
     print_report(rows, [name for name, _ in variants])
-    print("\nTimes: ms per call, median over rounds (each round: every variant once untimed, then timed calls of "
-          "about 200 ms of eager); ratios: median over rounds of the ratio within a round. Cold: fresh "
-          "TORCHINDUCTOR_CACHE_DIR / LENS_CACHE_DIR after a tiny compile per backend in this process; warm: "
+    print("\nTimes: ms per call, median over rounds (each round, starting at another variant: every variant once "
+          "untimed, then timed calls of about 200 ms of eager); ratios: median over rounds of the ratio within a "
+          "round. Cold: fresh TORCHINDUCTOR_CACHE_DIR / LENS_CACHE_DIR after a tiny compile per backend in this process; warm: "
           "torch._dynamo.reset(), the same cache dirs.")
 
 
