@@ -122,8 +122,11 @@ class GraphLowering:
         finally:
             size_hints.reset(hints)
             size_ranges.reset(ranges)
+        # every placeholder in order, SymInt ones too: Dynamo passes a size it specialized to a constant (a
+        # channels-last input's strides after a recompile) as an argument all the same, and call() unpacking
+        # only the tensors got more arguments than names
+        ir.arg_names, ir.scalar_inputs = self.arg_names, self.scalar_inputs
         if self.symbols.any:
-            ir.arg_names, ir.scalar_inputs = self.arg_names, self.scalar_inputs
             ir.bindings, ir.hints = self.symbols.bindings(), self.symbols.hints
         return ir
 

@@ -224,3 +224,33 @@ def test_batch_norm_in_training_runs_in_kernels_with_eagers_results_and_running_
     assert compiled_net[1].num_batches_tracked == eager[1].num_batches_tracked == 2
     code = "\n".join(p.read_text() for p in pathlib.Path(tmp_path).glob("run_*/lens/graph_*/output_code.py"))
     assert "batch_norm" in code and "aten._native_batch_norm_legit" not in code
+
+
+def test_a_recompile_with_channels_last_strides_passes_them_as_arguments():
+    """The same step over a second, channels-last copy of a conv net: Dynamo recompiles the frame with the
+    input's strides as SymInt arguments it specialized to constants; call() must unpack them too (it unpacked
+    only the tensors: 'too many values to unpack')."""
+    torch._dynamo.reset()
+
+    def conv_net(channels_last: bool):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                  torch.nn.Conv2d(8, 4, 3)).train()
+        return net.to(memory_format=torch.channels_last) if channels_last else net
+
+    def step_of(net):
+        def step(x):
+            loss = net(x).square().mean()
+            loss.backward()
+            return loss.detach()
+        return step
+
+    x = torch.randn(2, 3, 16, 16)
+    for channels_last in (False, True):
+        net, ref = conv_net(channels_last), conv_net(channels_last)
+        arg = x.to(memory_format=torch.channels_last) if channels_last else x
+        got = torch.compile(step_of(net), backend="lens")(arg)
+        want = step_of(ref)(arg)
+        torch.testing.assert_close(got, want)
+        for p, q in zip(net.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
