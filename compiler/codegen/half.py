@@ -92,6 +92,15 @@ inline lens_fp16 lens_float_to_fp16(float f) {  // round to nearest even; overfl
   const uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
   return lens_fp16((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
-inline float lens_round_fp16(float f) { return lens_fp16_to_float(lens_float_to_fp16(f)); }
+inline float lens_round_fp16(float f) {  // lens_fp16_to_float(lens_float_to_fp16(f)) in float arithmetic, half the ops
+  const float a = __builtin_fabsf(f);
+  uint32_t e = __builtin_bit_cast(uint32_t, a) & 0x7F800000u;
+  e = e < (113u << 23) ? (113u << 23) : e;  // below float16's normal range its step is 2^-24 throughout
+  e = e > (142u << 23) ? (142u << 23) : e;  // past its largest exponent (inf, NaN too): inf below
+  const float m = __builtin_bit_cast(float, e + (13u << 23));  // its last bit is float16's last bit at a's exponent
+  float r = (a + m) - m;  // a rounded to that bit, to nearest even: the float addition's own rounding
+  r = r > 65504.0f ? __builtin_inff() : r;
+  return __builtin_copysignf(a != a ? __builtin_bit_cast(float, 0x7FC00000u) : r, f);  // NaN: c10's 0x7E00
+}
 inline bool lens_signbit(float f) { return (__builtin_bit_cast(uint32_t, f) >> 31) != 0; }
 """

@@ -78,6 +78,48 @@ def test_float_to_half_rounds_to_nearest_even_like_eager(dtype, tmp_path):
     _generated(kernels)
 
 
+
+def test_float16_rounding_in_float_arithmetic_is_the_conversions_round_trip(tmp_path):
+    """`lens_round_fp16` (a float rounded to float16's precision, computed in float arithmetic) gives the bits of
+    converting to float16 and back, over every 97th float32 bit pattern and every tie and its neighbours (low 13
+    bits 0x0FFF/0x1000/0x1001), and eager's `x.half().float()` inside a kernel."""
+    import ctypes
+
+    from compiler.codegen.cpp_ops import PRELUDE
+    from compiler.machine.build import build_shared_library
+    check = PRELUDE + r"""
+extern "C" long long lens_round_fp16_mismatches() {
+  long long bad = 0;
+  for (int64_t i = 0; i < (1LL << 32); i += 97) {
+    const float f = __builtin_bit_cast(float, uint32_t(i));
+    bad += __builtin_bit_cast(uint32_t, lens_round_fp16(f)) !=
+           __builtin_bit_cast(uint32_t, lens_fp16_to_float(lens_float_to_fp16(f)));
+  }
+  for (int64_t hi = 0; hi < (1LL << 19); hi++)
+    for (uint32_t lo = 0x0FFFu; lo <= 0x1001u; lo++) {
+      const float f = __builtin_bit_cast(float, uint32_t(hi << 13) | lo);
+      bad += __builtin_bit_cast(uint32_t, lens_round_fp16(f)) !=
+             __builtin_bit_cast(uint32_t, lens_fp16_to_float(lens_float_to_fp16(f)));
+    }
+  return bad;
+}
+"""
+    lib = ctypes.CDLL(build_shared_library(check, "round_fp16_test"))
+    lib.lens_round_fp16_mismatches.restype = ctypes.c_longlong
+    assert lib.lens_round_fp16_mismatches() == 0
+
+    g = torch.Generator().manual_seed(1)
+    x = torch.cat([torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), -float("nan"), 65504.0,
+                                 65519.99, 65520.0, -65520.0, 6e-8, 2.98e-8, 3e-41, 3.4e38, 1 + 2**-11]),
+                   torch.randint(-2**31, 2**31 - 1, (1 << 16,), generator=g, dtype=torch.int32).view(torch.float32)])
+    out, kernels, graph = _compiled(tmp_path, lambda x: x.half().float() * 2.0, x)
+    assert "lens_round_fp16(" in (graph / "output_code.py").read_text()
+    expected = x.half().float() * 2.0
+    nan = expected.isnan()
+    assert torch.equal(out.isnan(), nan)
+    assert torch.equal(out[~nan].view(torch.int32), expected[~nan].view(torch.int32))
+    _generated(kernels)
+
 # -- single ops: eager computes each in float and rounds once, as the kernel does ---------------------------
 POINTWISE = {
     "add": lambda x, y: x + y, "sub_scalar": lambda x, y: x - 0.1, "mul_scalar": lambda x, y: x * 0.1,
