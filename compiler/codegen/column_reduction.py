@@ -40,7 +40,7 @@ def refusal(ctx: PlanContext, ovars: list[sympy.Symbol], bodies: list[NodeBody])
     """Why kernel `ctx.kernel` is not a column reduction, None when it is: reduction nodes first (e.g. var's sum
     and sum of squares, or layer-norm backward's weight and bias gradients), pointwise epilogue nodes after them
     (mean's division), one (merged) outer var that every reduction reads contiguously, and reduction vars that
-    no load walks contiguously."""
+    no load along the outputs walks contiguously (a load the outputs share, one value per row, may)."""
     k = ctx.kernel
     m = _reductions(k, bodies, KINDS)
     if m == 0:
@@ -57,6 +57,8 @@ def refusal(ctx: PlanContext, ovars: list[sympy.Symbol], bodies: list[NodeBody])
             return f"{n.name} has no reduction loop or reads nothing"
         for ld in loads:
             flat = sympy.expand(ctx.flat(ld))
+            if x not in flat.free_symbols:
+                continue  # one value for a whole row of outputs (layer norm backward's per-row mean and rstd)
             if flat.coeff(x) != 1 or any(abs(flat.coeff(r)) == 1 for r in rvars):
                 return f"{n.name} reads {ld.buffer} contiguously along its reduction, or not along the outputs"
     if not all(sympy.expand(b.store).coeff(x) == 1 for b in bodies):
