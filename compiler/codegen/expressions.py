@@ -12,7 +12,7 @@ import torch
 from compiler import config
 from compiler.codegen import exp_lanes, half
 from compiler.codegen.cpp_ops import render_cast, render_constant, render_op
-from compiler.codegen.index import cpp_index
+from compiler.codegen.index import cpp_index, flat_load_index
 from compiler.codegen.kernel_locals import LocalBufferError
 from compiler.codegen.plan import NodeBody
 from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Op, walk
@@ -36,8 +36,7 @@ class ExpressionRenderer:
         self.exp_values: dict[int, str] = {}  # id of an exp node cut in the lane loop open now -> its lanes
 
     def flat(self, ld: Load) -> sympy.Expr:
-        layout = self.layouts[ld.buffer][1]
-        return layout.flat_index(ld.index)
+        return flat_load_index(self.layouts[ld.buffer][1], ld.index)
 
     def body_value(self, b: NodeBody) -> str:
         """Emit the temps of a node body `b` in a block of their own; the operand naming its value."""

@@ -239,6 +239,15 @@ def simplify_index(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr
     return e
 
 
+def flat_load_index(layout, index) -> sympy.Expr:
+    """The flat element index of a load at `index` (one expression a dim) in a buffer of `layout`, with the
+    dimensions a view split in two read back whole (`_rejoin`): each dim is simplified alone, and only the flat sum
+    shows `151296*(r / 197) + 768*(r % 197)` to be `768*r` (a (2, 197, 12, 64) view of a (394, 768) gradient
+    summed over rows: as split, no column strategy and no vector loop took it)."""
+    flat = layout.flat_index(index)
+    return _rejoin(flat) if flat.has(torch_sym.ModularIndexing) else flat
+
+
 def _rejoin(e: sympy.Expr) -> sympy.Expr:
     """`c*m*(X / (d*m)) + c*((X / d) % m)` is `c*(X / d)` (`c*X` when d is 1): a dimension a view split in two,
     read back whole (relu over a Linear's output viewed (b, s, n) and back: 2048*x0, not

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import sympy
 import torch
 
+from compiler.codegen.index import flat_load_index
 from compiler.codegen.kernel_locals import LocalBuffer
 from compiler.codegen.size_variants import Assumptions
 from compiler.ir import ComputedBuffer, Expr, Layout, Load
@@ -38,7 +39,7 @@ class PlanContext:
 
     def flat(self, ld: Load) -> sympy.Expr:
         """The flat element index load `ld` reads."""
-        return self.layouts[ld.buffer][1].flat_index(ld.index)
+        return flat_load_index(self.layouts[ld.buffer][1], ld.index)
 
 
 @dataclass

@@ -72,6 +72,19 @@ def test_a_column_sum_reading_one_value_per_row_takes_the_column_strategy(tmp_pa
     for got, want in zip(out, fn(x, dy, mean, rstd)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
+
+def test_a_column_sum_of_a_split_view_reads_it_whole(tmp_path):
+    """A (2, 197, 12, 64) gradient summed as (394, 768) over its rows (ViT's attention bias gradients): each dim
+    of the load is simplified alone, and only the flat index shows the split dims to be one (768*r + x, not
+    151296*(r / 197) + 768*(r % 197) + 64*(x / 64) + x % 64), so the column strategy takes it."""
+    x = torch.randn(2, 197, 12, 64)
+    out, graph = compile_with_debug(tmp_path, lambda x: x.reshape(394, 768).sum(0), x)
+    plan = only_plan(graph)
+    assert plan.strategy == "column", [d for d in plan.decisions if d.pass_name == "strategy"]
+    code = (graph / "output_code.py").read_text()
+    assert "768*r0_0 + x0" in code and "/ 197" not in code
+    torch.testing.assert_close(out, x.reshape(394, 768).sum(0), rtol=1e-4, atol=1e-4)
+
 def test_an_argmax_loop_says_why_it_is_not_vectorized(tmp_path):
     _, graph = compile_with_debug(tmp_path, lambda x: x.argmax(-1), torch.randn(64, 100))
     (d,) = [d for d in only_plan(graph).decisions if d.pass_name == "vectorize"]
