@@ -49,8 +49,7 @@ def print_table(results: list[tuple[Workload, Result]]) -> None:
               f"{r.ratio('lens', 'dynamo'):6.2f} {c.get('dynamo warm', nan):7.0f} {c.get('lens warm', nan):7.0f}")
     print()
     print("Times in ms (median over rounds, one process; in each round every variant, starting at another each "
-          "round, runs once untimed, then "
-          "≥ 3 timed calls); ratios: median over rounds of the ratio within a round. bound: preallocated ATen op "
+          "round, runs once untimed, then ≥ 3 timed calls); ratios: median over rounds of the ratio within a round. bound: preallocated ATen op "
           "moving the same bytes (pointwise: addcmul(out=), softmax/layernorm: copy_, mean: sum(dim=1,out=), "
           "column sum: sum(dim=0,out=)); mlp: 2x addmm(out=), ATen's GEMMs (compute-bound, not a memory bound).")
     from compiler.machine import gemm

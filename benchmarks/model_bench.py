@@ -294,8 +294,8 @@ def main() -> None:
     print_report(rows, [name for name, _ in variants])
     print("\nTimes: ms per call, median over rounds (each round, starting at another variant: every variant once "
           "untimed, then timed calls of about 200 ms of eager); ratios: median over rounds of the ratio within a "
-          "round. Cold: fresh TORCHINDUCTOR_CACHE_DIR / LENS_CACHE_DIR after a tiny compile per backend in this process; warm: "
-          "torch._dynamo.reset(), the same cache dirs.")
+          "round. Cold: fresh TORCHINDUCTOR_CACHE_DIR / LENS_CACHE_DIR after a tiny compile per backend in this "
+          "process; warm: torch._dynamo.reset(), the same cache dirs.")
 
 
 if __name__ == "__main__":

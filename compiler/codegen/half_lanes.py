@@ -61,7 +61,8 @@ template <int N> static inline __attribute__((always_inline)) void lens_fp16_sto
   // norm's output pass stalled there: 45% of its samples)
   for (; i + 32 <= N; i += 32) {
     const lens_v32hi_h h = __builtin_shufflevector(lens_fp16_of_v16(in + i), lens_fp16_of_v16(in + i + 16),
-        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+        16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
     __builtin_memcpy(p + i, &h, 64);
   }
   for (; i < N; i += 16) {

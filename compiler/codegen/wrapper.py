@@ -202,7 +202,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
     """Emits `call(args)`; returns every kernel and extern call in execution order."""
     ir = sg.ir
     out.add("def call(args):")
-    names = ir.arg_names or [b.name for b in ir.inputs]
+    names = ir.arg_names
     if names:
         out.add(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     out.add("    args.clear()")
@@ -285,7 +285,7 @@ def _emit_get_args(out: _Lines, ir: GraphIR) -> None:
     tensors = {b.name: f"rand_strided({py_repr(substitute_hints(b.layout.size, hints))}, "
                        f"{py_repr(substitute_hints(b.layout.stride, hints))}, {b.dtype})" for b in ir.inputs}
     scalars = {name: py_repr(substitute_hints(e, hints)) for name, e in ir.scalar_inputs.items()}
-    items = [tensors.get(name) or scalars[name] for name in ir.arg_names or list(tensors)]
+    items = [tensors.get(name) or scalars[name] for name in ir.arg_names]
     out.add(f"    return [{', '.join(items)}]")
 
 

@@ -78,7 +78,6 @@ def test_float_to_half_rounds_to_nearest_even_like_eager(dtype, tmp_path):
     _generated(kernels)
 
 
-
 def test_float16_rounding_in_float_arithmetic_is_the_conversions_round_trip(tmp_path):
     """`lens_round_fp16` (a float rounded to float16's precision, computed in float arithmetic) gives the bits of
     converting to float16 and back, over every 97th float32 bit pattern and every tie and its neighbours (low 13
@@ -88,19 +87,16 @@ def test_float16_rounding_in_float_arithmetic_is_the_conversions_round_trip(tmp_
     from compiler.codegen.cpp_ops import PRELUDE
     from compiler.machine.build import build_shared_library
     check = PRELUDE + r"""
+static bool lens_round_fp16_differs(uint32_t bits) {
+  const float f = __builtin_bit_cast(float, bits);
+  return __builtin_bit_cast(uint32_t, lens_round_fp16(f)) !=
+         __builtin_bit_cast(uint32_t, lens_fp16_to_float(lens_float_to_fp16(f)));
+}
 extern "C" long long lens_round_fp16_mismatches() {
   long long bad = 0;
-  for (int64_t i = 0; i < (1LL << 32); i += 97) {
-    const float f = __builtin_bit_cast(float, uint32_t(i));
-    bad += __builtin_bit_cast(uint32_t, lens_round_fp16(f)) !=
-           __builtin_bit_cast(uint32_t, lens_fp16_to_float(lens_float_to_fp16(f)));
-  }
+  for (int64_t i = 0; i < (1LL << 32); i += 97) bad += lens_round_fp16_differs(uint32_t(i));
   for (int64_t hi = 0; hi < (1LL << 19); hi++)
-    for (uint32_t lo = 0x0FFFu; lo <= 0x1001u; lo++) {
-      const float f = __builtin_bit_cast(float, uint32_t(hi << 13) | lo);
-      bad += __builtin_bit_cast(uint32_t, lens_round_fp16(f)) !=
-             __builtin_bit_cast(uint32_t, lens_fp16_to_float(lens_float_to_fp16(f)));
-    }
+    for (uint32_t lo = 0x0FFFu; lo <= 0x1001u; lo++) bad += lens_round_fp16_differs(uint32_t(hi << 13) | lo);
   return bad;
 }
 """
@@ -119,6 +115,7 @@ extern "C" long long lens_round_fp16_mismatches() {
     assert torch.equal(out.isnan(), nan)
     assert torch.equal(out[~nan].view(torch.int32), expected[~nan].view(torch.int32))
     _generated(kernels)
+
 
 # -- single ops: eager computes each in float and rounds once, as the kernel does ---------------------------
 POINTWISE = {

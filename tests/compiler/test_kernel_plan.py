@@ -58,7 +58,6 @@ def test_a_column_sum_takes_the_column_strategy_and_a_row_sum_the_nest(tmp_path)
     assert decisions(plan, "vectorize") == [("buf0", "wide_sum")]
 
 
-
 def test_a_column_sum_reading_one_value_per_row_takes_the_column_strategy(tmp_path):
     """Layer norm backward's weight gradient, sum over rows of dy * (x - mean) * rstd: the per-row mean and rstd
     are one value for a whole row of outputs, which the column strategy reads once per row (the nest read the
@@ -84,6 +83,7 @@ def test_a_column_sum_of_a_split_view_reads_it_whole(tmp_path):
     code = (graph / "output_code.py").read_text()
     assert "768*r0_0 + x0" in code and "/ 197" not in code
     torch.testing.assert_close(out, x.reshape(394, 768).sum(0), rtol=1e-4, atol=1e-4)
+
 
 def test_an_argmax_loop_says_why_it_is_not_vectorized(tmp_path):
     _, graph = compile_with_debug(tmp_path, lambda x: x.argmax(-1), torch.randn(64, 100))
