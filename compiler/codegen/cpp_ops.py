@@ -40,7 +40,7 @@ CPP_OPS: dict[str, str | dict[str, str]] = {
     "sin": "std::sin({x})", "cos": "std::cos({x})", "tan": "std::tan({x})", "asin": "std::asin({x})",
     "acos": "std::acos({x})", "atan": "std::atan({x})", "sinh": "std::sinh({x})", "cosh": "std::cosh({x})",
     "tanh": "std::tanh({x})", "asinh": "std::asinh({x})", "acosh": "std::acosh({x})",
-    "atanh": "std::atanh({x})", "erf": "std::erf({x})", "erfc": "std::erfc({x})", "lgamma": "lens_lgamma({x})",
+    "atanh": "std::atanh({x})", "erf": "lens_erf({x})", "erfc": "std::erfc({x})", "lgamma": "lens_lgamma({x})",
     "floor": {"float": "std::floor({x})", "default": "{x}"},
     "ceil": {"float": "std::ceil({x})", "default": "{x}"},
     "trunc": {"float": "std::trunc({x})", "default": "{x}"},

@@ -8,6 +8,8 @@ from __future__ import annotations
 import functools
 import os
 
+from compiler.codegen import fast_erf
+
 # (glibc version that added the function to libmvec, [(name, arity)]); float and double variants both.
 _LIBMVEC: list[tuple[tuple[int, int], list[tuple[str, int]]]] = [
     ((2, 22), [("exp", 1), ("log", 1), ("sin", 1), ("cos", 1), ("pow", 2)]),
@@ -45,8 +47,8 @@ def _has_libmvec() -> bool:
 
 def declarations() -> str:
     """C++ to put after the prelude's includes: libmvec's vector variants (none when libmvec is
-    unavailable), then `lens_exp`."""
-    return _libmvec_declarations() + FAST_EXP + EXP_LANES
+    unavailable), then `lens_exp` and `lens_erf` (compiler/codegen/fast_erf.py)."""
+    return _libmvec_declarations() + FAST_EXP + EXP_LANES + fast_erf.DECLARATIONS
 
 
 def _libmvec_declarations() -> str:
@@ -70,13 +72,15 @@ def _libmvec_declarations() -> str:
 # GCC builtins, not <immintrin.h>: that header costs ~0.3 s of parsing per cold build. The scalar symbol
 # `lens_expf` (tails, loops g++ does not vectorize) is bound by assembler alias so that g++ sees only a
 # declaration: a definition in the unit would make g++ build its own clones and inline the scalar one.
+# `const` (a function of its argument alone): without it g++ takes the call for a store to memory, and a loop that
+# also needs if-conversion (a bfloat16 store's NaN test) stays scalar ("control flow in loop").
 # Elsewhere (no AVX-512, clang) `lens_exp` is std::exp (glibc/libmvec: within 4 ulp, 3 seen on AVX2); double and
 # other types always are.
 _FAST_EXP_IF = "#if defined(__AVX512F__) && defined(__GNUC__) && !defined(__clang__)\n"
 _V16SF = "typedef float lens_v16sf __attribute__((vector_size(64)));\n"
 FAST_EXP = _FAST_EXP_IF + _V16SF + r"""extern "C" {
 #pragma omp declare simd notinbranch simdlen(16)
-float lens_expf(float) noexcept;
+__attribute__((const)) float lens_expf(float) noexcept;
 }
 inline float lens_exp(float x) noexcept { return lens_expf(x); }
 #else
@@ -144,13 +148,15 @@ template <int N> inline void lens_exp_lanes(float* v) noexcept {
 """
 
 
-# The definitions as a translation unit of their own (compiler/machine/prebuilt.py builds it once per toolchain).
+# The definitions as translation units of their own (compiler/machine/prebuilt.py builds each once per toolchain).
 FAST_EXP_OBJECT = _FAST_EXP_IF + _V16SF + "#endif\n" + FAST_EXP_DEFINITIONS
+FAST_ERF_OBJECT = _FAST_EXP_IF + _V16SF + "#endif\n" + fast_erf.DEFINITIONS
 
 
 def definitions(kernel_code: str) -> str:
     """What the kernels in `kernel_code` need defined after the prelude."""
-    return FAST_EXP_DEFINITIONS if "lens_exp(" in kernel_code else ""
+    return ((FAST_EXP_DEFINITIONS if "lens_exp(" in kernel_code else "")
+            + (fast_erf.DEFINITIONS if "lens_erf(" in kernel_code else ""))
 
 
 def link_flags() -> list[str]:

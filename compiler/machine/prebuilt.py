@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from compiler import config
 from compiler.machine import pch
-from compiler.codegen import vector_math
+from compiler.codegen import fast_erf, vector_math
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,8 @@ class Part:
     source: str  # the object's translation unit
 
 
-PARTS = (Part("lens_expf", vector_math.FAST_EXP_DEFINITIONS, vector_math.FAST_EXP_OBJECT),)
+PARTS = (Part("lens_expf", vector_math.FAST_EXP_DEFINITIONS, vector_math.FAST_EXP_OBJECT),
+         Part("lens_erff", fast_erf.DEFINITIONS, vector_math.FAST_ERF_OBJECT))
 
 
 @dataclass

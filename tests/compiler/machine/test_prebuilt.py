@@ -179,3 +179,29 @@ def test_with_two_jobs_an_object_whose_compiler_does_not_start_leaves_the_defini
     (folder,) = (build_cache / "prebuilt").iterdir()
     assert (folder / "failed").exists() and "out of processes" in (folder / "build.log").read_text()
     assert not (folder / ".building").exists() and not (folder / "lens_expf.o").exists()
+
+
+ERF_KERNEL = r'''
+extern "C" void erf_all(const float* __restrict__ in, float* __restrict__ out)
+{
+    #pragma omp simd
+    for (int64_t i = 0; i < 67; i++) out[i] = lens_erf(in[i]) + lens_exp(in[i]);
+}
+'''
+
+
+def test_every_part_a_kernel_calls_is_built_once_and_linked(build_cache, one_job, monkeypatch):
+    # a kernel calling erf and exp: both objects, the definitions of both blanked in later builds
+    texts = []
+    seen = commands(monkeypatch, texts)
+    data = (ctypes.c_float * 67)(*[(i - 33) / 8 for i in range(67)])
+    for graph in ("", "// another graph\n"):
+        out = (ctypes.c_float * 67)()
+        ctypes.CDLL(build.build_shared_library(cpp_source(ERF_KERNEL + graph))).erf_all(data, out)
+        for x, y in zip(data, out):
+            assert abs(y - math.erf(x) - math.exp(x)) <= 4e-7 * (1 + math.exp(x))
+        pch.wait_for_builds()
+    objects = {p.name: p for p in (build_cache / "prebuilt").glob("*/*.o")}
+    assert set(objects) == {"lens_expf.o", "lens_erff.o"}
+    assert all(str(obj) in seen[-1] for obj in objects.values())
+    assert "_ZGVeN16v_lens_erff(lens_v16sf x)" in texts[0] and "_ZGVeN16v_lens_erff(lens_v16sf x)" not in texts[-1]
