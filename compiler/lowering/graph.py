@@ -14,7 +14,7 @@ from lens_format.notes import ExternNote
 from compiler import config
 from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBuffer, Layout, Node,
                          contiguous_strides, index_vars)
-from compiler.lowering.layouts import dense_stride, memory_order
+from compiler.lowering.layouts import channels_last_stride, dense_stride, memory_order
 from compiler.lowering.pointwise import elementwise
 from compiler.lowering.registry import LOWERINGS
 from compiler.lowering.symbolic import SizeSymbols, UnboundSymbol
@@ -244,7 +244,8 @@ class GraphLowering:
                 return
             biggest = max(inputs, key=lambda n: len(self.env[n].inlined))
             with origin_scope(biggest.name):
-                self.env[biggest] = self.realize(self.env[biggest], origin=biggest.name)
+                self.env[biggest] = self.realize(self.env[biggest], stride=self._layout_of(biggest, self.env[biggest]),
+                                                 origin=biggest.name)
 
     def _check(self, node: torch.fx.Node, value) -> None:
         """A lowering whose result disagrees with the fake tensor is a bug: fall back instead of lying."""
@@ -263,8 +264,15 @@ class GraphLowering:
             return value
         users = len(node.users)
         if users > 1 and self._costly(value):
-            return self.realize(value)
+            return self.realize(value, stride=self._layout_of(node, value))
         return value
+
+    @staticmethod
+    def _layout_of(node: torch.fx.Node, value: TensorValue) -> tuple[int, ...] | None:
+        """The strides a value realized for `node` is written with: channels-last where eager's is (the traced
+        tensor's), so that a conv net given channels-last tensors reads and writes every kernel in that one order;
+        contiguous (None) otherwise."""
+        return channels_last_stride(node.meta.get("val"), value.size)
 
     def _costly(self, value: TensorValue) -> bool:
         """Whether recomputing `value` in each consumer costs more than a buffer: at least INLINE_REUSE_LIMIT

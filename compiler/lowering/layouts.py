@@ -35,3 +35,16 @@ def dense_stride(meta, size) -> tuple[int, ...] | None:
         return None
     stride = strides_of(meta)
     return stride if dense_order(tuple(size), stride) is not None else None
+
+
+def channels_last_stride(meta, size) -> tuple[int, ...] | None:
+    """`meta`'s strides when it is a 4-d or 5-d tensor laid out channels-last (densely, channels innermost) and
+    not also contiguous: the layout eager's ops keep for a channels-last input (a convolution's, batch norm's and
+    ReLU's outputs), which a value realized from such inputs should keep too (read and written in one order);
+    None otherwise."""
+    if not isinstance(meta, torch.Tensor) or meta.dim() not in (4, 5) or shape_of(meta) != tuple(size):
+        return None
+    fmt = torch.channels_last if meta.dim() == 4 else torch.channels_last_3d
+    if meta.is_contiguous() or not meta.is_contiguous(memory_format=fmt):
+        return None
+    return dense_stride(meta, size)

@@ -1,6 +1,7 @@
 """Whole training steps under the lens backend: forward, backward, optimizer step and zero_grad, compiled
 together or apart, match eager step for step and compile each graph once (Dynamo never traces lens itself)."""
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -254,3 +255,42 @@ def test_a_recompile_with_channels_last_strides_passes_them_as_arguments():
         torch.testing.assert_close(got, want)
         for p, q in zip(net.parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_a_channels_last_conv_net_keeps_every_computed_tensor_channels_last(tmp_path, monkeypatch):
+    """Given a channels-last net and input, eager keeps every activation and gradient channels-last; the kernels'
+    buffers follow it, so that no kernel reads one order and writes the other (a ReLU backward read the
+    convolution's channels-last gradient and wrote a contiguous one for the next convolution, which took it back:
+    the conv net's kernels 2.1 -> 5.8 ms a step). The step's results equal eager's."""
+    monkeypatch.setattr(config, "debug", True)
+    monkeypatch.setattr(config, "debug_dir_root", str(tmp_path))
+    torch._dynamo.reset()
+
+    def conv_net():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                   torch.nn.Conv2d(8, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                   torch.nn.Conv2d(8, 4, 1)).train().to(memory_format=torch.channels_last)
+
+    def step_of(net):
+        def step(x):
+            out = net(x)
+            (out * out.detach().flip(-1)).mean().backward()  # (a gradient that is not a constant)
+            return out.detach()
+        return step
+
+    x = torch.randn(2, 3, 12, 12).to(memory_format=torch.channels_last)
+    net, ref = conv_net(), conv_net()
+    got = torch.compile(step_of(net), backend="lens")(x)
+    want = step_of(ref)(x)
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    for p, q in zip(net.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    # every computed activation or gradient of both graphs (not the per-channel statistics): a channels-last
+    # value is computed in memory order, as an (N, H, W, C) buffer; one written contiguously is (N, C, H, W)
+    computed = [size for ir in tmp_path.glob("run_*/lens/graph_*/ir_pre_fusion.txt")
+                for size in re.findall(r"size: \[(\d+, \d+, \d+, \d+)\]", ir.read_text())
+                if "12, 12" in size]
+    assert len(computed) >= 4  # forward's activations, backward's gradients
+    assert all(size.startswith("2, 12, 12, ") for size in computed), computed
