@@ -69,9 +69,10 @@ attention_scores_max_bytes: int = int(os.environ.get("LENS_ATTENTION_SCORES_MAX_
 # Under no_grad, parameters and buffers are constants of the graph (compiler/freezing.py): BatchNorm folded into
 # the convolution before it, subgraphs of parameters alone computed once; guarded by each parameter's identity,
 # data pointer and version counter (also LENS_FREEZING=0 to turn off). The layouts frozen weights are kept in:
-# convolution weights channels-last, Linear weights K-major (LENS_FREEZE_CONV_CL, LENS_FREEZE_LINEAR_T).
+# convolution weights channels-last (on; LENS_FREEZE_CONV_CL=0 keeps them as they are), Linear weights K-major
+# (LENS_FREEZE_LINEAR_T).
 freezing: bool = os.environ.get("LENS_FREEZING", "1") not in ("", "0")
-freezing_conv_channels_last: bool = _env_flag("LENS_FREEZE_CONV_CL")
+freezing_conv_channels_last: bool = os.environ.get("LENS_FREEZE_CONV_CL", "1") not in ("", "0")
 freezing_linear_transposed: bool = _env_flag("LENS_FREEZE_LINEAR_T")
 # Frozen Linear layers reading one input (an attention's query/key/value) as one product over their concatenated
 # weights, each output a column slice (compiler/freezing_concat.py; LENS_FREEZE_CONCAT_LINEARS=0 keeps them apart).

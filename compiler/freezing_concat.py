@@ -74,8 +74,10 @@ def concat_linears(graph: torch.fx.Graph, const: set) -> int:
     return merged
 
 
-def traces(owner: torch.nn.Module, graph: torch.fx.Graph, example_inputs: Sequence) -> bool:
-    """Whether `graph` runs on fake copies of `example_inputs` (shapes, strides and views checked, nothing computed)."""
+def traces(owner: torch.nn.Module, graph: torch.fx.Graph, example_inputs: Sequence,
+           otherwise: str = "Linear layers sharing an input kept apart") -> bool:
+    """Whether `graph` runs on fake copies of `example_inputs` (shapes, strides and views checked, nothing computed);
+    `otherwise`: what the debug log says is done instead when it does not."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
     try:
@@ -84,5 +86,5 @@ def traces(owner: torch.nn.Module, graph: torch.fx.Graph, example_inputs: Sequen
         FakeTensorProp(torch.fx.GraphModule(owner, graph), mode).propagate_dont_convert_inputs(*fakes)
         return True
     except Exception as e:  # noqa: BLE001 (any failure: the graph is frozen without the rewrite)
-        log.debug("kernel-lens: Linear layers sharing an input kept apart: %s", e)
+        log.debug("kernel-lens: %s: %s", otherwise, e)
         return False

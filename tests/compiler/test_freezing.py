@@ -168,3 +168,41 @@ def test_autocasts_weight_casts_are_constants_and_follow_a_changed_weight(dtype)
         with torch.no_grad():
             mlp[0].weight.mul_(-1)
     assert frozen.refolds == 1
+
+
+class _Features(nn.Module):
+    """Convolutions whose 4-d activations leave the graph, one flattened by `.view` (which a channels-last
+    activation does not allow)."""
+
+    def __init__(self, flatten_by_view: bool):
+        super().__init__()
+        self.conv, self.conv2 = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 4, 3, padding=1)
+        self.flatten_by_view = flatten_by_view
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        z = self.conv2(y) * 2
+        if self.flatten_by_view:
+            return z.view(z.shape[0], -1).sum(1)
+        return y, z
+
+
+@pytest.mark.parametrize("flatten_by_view", [False, True])
+def test_channels_last_conv_weights_keep_eager_output_layouts(x, flatten_by_view):
+    """Frozen conv weights are channels-last (oneDNN then computes channels-last, and the kernels between keep it);
+    what the graph returns keeps eager's layout, and a graph that cannot take channels-last activations (a `.view`
+    of one) is frozen without it."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _Features(flatten_by_view).eval()
+    first = len(freezing.FROZEN)
+    with torch.no_grad():
+        got, want = torch.compile(model, backend=lens_backend)(x), model(x)
+    frozen = freezing.FROZEN[first:]  # (with nothing else to fold, a graph kept as it is is not frozen at all)
+    assert sum(f.folds["conv weight channels_last"] for f in frozen) == (0 if flatten_by_view else 2)
+    for g, w in zip(got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-4)
+        assert g.stride() == w.stride()
+    if not flatten_by_view:
+        assert any(c.dim() == 4 and c.is_contiguous(memory_format=torch.channels_last) and not c.is_contiguous()
+                   for c in frozen[0].constants)
