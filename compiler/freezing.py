@@ -227,6 +227,15 @@ def _conv_weights_channels_last(graph: torch.fx.Graph, const: set[torch.fx.Node]
     return changed
 
 
+def _views_strides(graph: torch.fx.Graph) -> bool:
+    """Whether the graph calls an op whose success depends on its input's strides (`view`, `as_strided`): only
+    then can channels-last activations fail where contiguous ones trace (checking every graph by a fake run cost
+    the conv net's cold compile ~100 ms)."""
+    names = {"view", "as_strided"}
+    return any((n.op == "call_method" and n.target in names)
+               or (n.op == "call_function" and getattr(n.target, "__name__", "") in names) for n in graph.nodes)
+
+
 def _transposed_storage(weight: torch.Tensor) -> torch.Tensor:
     """A Linear's (N, K) weight stored K-major, so the (K, N) operand its GEMM reads is contiguous."""
     return weight.t().contiguous().t() if weight.dim() == 2 else weight
@@ -314,7 +323,8 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
     folds = {"batch_norm": _fold_batch_norms(graph, const), "autocast weight casts": _autocast_casts(graph, const)}
     if conv_channels_last and config.freezing_conv_channels_last:
         folds["conv weight channels_last"] = relaid = _conv_weights_channels_last(graph, const)
-        if relaid and not freezing_concat.traces(gm, graph, example_inputs, "convolution weights kept as they are"):
+        if relaid and _views_strides(graph) and not freezing_concat.traces(
+                gm, graph, example_inputs, "convolution weights kept as they are"):
             return freeze(gm, example_inputs, concat, conv_channels_last=False)
     if config.freezing_conv_onednn:
         folds["conv as oneDNN channels-last"] = _conv_onednn(graph, const)
