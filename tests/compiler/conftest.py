@@ -122,3 +122,41 @@ def record_results(monkeypatch, module, name: str) -> list:
         return result
     monkeypatch.setattr(module, name, recorded)
     return seen
+
+
+def finite_float_spread(step: int = 4099) -> torch.Tensor:
+    """Every `step`-th float32 bit pattern that is finite: a spread over all magnitudes and both signs."""
+    bits = torch.arange(0, 2 ** 32, step, dtype=torch.int64)
+    spread = (bits - 2 ** 31 * (bits >= 2 ** 31)).to(torch.int32).view(torch.float32)
+    return spread[torch.isfinite(spread)]
+
+
+def floats_between(got: torch.Tensor, rounded: torch.Tensor) -> torch.Tensor:
+    """How many float32 values lie between `got` and `rounded` (0: the same value); both of one sign."""
+    bits = lambda t: t.view(torch.int32).to(torch.int64)  # noqa: E731 (same-sign floats order as their bits)
+    return (bits(got) - bits(rounded)).abs()
+
+
+def scalar_tail_and_vector_body(fn, values: list[float]) -> tuple[torch.Tensor, torch.Tensor]:
+    """`fn` compiled over `values` (16 of them: one 16-lane vector) and a 17th, a copy of the 6th, which the loop's
+    scalar tail computes; asserts both give the 6th the same bits. Returns (input, output)."""
+    x = torch.tensor(values + values[5:6])
+    torch._dynamo.reset()
+    out = torch.compile(fn, backend="lens")(x)
+    assert out[16].view(torch.int32) == out[5].view(torch.int32)
+    return x, out
+
+
+def disassembly(tmp_path, fn, x: torch.Tensor) -> str:
+    """`objdump -d` of the library lens builds for `fn` on `x` (its debug source rebuilt: a cache hit)."""
+    import subprocess
+    from compiler.machine import build
+    _, graph = compile_with_debug(tmp_path, fn, x)
+    text = (graph / "output_code.py").read_text()
+    so = build.build_shared_library(text.split("cpp_source = r'''", 1)[1].split("'''", 1)[0])  # (a cache hit)
+    return subprocess.run(["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True).stdout
+
+
+def function_of(asm: str, symbol: str) -> str:
+    """The disassembled body of `symbol` in `asm` (objdump's output)."""
+    return asm.split(f"<{symbol}>:", 1)[1].split("\n\n", 1)[0]

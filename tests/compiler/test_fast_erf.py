@@ -2,15 +2,14 @@
 vpermps), within one float of the correctly rounded erf; elsewhere glibc's erff and its libmvec variant. Special
 values are exact, the sign is odd-symmetric, the scalar tail gives the vector body's bits, and GELU (forward and
 backward) stays within eager's tolerance."""
-import subprocess
-
 import pytest
 import torch
 
 from compiler.codegen import fast_erf
 from compiler.machine import build
 
-from tests.compiler.conftest import compile_with_debug
+from tests.compiler.conftest import (compile_with_debug, disassembly, finite_float_spread, floats_between,
+                                     function_of, scalar_tail_and_vector_body)
 
 FAST = bool(build.isa_flags())  # -march=native on an AVX-512 machine: what the prelude's #if sees
 STEPS = 1 if FAST else 2  # floats between ours and the correctly rounded erf; glibc's erff: 1-2 ulp
@@ -19,17 +18,14 @@ STEPS = 1 if FAST else 2  # floats between ours and the correctly rounded erf; g
 def _steps_from_exact(got: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """How many float32 values lie between `got` and the correctly rounded erf(x) (0: the same value)."""
     rounded = torch.erf(x.double()).float()
-    bits = lambda t: t.view(torch.int32).to(torch.int64)  # noqa: E731 (same-sign floats order as their bits)
     assert ((got < 0) == (rounded < 0)).all()
-    return (bits(got) - bits(rounded)).abs()
+    return floats_between(got, rounded)
 
 
 def _inputs() -> torch.Tensor:
     # every 4099th bit pattern over all finite floats, a dense grid over [-4.5, 4.5] (every interval's edges
     # included), the cut where erf rounds to 1 and its neighbours, subnormals
-    bits = torch.arange(0, 2 ** 32, 4099, dtype=torch.int64)
-    spread = (bits - 2 ** 31 * (bits >= 2 ** 31)).to(torch.int32).view(torch.float32)
-    spread = spread[torch.isfinite(spread)]
+    spread = finite_float_spread()
     grid = torch.linspace(-4.5, 4.5, 720_001)
     edges = torch.tensor([k * fast_erf.WIDTH for k in range(17)] + [fast_erf.ONE_FROM, 3.91, 3.93])
     edges = torch.cat([edges, torch.nextafter(edges, torch.zeros(())), torch.nextafter(edges, edges * 2 + 1)])
@@ -55,11 +51,7 @@ def test_erf_is_within_one_float_of_exact_and_special_values_are_exact(tmp_path)
 
 def test_scalar_tail_gives_the_vector_body_bits():
     # 16 elements go through the 16-lane variant, the 17th through the scalar symbol
-    values = torch.tensor([-3.7, 0.2, 1.5, -0.01, 2.6, -0.5, 1e-3, 0.74] * 2)
-    x = torch.cat([values, values[5:6]])
-    torch._dynamo.reset()
-    out = torch.compile(torch.erf, backend="lens")(x)
-    assert out[16].view(torch.int32) == out[5].view(torch.int32)
+    x, out = scalar_tail_and_vector_body(torch.erf, [-3.7, 0.2, 1.5, -0.01, 2.6, -0.5, 1e-3, 0.74] * 2)
     assert _steps_from_exact(out, x).max() <= STEPS
 
 
@@ -93,14 +85,10 @@ def test_gelu_forward_and_backward_stay_close_to_eager(dtype):
 
 @pytest.mark.skipif(not FAST, reason="the 16-lane erff is built only on AVX-512 machines with -march=native")
 def test_loops_call_the_16_lane_variant(tmp_path):
-    _, graph = compile_with_debug(tmp_path, torch.erf, torch.randn(4096))
-    text = (graph / "output_code.py").read_text()
-    source = text.split("cpp_source = r'''", 1)[1].split("'''", 1)[0]
-    so = build.build_shared_library(source)  # a cache hit: the library the run above loaded
-    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True).stdout
-    kernel = asm.split("<cpp_fused_erf_0._omp_fn.0>:", 1)[1].split("\n\n", 1)[0]  # the parallel loop
+    asm = disassembly(tmp_path, torch.erf, torch.randn(4096))
+    kernel = function_of(asm, "cpp_fused_erf_0._omp_fn.0")  # the parallel loop
     assert "<_ZGVeN16v_lens_erff>" in kernel, kernel
-    body = asm.split("<_ZGVeN16v_lens_erff>:", 1)[1].split("\n\n", 1)[0]
+    body = function_of(asm, "_ZGVeN16v_lens_erff")
     assert body.count("vpermps") == 1 + fast_erf.DEGREE + 1 and "call" not in body  # no libm inside
 
 

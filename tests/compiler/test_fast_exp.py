@@ -2,14 +2,13 @@
 correctly rounded exp as eager's Sleef expf is; elsewhere glibc's expf and its libmvec vector variants, within
 their documented 4 ulp (3 seen at -37.78 on an AVX2 machine; OpInfo's float32 exp tolerance is ~11 ulp). Special
 values are exact everywhere, and the scalar tail computes the same bits as the vector body."""
-import subprocess
-
 import pytest
 import torch
 
 from compiler.machine import build
 
-from tests.compiler.conftest import compile_with_debug
+from tests.compiler.conftest import (compile_with_debug, disassembly, finite_float_spread, floats_between,
+                                     function_of, scalar_tail_and_vector_body)
 
 FAST = bool(build.isa_flags())  # -march=native on an AVX-512 machine: what the prelude's #if sees
 ULPS = 1 if FAST else 4  # our expf's bound, else glibc's (libmvec)
@@ -17,17 +16,13 @@ ULPS = 1 if FAST else 4  # our expf's bound, else glibc's (libmvec)
 
 def _ulps_from_exact(got: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """How many float32 values lie between `got` and the correctly rounded exp(x) (0: the same value)."""
-    rounded = torch.exp(x.double()).float()
-    bits = lambda t: t.view(torch.int32).to(torch.int64)  # positive floats order as their bit patterns
-    return (bits(got) - bits(rounded)).abs()
+    return floats_between(got, torch.exp(x.double()).float())
 
 
 def _inputs() -> torch.Tensor:
     # a spread of bit patterns over all finite floats (every 4099th), a dense grid over the range where exp
     # is neither 0 nor inf, the edges of that range, and the special values
-    bits = torch.arange(0, 2 ** 32, 4099, dtype=torch.int64)
-    spread = (bits - 2 ** 31 * (bits >= 2 ** 31)).to(torch.int32).view(torch.float32)
-    spread = spread[torch.isfinite(spread)]
+    spread = finite_float_spread()
     grid = torch.linspace(-105.0, 90.0, 400_003)
     edges = torch.tensor([88.72283, 88.72284, 88.7228394, -87.33654, -103.27893, -103.97208, -104.0, -104.5])
     edges = torch.cat([edges, torch.nextafter(edges, torch.zeros(())), torch.nextafter(edges, edges * 2)])
@@ -49,11 +44,7 @@ def test_exp_is_within_one_ulp_of_exact_and_special_values_are_exact(tmp_path):
 
 def test_scalar_tail_gives_the_vector_body_bits():
     # 16 elements go through the 16-lane variant, the 17th through the scalar symbol
-    values = torch.tensor([-3.7, 0.2, 11.5, -80.1, 42.0, -0.5, 1e-3, 7.25] * 2)
-    x = torch.cat([values, values[5:6]])
-    torch._dynamo.reset()
-    out = torch.compile(torch.exp, backend="lens")(x)
-    assert out[16].view(torch.int32) == out[5].view(torch.int32)
+    x, out = scalar_tail_and_vector_body(torch.exp, [-3.7, 0.2, 11.5, -80.1, 42.0, -0.5, 1e-3, 7.25] * 2)
     assert _ulps_from_exact(out, x).max() <= ULPS
 
 
@@ -65,12 +56,7 @@ def test_softmax_and_sigmoid_stay_close_to_eager(same, shape):
 
 @pytest.mark.skipif(not FAST, reason="the 16-lane expf is built only on AVX-512 machines with -march=native")
 def test_loops_call_the_16_lane_variant(tmp_path):
-    _, graph = compile_with_debug(tmp_path, torch.exp, torch.randn(4096))
-    text = (graph / "output_code.py").read_text()
-    source = text.split("cpp_source = r'''", 1)[1].split("'''", 1)[0]
-    so = build.build_shared_library(source)  # a cache hit: the library the run above loaded
-    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True).stdout
-    kernel = asm.split("<cpp_fused_exp_0._omp_fn.0>:", 1)[1].split("\n\n", 1)[0]  # the parallel loop
+    kernel = function_of(disassembly(tmp_path, torch.exp, torch.randn(4096)), "cpp_fused_exp_0._omp_fn.0")
     assert "call" in kernel and "<_ZGVeN16v_lens_expf>" in kernel, kernel
 
 
