@@ -14,6 +14,7 @@ from lens_format.notes import ExternNote
 from compiler import config
 from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBuffer, Layout, Node,
                          contiguous_strides, index_vars)
+from compiler.lowering.addmm_bias import bias_in_consumers
 from compiler.lowering.layouts import channels_last_stride, dense_stride, memory_order
 from compiler.lowering.pointwise import elementwise
 from compiler.lowering.registry import LOWERINGS
@@ -182,7 +183,7 @@ class GraphLowering:
         if node.target is operator.getitem:
             base, idx = node.args
             return self.env[base][idx]
-        if node.target is torch.ops.aten.addmm.default and self._bias_in_consumers(node):
+        if node.target is torch.ops.aten.addmm.default and bias_in_consumers(node):
             return self._mm_then_bias(node)
         fn = LOWERINGS.get(node.target)
         reason = f"no lowering for {_target_name(node.target)}"
@@ -203,25 +204,6 @@ class GraphLowering:
                 del self.nodes[mark:]  # drop buffers a failed lowering already added
                 reason = f"lowering of {_target_name(node.target)} failed: {type(e).__name__}: {e}"
         return self._extern(node, reason)
-
-    def _bias_in_consumers(self, node: torch.fx.Node) -> bool:
-        """Whether addmm's bias is better added by the kernels that read its result: ATen's addmm copies
-        the broadcast bias into the output and the GEMM then reads it back (beta=1), two passes over the
-        output that the consumer's kernel (the relu or GELU after a Linear, a residual add and layer norm)
-        saves by adding a row of bias while it reads the product. Only a row bias of the output's floating
-        dtype, plain alpha and beta, and users that all have lowerings (not the graph's output)."""
-        if not config.unfuse_addmm_bias or len(node.args) != 3 or node.kwargs:
-            return False
-        out, bias = node.meta.get("val"), getattr(node.args[0], "meta", {}).get("val")
-        if not isinstance(out, torch.Tensor) or not isinstance(bias, torch.Tensor):
-            return False
-        if out.dtype not in (torch.float32, torch.float64) or bias.dtype != out.dtype or out.dim() != 2:
-            return False
-        osize, bsize = shape_of(out), shape_of(bias)  # (sizes, not SymInts: comparing those adds guards)
-        if bias.dim() not in (1, 2) or not same_size(bsize[-1], osize[1]) or (
-                len(bsize) == 2 and bsize[0] != 1):
-            return False
-        return bool(node.users) and all(u.op == "call_function" and u.target in LOWERINGS for u in node.users)
 
     def _mm_then_bias(self, node: torch.fx.Node):
         bias, a, b = self._args(node)[0]

@@ -1,5 +1,5 @@
 """An addmm whose users all lower into kernels runs as mm, its bias added by those kernels
-(compiler/lowering/graph.py: GraphLowering._bias_in_consumers); results stay eager's."""
+(compiler/lowering/addmm_bias.py: bias_in_consumers); results stay eager's."""
 import re
 
 import pytest
