@@ -60,8 +60,9 @@ def test_the_tables_are_the_fit_rounded_to_float():
     offsets, coefficients = fast_erf.fit()
     assert offsets == fast_erf.OFFSETS
     fitted = torch.tensor(coefficients, dtype=torch.float64).float()
-    tables = torch.tensor(fast_erf.COEFFICIENTS, dtype=torch.float64).float()
-    assert torch.equal(tables, tables.double().float())  # the literals are floats
+    literals = torch.tensor(fast_erf.COEFFICIENTS, dtype=torch.float64)
+    tables = literals.float()
+    assert torch.equal(tables.double(), literals)  # the literals are floats: C++ reads the values Python holds
     # a least-squares solve may differ in its last bits between BLAS builds: within one float of ours
     steps = (fitted.view(torch.int32).to(torch.int64) - tables.view(torch.int32).to(torch.int64)).abs()
     assert steps.max().item() <= 1
