@@ -66,9 +66,11 @@ def decomposition_table() -> dict:
         for name in op.overloads():
             if getattr(op, name) in table:
                 table[getattr(op, name)] = _floating_only(table[getattr(op, name)])
-    # (batch norm's half kernels keep float statistics and round where the decomposition cannot follow)
+    # (batch norm's half kernels keep float statistics and round where the decomposition cannot follow;
+    # nll_loss2d's keeps its cascade sum's partial sums in the dtype)
     for op in (aten.linspace, aten.logspace, aten.addr, aten.linalg_cross, aten._native_batch_norm_legit_functional,
-               aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training, aten.native_batch_norm):
+               aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training, aten.native_batch_norm,
+               aten.nll_loss2d_forward):
         for name in op.overloads():
             if getattr(op, name) in table:
                 table[getattr(op, name)] = _not_in_half(table[getattr(op, name)])

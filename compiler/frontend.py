@@ -2,6 +2,7 @@
 through the pipeline (lower -> schedule -> codegen -> build -> load) and into the debug directory."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import logging
@@ -12,13 +13,13 @@ import torch.fx
 
 from lens_format.notes import EagerNote
 
-from compiler import config, graph_cache, hooks
+from compiler import aot_cache, config, graph_cache, hooks
 from compiler import why as decisions
 from compiler.codegen import plan_record
 from compiler.codegen.plan import PlanError
 from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
-from compiler.compiled_graph import CompiledGraph
+from compiler.compiled_graph import CompiledGraph, with_constants
 from compiler.debug import DebugDir
 from compiler.decomp_transformer import inline_fast_paths
 from compiler.decomp_upsample import eager_upsample_kernels
@@ -57,6 +58,13 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inferen
     return compile_to_graph(gm, example_inputs, kind).call
 
 
+def _compile_for_cache(gm: torch.fx.GraphModule, example_inputs, kind: str) -> tuple:
+    """AOTAutograd's compiler hook under compiler/aot_cache.py: (the boxed call, the output code's text or None
+    when the graph runs eagerly, its lifted constants)."""
+    compiled = compile_to_graph(gm, example_inputs, kind)
+    return compiled.call, compiled.code.text if compiled.code is not None else None, compiled.constants
+
+
 def lift_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
     """Turn `get_attr` tensors into trailing graph inputs; returns the tensors to append to the args."""
     consts = []
@@ -76,18 +84,6 @@ def lift_constants(gm: torch.fx.GraphModule) -> list[torch.Tensor]:
     if consts:
         gm.recompile()
     return consts
-
-
-def _with_constants(call: Callable, consts: list[torch.Tensor]) -> Callable:
-    if not consts:
-        return call
-
-    def run(args):
-        args.extend(consts)
-        return call(args)
-
-    run._boxed_call = True  # type: ignore[attr-defined]
-    return run
 
 
 def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference") -> CompiledGraph:
@@ -151,13 +147,13 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
         _write_vectorization(debug, code, getattr(module, "cpp_source", None))
     call = module.call
     call._boxed_call = True
-    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, call, gm,
-                             num_inputs=num_inputs, output_code_path=None if consts else module.__file__)
+    compiled = CompiledGraph(graph_id, readable, code, kmap, debug, call, gm, num_inputs=num_inputs,
+                             output_code_path=None if consts else module.__file__, constants=consts)
     tools = hooks.active_tools()
     for tool in tools:
         if tool.wrap_code:
             compiled.call = tool.wrap_code(compiled, compiled.call)
-    compiled.call = _with_constants(compiled.call, consts)
+    compiled.call = with_constants(compiled.call, consts)
     for tool in tools:
         if tool.wrap_graph:
             compiled.call = tool.wrap_graph(compiled, compiled.call)
@@ -220,7 +216,7 @@ def _eager_graph(graph_id: str, readable: ReadableGraph, debug: DebugDir | None,
                  consts: list, why: str, notes: list[str] = ()) -> CompiledGraph:
     """A graph that runs as its FX graph, op by op (ATen), with the reason logged and in notes.txt."""
     _note_runs_eagerly(graph_id, debug, why, list(notes))
-    return CompiledGraph(graph_id, readable, None, None, debug, _with_constants(_eager(gm), consts))
+    return CompiledGraph(graph_id, readable, None, None, debug, with_constants(_eager(gm), consts))
 
 
 def _write_symbols(debug: DebugDir, gm: torch.fx.GraphModule) -> None:
@@ -245,9 +241,24 @@ def _note_runs_eagerly(graph_id: str, debug: DebugDir | None, why: str, notes: l
         debug.notes([*notes, EagerNote(graph_id, why).to_line()])
 
 
+_AOT_COMPILERS = {"fw_compiler": "forward", "bw_compiler": "backward", "inference_compiler": "inference"}
+
+
+def _aot_compilers(cached: bool) -> tuple:
+    """(the context to trace in, AOTAutograd's forward, backward and inference compilers): through its cache
+    (compiler/aot_cache.py) unless a tool or a debug directory needs every graph compiled."""
+    if not cached:
+        return contextlib.nullcontext(), {
+            hook: functools.partial(compile_graph, kind=kind) for hook, kind in _AOT_COMPILERS.items()}
+    return aot_cache.caching(graph_cache.compiler_key()), {
+        hook: aot_cache.serializable(functools.partial(_compile_for_cache, kind=kind))
+        for hook, kind in _AOT_COMPILERS.items()}
+
+
 def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable:
     """`torch.compile(fn, backend="lens")`: forward, backward and inference graphs get generated kernels
-    (AOTAutograd compiles the backward at the first backward pass)."""
+    (AOTAutograd compiles the backward at the first backward pass; with the forward where its cache keeps them:
+    compiler/aot_cache.py)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     inline_fast_paths(gm)  # (nn.TransformerEncoderLayer's fused op as its ops, autocast's casts and all)
     frozen = freeze(gm, example_inputs)  # parameters as constants under no_grad (compiler/freezing.py)
@@ -262,15 +273,10 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     without_guard_check()
     if cached is not None:
         return cached
+    context, compilers = _aot_compilers(aot_cache.usable(example_inputs, bool(tools)))
     try:
-        with eager_upsample_kernels():  # (half interpolation as ATen's kernel rounds it: decompositions.py)
-            compiled = aot_module_simplified(
-                gm, example_inputs,
-                fw_compiler=functools.partial(compile_graph, kind="forward"),
-                bw_compiler=functools.partial(compile_graph, kind="backward"),
-                inference_compiler=functools.partial(compile_graph, kind="inference"),
-                decompositions=decomposition_table(),
-            )
+        with eager_upsample_kernels(), context:  # (half interpolation as ATen's kernel rounds it: decompositions.py)
+            compiled = aot_module_simplified(gm, example_inputs, decompositions=decomposition_table(), **compilers)
     except DATA_DEPENDENT_ERRORS as e:
         return _eager_dynamo_graph(gm, e, "tracing it to aten needs data-dependent values")
     except (LensCompileError, torch._dynamo.exc.TorchDynamoException):  # (Dynamo's restarts are its control flow)

@@ -59,6 +59,16 @@ def _settings() -> str:
     return json.dumps({"config": plain(config), "cpp": plain(config.cpp)}, sort_keys=True)
 
 
+def compiler_key() -> str:
+    """What, besides a graph and its inputs, decides the code lens generates: the torch version, the compiler's
+    source, every setting."""
+    h = hashlib.sha256()
+    for part in (torch.__version__, _compiler_source_hash(), _settings()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def _cacheable(gm: torch.fx.GraphModule, inputs: Sequence) -> bool:
     if not config.graph_cache or torch.is_grad_enabled() or config.debug or config.save_tensors:
         return False
@@ -79,7 +89,7 @@ def _cacheable(gm: torch.fx.GraphModule, inputs: Sequence) -> bool:
 
 def _key(gm: torch.fx.GraphModule, inputs: Sequence) -> str:
     h = hashlib.sha256()
-    for part in (torch.__version__, _compiler_source_hash(), _settings(), gm.code):
+    for part in (compiler_key(), gm.code):
         h.update(part.encode())
         h.update(b"\0")
     traced = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]

@@ -121,7 +121,8 @@ def test_whole_training_step_in_one_compiled_function_finishes():
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_whole_step_matches_eager_over_steps_and_compiles_each_graph_once(optimizer):
+def test_whole_step_matches_eager_over_steps_and_compiles_each_graph_once(optimizer, monkeypatch):
+    monkeypatch.setattr(config, "graph_cache", False)  # (counts compiles: none loaded from an earlier test's)
     expected_graphs = _aot_eager_graph_count(optimizer, steps=4)
     counters.clear()
     eager_model, eager_opt = _model_and_optimizer(optimizer)

@@ -1,0 +1,159 @@
+"""Warm starts of training graphs come from torch's AOTAutograd cache (compiler/aot_cache.py)."""
+import os
+import pathlib
+
+import pytest
+import torch
+from torch._dynamo.utils import counters
+
+import compiler.frontend as frontend
+from compiler import config
+
+
+@pytest.fixture
+def compiles(monkeypatch, tmp_path):
+    """Fresh caches (torch's and lens's); counts the graphs that go through lens's pipeline."""
+    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path / "lens"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "torch"))
+    monkeypatch.setattr(config, "graph_cache", True)
+    monkeypatch.setattr(config, "debug", False)
+    seen = []
+    inner = frontend.compile_to_graph
+
+    def counting(gm, example_inputs, kind="inference"):
+        seen.append(kind)
+        return inner(gm, example_inputs, kind)
+
+    monkeypatch.setattr(frontend, "compile_to_graph", counting)
+    counters.clear()
+    return seen
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc1, self.fc2 = torch.nn.Linear(12, 16), torch.nn.Linear(16, 3)
+        self.scale = torch.nn.Parameter(torch.rand(16) + 0.5)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.fc1(x)) * self.scale
+        h = torch.nn.functional.layer_norm(h, (16,))
+        return torch.softmax(self.fc2(h), dim=-1) * torch.tensor([1.0, 2.0, 3.0])  # (a lifted constant)
+
+
+def step(model, x):
+    """One forward and backward of `model` compiled after a reset (a warm start when the caches hold it)."""
+    torch._dynamo.reset()
+    model.zero_grad(set_to_none=True)
+    loss = torch.compile(model, backend="lens")(x).square().sum()
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def eager_step(model, x):
+    model.zero_grad(set_to_none=True)
+    loss = model(x).square().sum()
+    loss.backward()
+    return loss.detach(), [p.grad.clone() for p in model.parameters()]
+
+
+def assert_step_equal(got, expected, **tol):
+    torch.testing.assert_close(got[0], expected[0], **tol)
+    for g, e in zip(got[1], expected[1]):
+        torch.testing.assert_close(g, e, **tol)
+
+
+def test_a_warm_start_loads_forward_and_backward_without_compiling(compiles):
+    model, x = Net(), torch.randn(6, 12)
+    cold = step(model, x)
+    assert compiles == ["forward", "backward"]  # (the backward with the forward: torch saves both at once)
+    assert counters["aot_autograd"]["autograd_cache_saved"] == 1
+    warm = step(model, x)
+    assert compiles == ["forward", "backward"]
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 1
+    assert_step_equal(warm, cold, rtol=0, atol=0)
+    assert_step_equal(warm, eager_step(model, x), rtol=1e-4, atol=1e-5)
+    x2 = torch.randn(6, 12)
+    assert_step_equal(step(model, x2), eager_step(model, x2), rtol=1e-4, atol=1e-5)  # other values: a hit
+    assert compiles == ["forward", "backward"]
+
+
+def test_an_entry_whose_kernels_left_the_build_cache_builds_them_again(compiles, monkeypatch, tmp_path):
+    model, x = Net(), torch.randn(6, 12)
+    cold = step(model, x)
+    monkeypatch.setenv("LENS_CACHE_DIR", str(tmp_path / "lens-emptied"))
+    warm = step(model, x)
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 1 and len(compiles) == 2
+    assert list((tmp_path / "lens-emptied").rglob("output_code_*.py"))  # (rebuilt from the entry's text)
+    assert_step_equal(warm, cold, rtol=0, atol=0)
+
+
+def test_other_settings_shapes_and_no_grad_do_not_hit(compiles, monkeypatch):
+    model, x = Net(), torch.randn(6, 12)
+    step(model, x)
+    keys = config.attention_max_keys
+    monkeypatch.setattr(config, "attention_max_keys", keys + 1)  # (any lens setting)
+    step(model, x)
+    assert len(compiles) == 4 and counters["aot_autograd"]["autograd_cache_hit"] == 0
+    monkeypatch.setattr(config, "attention_max_keys", keys)
+    step(model, torch.randn(5, 12))  # another shape
+    assert len(compiles) == 6 and counters["aot_autograd"]["autograd_cache_hit"] == 0
+    with torch.no_grad():  # (an inference graph: not this cache's)
+        step_fn = torch.compile(model, backend="lens")
+        torch._dynamo.reset()
+        step_fn(x)
+    assert compiles[-1] == "inference" and counters["aot_autograd"]["autograd_cache_hit"] == 0
+
+
+def test_inductors_entries_and_ours_never_meet(compiles):
+    model, x = Net(), torch.randn(6, 12)
+    torch._dynamo.reset()
+    model.zero_grad(set_to_none=True)
+    torch.compile(model, backend="inductor")(x).square().sum().backward()
+    assert counters["aot_autograd"]["autograd_cache_saved"] == 1  # Inductor's
+    assert_step_equal(step(model, x), eager_step(model, x), rtol=1e-4, atol=1e-5)
+    assert compiles == ["forward", "backward"] and counters["aot_autograd"]["autograd_cache_hit"] == 0
+    torch._dynamo.reset()
+    torch.compile(model, backend="inductor")(x).square().sum().backward()
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 1 and len(compiles) == 2  # Inductor's own entry
+
+
+def test_a_graph_that_runs_eagerly_is_not_saved(compiles, monkeypatch):
+    def failing(gm):
+        raise RuntimeError("a lowering bug")
+
+    lower_graph = frontend.lower_graph
+    monkeypatch.setattr(frontend, "lower_graph", failing)
+    model, x = Net(), torch.randn(6, 12)
+    assert_step_equal(step(model, x), eager_step(model, x), rtol=1e-4, atol=1e-5)
+    assert counters["aot_autograd"]["autograd_cache_saved"] == 0
+    monkeypatch.setattr(frontend, "lower_graph", lower_graph)
+    compiles.clear()
+    step(model, x)
+    assert len(compiles) == 2 and counters["aot_autograd"]["autograd_cache_hit"] == 0
+
+
+def test_debug_runs_and_lens_graph_cache_off_compile_every_time(compiles, monkeypatch, tmp_path):
+    model, x = Net(), torch.randn(6, 12)
+    step(model, x)
+    monkeypatch.setattr(config, "debug", True)
+    monkeypatch.setattr(config, "debug_dir_root", str(tmp_path / "debug"))
+    step(model, x)
+    assert len(compiles) == 4  # (a debug directory needs every graph's files)
+    monkeypatch.setattr(config, "debug", False)
+    monkeypatch.setattr(config, "graph_cache", False)
+    step(model, x)
+    assert len(compiles) == 6 and counters["aot_autograd"]["autograd_cache_hit"] == 0
+
+
+def test_a_broken_entry_compiles_again(compiles, tmp_path):
+    model, x = Net(), torch.randn(6, 12)
+    step(model, x)
+    entries = [p for p in pathlib.Path(os.environ["TORCHINDUCTOR_CACHE_DIR"], "aotautograd").rglob("*")
+               if p.is_file()]
+    assert entries
+    for p in entries:
+        p.write_bytes(b"not a pickle")
+    assert_step_equal(step(model, x), eager_step(model, x), rtol=1e-4, atol=1e-5)
+    assert len(compiles) == 4
