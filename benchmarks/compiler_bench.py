@@ -213,7 +213,7 @@ def _timed(key: str, inner: Callable) -> Callable:
 def _time_backends() -> None:
     import compiler.frontend as frontend
     _BACKENDS["lens"] = frontend.lens_backend
-    frontend.compile_graph = _timed("lens", frontend.compile_graph)
+    frontend.compile_to_graph = _timed("lens", frontend.compile_to_graph)  # (every path to the pipeline)
     try:
         import torch._inductor.compile_fx as compile_fx
         compile_fx._compile_fx_inner = _timed("inductor", compile_fx._compile_fx_inner)

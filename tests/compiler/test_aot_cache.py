@@ -72,6 +72,7 @@ def test_a_warm_start_loads_forward_and_backward_without_compiling(compiles):
     warm = step(model, x)
     assert compiles == ["forward", "backward"]
     assert counters["aot_autograd"]["autograd_cache_hit"] == 1
+    assert counters["aot_autograd"]["autograd_cache_bypass"] == 0  # (torch's accounting of the hit went through)
     assert_step_equal(warm, cold, rtol=0, atol=0)
     assert_step_equal(warm, eager_step(model, x), rtol=1e-4, atol=1e-5)
     x2 = torch.randn(6, 12)
