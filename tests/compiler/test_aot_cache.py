@@ -158,3 +158,26 @@ def test_a_broken_entry_compiles_again(compiles, tmp_path):
         p.write_bytes(b"not a pickle")
     assert_step_equal(step(model, x), eager_step(model, x), rtol=1e-4, atol=1e-5)
     assert len(compiles) == 4
+
+
+def test_a_dynamic_graph_and_an_autocast_one_are_served_at_every_size(compiles):
+    """A graph over Dynamo's size symbols is one entry for every batch size (torch keeps its guards with it), and
+    autocast's state is part of the key."""
+    model = Net()
+    for autocast in (False, True):
+        tol = dict(rtol=2e-2, atol=2e-2) if autocast else dict(rtol=1e-4, atol=1e-5)
+        for phase in ("cold", "warm"):
+            torch._dynamo.reset()
+            compiled = torch.compile(model, backend="lens", dynamic=True)
+            for rows in (8, 13, 5):
+                x = torch.randn(rows, 12)
+                results = []
+                for fn in (compiled, model):
+                    model.zero_grad(set_to_none=True)
+                    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                        loss = fn(x).float().square().sum()
+                    loss.backward()
+                    results.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
+                assert_step_equal(*results, **tol)
+        assert compiles[-2:] == ["forward", "backward"] and len(compiles) == (2 if not autocast else 4)
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 2
