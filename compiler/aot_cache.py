@@ -13,8 +13,9 @@ compiler's own key (graph_cache.compiler_key: its source and every setting), so 
 never meet. Entries live where torch keeps its own (TORCHINDUCTOR_CACHE_DIR's `aotautograd/`).
 
 torch saves an entry when both graphs are compiled; it compiles the backward lazily, at the first backward
-pass, outside the compile that set the cache up. So the graphs this cache serves compile their backward with
-the forward (`force_non_lazy_backward_lowering`). A graph that runs eagerly (lowering failed, g++ failed) is
+pass, outside the compile that set the cache up, and saves an entry of ours only "bundled": that setting of
+torch's is on from the end of such a backward's compile until torch has pickled the entry or the backward
+first runs (`_bundle_until_saved`), so a forward never run backward compiles no backward. A graph that runs eagerly (lowering failed, g++ failed) is
 not saved; nor are compiles under a tool (profiling, accuracy, saved tensors), with a debug directory, or with
 `config.graph_cache` off (LENS_GRAPH_CACHE=0). A broken entry is torch's to drop: it compiles again.
 Inference graphs stay with graph_cache.py.
@@ -51,10 +52,13 @@ class LensOutputCode(OutputCode):
         self._boxed_call = True
 
     def __call__(self, inputs: Sequence[Any]) -> Any:
+        if _UNBUNDLE:  # (the first call of a backward compiled lazily: torch has saved it, or never will)
+            _unbundle()
         assert self._call is not None, "LensOutputCode loaded from the cache without post_compile"
         return self._call(inputs)
 
     def prepare_for_serialization(self) -> None:  # (on a copy: the live graph keeps running)
+        _unbundle()
         if self._text is None:
             raise BypassAOTAutogradCache("kernel-lens: a graph of this compile runs eagerly")
         self._call = None
@@ -78,8 +82,32 @@ def serializable(compile_fn: Callable) -> SerializableAOTDispatchCompiler:
         start = time.time_ns()
         code = LensOutputCode(*compile_fn(gm, example_inputs))
         code._time_taken_ns = time.time_ns() - start  # (torch's hit accounting reads it: None fails the hit's log)
+        if not _CACHING:  # a backward compiled lazily, outside `caching`: torch saves the entry right after
+            _bundle_until_saved()
         return code
     return SerializableAOTDispatchCompiler(LensOutputCode, compile_output_code)
+
+
+_CACHING: list[bool] = []  # (one item per `caching` context entered and not left)
+_UNBUNDLE: list[bool] = []  # torch's bundled_autograd_cache as it was before _bundle_until_saved set it
+
+
+def _bundle_until_saved() -> None:
+    """torch saves a training graph's entry when its backward is compiled, at the first backward pass, in the
+    frame that called our compiler and outside `caching`; an entry of ours is saved only bundled. So torch's
+    setting is on from the end of that compile until torch pickles the entry (`prepare_for_serialization`) or,
+    where it saves none, until the backward's first call, which follows in the same backward pass (torch's
+    settings are context variables: the autograd engine's context holds it)."""
+    import torch._functorch.config as functorch_config
+    if not _UNBUNDLE:
+        _UNBUNDLE.append(functorch_config.bundled_autograd_cache)
+        functorch_config.bundled_autograd_cache = True
+
+
+def _unbundle() -> None:
+    import torch._functorch.config as functorch_config
+    if _UNBUNDLE:
+        functorch_config.bundled_autograd_cache = _UNBUNDLE.pop()
 
 
 def usable(example_inputs: Sequence, uses_tools: bool) -> bool:
@@ -97,8 +125,11 @@ def caching(compiler_key: str):
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
     tag = hashlib.sha256(f"kernel-lens\0{compiler_key}\0{torch.compiler.config.cache_key_tag}".encode())
-    with functorch_config.patch(enable_autograd_cache=True, bundled_autograd_cache=True,
-                                force_non_lazy_backward_lowering=True), \
+    with functorch_config.patch(enable_autograd_cache=True, bundled_autograd_cache=True), \
             inductor_config.patch(fx_graph_cache=True), \
             torch.compiler.config.patch(cache_key_tag=tag.hexdigest()[:32]):
-        yield
+        _CACHING.append(True)
+        try:
+            yield
+        finally:
+            _CACHING.pop()

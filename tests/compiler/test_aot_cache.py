@@ -7,7 +7,7 @@ import torch
 from torch._dynamo.utils import counters
 
 import compiler.frontend as frontend
-from compiler import config
+from compiler import aot_cache, config
 
 
 @pytest.fixture
@@ -78,6 +78,36 @@ def test_a_warm_start_loads_forward_and_backward_without_compiling(compiles):
     x2 = torch.randn(6, 12)
     assert_step_equal(step(model, x2), eager_step(model, x2), rtol=1e-4, atol=1e-5)  # other values: a hit
     assert compiles == ["forward", "backward"]
+
+
+def test_the_backward_compiles_at_the_first_backward_pass_and_torchs_settings_come_back(compiles):
+    import torch._functorch.config as functorch_config
+    model, x = Net(), torch.randn(6, 12)
+    torch._dynamo.reset()
+    out = torch.compile(model, backend="lens")(x)
+    assert compiles == ["forward"] and counters["aot_autograd"]["autograd_cache_saved"] == 0
+    assert functorch_config.bundled_autograd_cache is False
+    out.square().sum().backward()
+    assert compiles == ["forward", "backward"] and counters["aot_autograd"]["autograd_cache_saved"] == 1
+    assert functorch_config.bundled_autograd_cache is False and not aot_cache._UNBUNDLE  # (on only until saved)
+    step(model, x)
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 1 and len(compiles) == 2
+
+
+def test_a_backward_that_runs_eagerly_saves_nothing_and_restores_torchs_settings(compiles, monkeypatch):
+    import torch._functorch.config as functorch_config
+    lower_graph = frontend.lower_graph
+
+    def forward_only(gm):
+        if any(n.name.startswith("tangents") for n in gm.graph.nodes):
+            raise RuntimeError("a lowering bug in the backward")
+        return lower_graph(gm)
+
+    monkeypatch.setattr(frontend, "lower_graph", forward_only)
+    model, x = Net(), torch.randn(6, 12)
+    assert_step_equal(step(model, x), eager_step(model, x), rtol=1e-4, atol=1e-5)
+    assert counters["aot_autograd"]["autograd_cache_saved"] == 0
+    assert functorch_config.bundled_autograd_cache is False and not aot_cache._UNBUNDLE
 
 
 def test_an_entry_whose_kernels_left_the_build_cache_builds_them_again(compiles, monkeypatch, tmp_path):
@@ -181,3 +211,28 @@ def test_a_dynamic_graph_and_an_autocast_one_are_served_at_every_size(compiles):
                 assert_step_equal(*results, **tol)
         assert compiles[-2:] == ["forward", "backward"] and len(compiles) == (2 if not autocast else 4)
     assert counters["aot_autograd"]["autograd_cache_hit"] == 2
+
+
+@torch._dynamo.allow_in_graph
+def _user_op(x):
+    return x * 2 + 1
+
+
+def test_a_graph_torch_will_not_cache_runs_and_leaves_torchs_settings_as_they_were(compiles):
+    """A function of the user's in Dynamo's graph (allow_in_graph): torch's key refuses it (nothing saved); its
+    backward, compiled lazily, turns torch's bundled setting on until its first call."""
+    import torch._functorch.config as functorch_config
+
+    def fn(x, w):
+        return _user_op(x @ w).square().sum()
+
+    x, w = torch.randn(4, 5), torch.randn(5, 3, requires_grad=True)
+    torch._dynamo.reset()
+    torch.compile(fn, backend="lens")(x, w).backward()
+    grad = w.grad.clone()
+    w.grad = None
+    fn(x, w).backward()
+    torch.testing.assert_close(grad, w.grad)
+    assert compiles == ["forward", "backward"] and counters["aot_autograd"]["autograd_cache_saved"] == 0
+    assert counters["aot_autograd"]["autograd_cache_bypass"] == 1
+    assert functorch_config.bundled_autograd_cache is False and not aot_cache._UNBUNDLE
