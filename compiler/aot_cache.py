@@ -1,4 +1,4 @@
-"""Training graphs (and inference graphs not called directly) through torch's AOTAutograd cache.
+"""Graphs with a backward (training steps) through torch's AOTAutograd cache.
 
 A warm start (`torch._dynamo.reset()` or a new process, same caches) of a training step otherwise traces
 AOTAutograd's joint graph again, partitions it and lowers, schedules and generates both graphs before the
@@ -15,16 +15,15 @@ never meet. Entries live where torch keeps its own (TORCHINDUCTOR_CACHE_DIR's `a
 torch saves an entry when both graphs are compiled; it compiles the backward lazily, at the first backward
 pass, outside the compile that set the cache up, and saves an entry of ours only "bundled": that setting of
 torch's is on from the end of such a backward's compile until torch has pickled the entry or the backward
-first runs (`_bundle_until_saved`), so a forward never run backward compiles no backward. A graph that runs eagerly (lowering failed, g++ failed) is
-not saved; nor are compiles under a tool (profiling, accuracy, saved tensors), with a debug directory, or with
-`config.graph_cache` off (LENS_GRAPH_CACHE=0). A broken entry is torch's to drop: it compiles again.
-Inference graphs stay with graph_cache.py.
+first runs (`_bundle_until_saved`), so a forward never run backward compiles no backward. A graph that runs
+eagerly (lowering failed, g++ failed) is not saved; nor are compiles under a tool (profiling, accuracy, saved
+tensors), with a debug directory, or with `config.graph_cache` off (LENS_GRAPH_CACHE=0). A broken entry is
+torch's to drop: it compiles again. Inference graphs stay with graph_cache.py.
 """
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import logging
 import time
 from typing import Any, Callable, Sequence
 
@@ -35,8 +34,6 @@ from torch._inductor.output_code import OutputCode
 
 from compiler import config
 from compiler.compiled_graph import with_constants
-
-log = logging.getLogger(__name__)
 
 
 class LensOutputCode(OutputCode):

@@ -257,8 +257,7 @@ def _aot_compilers(cached: bool) -> tuple:
 
 def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable:
     """`torch.compile(fn, backend="lens")`: forward, backward and inference graphs get generated kernels
-    (AOTAutograd compiles the backward at the first backward pass; with the forward where its cache keeps them:
-    compiler/aot_cache.py)."""
+    (AOTAutograd compiles the backward at the first backward pass; its cache keeps both: compiler/aot_cache.py)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     inline_fast_paths(gm)  # (nn.TransformerEncoderLayer's fused op as its ops, autocast's casts and all)
     frozen = freeze(gm, example_inputs)  # parameters as constants under no_grad (compiler/freezing.py)
