@@ -32,8 +32,8 @@ from torch._functorch._aot_autograd.autograd_cache import BypassAOTAutogradCache
 from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompiler
 from torch._inductor.output_code import OutputCode
 
-from compiler import config
 from compiler.compiled_graph import with_constants
+from compiler.graph_cache import settings_allow
 
 
 class LensOutputCode(OutputCode):
@@ -111,8 +111,7 @@ def usable(example_inputs: Sequence, uses_tools: bool) -> bool:
     """Whether this compile goes through the cache: graphs with a backward (grad mode, an input requiring grad).
     Inference graphs keep lens's own cache (graph_cache.py, without torch's key, whose first computation in a
     process imports Inductor's lowerings: ~0.6 s here)."""
-    return (config.graph_cache and torch.is_grad_enabled() and not uses_tools and not config.debug
-            and not config.save_tensors
+    return (settings_allow() and torch.is_grad_enabled() and not uses_tools
             and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs))
 
 

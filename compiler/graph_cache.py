@@ -69,8 +69,14 @@ def compiler_key() -> str:
     return h.hexdigest()
 
 
+def settings_allow() -> bool:
+    """Whether the settings let a compile be served from a cache (this one's or compiler/aot_cache.py's): caching
+    on, and no debug directory or saved tensors, which need every graph compiled."""
+    return config.graph_cache and not config.debug and not config.save_tensors
+
+
 def _cacheable(gm: torch.fx.GraphModule, inputs: Sequence) -> bool:
-    if not config.graph_cache or torch.is_grad_enabled() or config.debug or config.save_tensors:
+    if not settings_allow() or torch.is_grad_enabled():
         return False
     if not all(type(t) in (torch.Tensor, torch.nn.Parameter, int, torch.SymInt) for t in inputs):
         return False
