@@ -148,7 +148,7 @@ def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "infe
     call = module.call
     call._boxed_call = True
     compiled = CompiledGraph(graph_id, readable, code, kmap, debug, call, gm, num_inputs=num_inputs,
-                             output_code_path=None if consts else module.__file__, constants=consts)
+                             output_code_path=module.__file__, constants=consts)
     tools = hooks.active_tools()
     for tool in tools:
         if tool.wrap_code:
@@ -288,5 +288,6 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
         return wrap(gm.forward, compiled, COMPILED[first_new:])
     direct = direct_inference_call(gm, example_inputs, COMPILED[first_new:])
     if direct is not None and key is not None and COMPILED[first_new].output_code_path:
-        graph_cache.store(key, COMPILED[first_new].output_code_path, len(example_inputs))
+        new = COMPILED[first_new]
+        graph_cache.store(key, new.output_code_path, len(example_inputs), new.constants)
     return direct or compiled

@@ -13,14 +13,16 @@ handed to Dynamo as a direct call is stored under a key of
   argument's symbol, so one entry serves every size (its code reads the sizes from its arguments),
 - the torch version, a hash of the compiler's own source files, and every setting in `compiler.config`,
 
-and a later compile of the same key loads that output_code.py (its kernels from the build cache) without
-tracing. Graphs that call anything but torch's and the standard library's functions, hold tensor attributes,
+and a later compile of the same key loads that output_code.py (its kernels from the build cache) and the
+tensors AOTAutograd lifted out of the graph as constants (saved beside the entry, up to
+`_MAX_CONSTANT_BYTES`; GPT-2's attention has four) without tracing. Graphs that call anything but torch's and the standard library's functions, hold tensor attributes,
 call submodules or change their inputs are not cached; nor are compiles that write a debug directory, profile,
 check accuracy or save tensors (they need the aten graph). `config.graph_cache` (LENS_GRAPH_CACHE=0) turns it
 off. A broken entry is dropped and the graph compiled again.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -31,15 +33,18 @@ from typing import Callable, Sequence
 
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from compiler import config
+from compiler.compiled_graph import with_constants
 from compiler.direct_call import direct_run
 from compiler.machine.runtime import import_output_code
 
 log = logging.getLogger(__name__)
 
 _TARGET_MODULES = ("torch", "operator", "_operator", "builtins", "math")
+_MAX_CONSTANT_BYTES = 16 << 20  # (a graph lifting more is compiled at each start rather than copied to disk)
 
 
 @functools.lru_cache(maxsize=1)
@@ -132,6 +137,13 @@ def lookup(gm: torch.fx.GraphModule, inputs: Sequence) -> tuple[str | None, Call
         if entry.get("num_inputs") != len(inputs):
             raise ValueError(f"entry for {entry.get('num_inputs')} inputs, graph has {len(inputs)}")
         call = import_output_code(entry["output_code"]).call
+        if entry.get("constants"):
+            with _real_tensors():
+                consts = torch.load(entry["constants"], weights_only=True)
+            if not isinstance(consts, list) or not all(isinstance(t, torch.Tensor) and t.device.type == "cpu"
+                                                       for t in consts):
+                raise ValueError("its constants file holds no list of CPU tensors")
+            call = with_constants(call, consts)
     except FileNotFoundError:
         return key, None
     except Exception as e:  # a half-written or stale entry: compile again, and replace it
@@ -145,13 +157,34 @@ def lookup(gm: torch.fx.GraphModule, inputs: Sequence) -> tuple[str | None, Call
     return key, direct_run(call)
 
 
-def store(key: str, output_code_path: str, num_inputs: int) -> None:
+def store(key: str, output_code_path: str, num_inputs: int, constants: Sequence[torch.Tensor] = ()) -> None:
+    """Write the entry (and its lifted constants, when the graph has any and they are small enough)."""
+    if sum(t.untyped_storage().nbytes() for t in constants) > _MAX_CONSTANT_BYTES:
+        return
     path = _entry(key)
+    entry = {"output_code": output_code_path, "num_inputs": num_inputs}
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"output_code": output_code_path, "num_inputs": num_inputs}, f)
-        os.replace(tmp, path)
+        if constants:
+            entry["constants"] = f"{path[:-len('.json')]}.pt"
+            with _real_tensors():
+                _replace(entry["constants"], lambda f: torch.save(list(constants), f), "wb")
+        _replace(path, lambda f: json.dump(entry, f), "w")
     except OSError as e:
         log.warning("kernel-lens: could not write graph cache entry %s: %s", path, e)
+
+
+@contextlib.contextmanager
+def _real_tensors():
+    """Outside Dynamo's tracing context and fake mode, where the backend runs (torch.load would give meta
+    tensors there)."""
+    with torch._guards.tracing(None), unset_fake_temporarily():
+        yield
+
+
+def _replace(path: str, write: Callable, mode: str) -> None:
+    """Write a file whole or not at all (a reader never sees half of it)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, mode) as f:
+        write(f)
+    os.replace(tmp, path)

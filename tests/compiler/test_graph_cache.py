@@ -52,6 +52,22 @@ def test_a_warm_start_reuses_the_generated_code_without_tracing(traced, tmp_path
     assert traced["n"] == 1
 
 
+def with_literal(x):
+    return x * torch.tensor([1.0, 2.0, 3.0]) + 1  # (AOTAutograd lifts the literal out of the graph)
+
+
+def test_a_graph_with_lifted_constants_is_served_with_them(traced, tmp_path):
+    x = torch.randn(4, 3)
+    run(with_literal, x)
+    (entry,) = (tmp_path / "graphs").rglob("*.json")
+    assert pathlib.Path(json.loads(entry.read_text())["constants"]).exists()
+    torch.testing.assert_close(run(with_literal, x), with_literal(x))
+    assert traced["n"] == 1  # served from the cache, the constant appended to every call
+    pathlib.Path(json.loads(entry.read_text())["constants"]).write_bytes(b"not a tensor file")
+    torch.testing.assert_close(run(with_literal, x), with_literal(x))
+    assert traced["n"] == 2  # a broken constants file: compiled again
+
+
 def test_other_layouts_dtypes_and_settings_compile_again(traced, monkeypatch):
     x, w = torch.randn(16, 32), torch.randn(32, 24)
     run(fn, x, w)
