@@ -160,13 +160,16 @@ PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
 
 PRELUDE = r"""#include <cstdint>
 #include <omp.h>
-""" + math_prelude.PRELUDE + half.PRELUDE + half_lanes.PRELUDE + r"""template <typename T> inline T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
-template <typename T> inline T lens_max(T a, T b) { return a < b ? b : a; }  // (which costs g++ ~40 ms a build)
-template <typename T> inline T max_propagate_nan(T a, T b) {
+// The helpers a kernel's inner loop calls: always inlined, since a call g++ leaves out of line (its size
+// heuristics, several calls in one loop) keeps that loop from vectorizing
+#define LENS_INLINE static inline __attribute__((always_inline))
+""" + math_prelude.PRELUDE + half.PRELUDE + half_lanes.PRELUDE + r"""template <typename T> LENS_INLINE T lens_min(T a, T b) { return b < a ? b : a; }  // std::min without <algorithm>
+template <typename T> LENS_INLINE T lens_max(T a, T b) { return a < b ? b : a; }  // (which costs g++ ~40 ms a build)
+template <typename T> LENS_INLINE T max_propagate_nan(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
   return a > b ? a : b;
 }
-template <typename T> inline T min_propagate_nan(T a, T b) {
+template <typename T> LENS_INLINE T min_propagate_nan(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
   return a < b ? a : b;
 }
@@ -192,15 +195,15 @@ template <typename T> inline T lens_floordiv(T a, T b) {
     T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q;
   }
 }
-template <typename T> inline T lens_fma(T a, T b, T c) {  // eager's contracted a * b + c (ATen builds with -mfma)
+template <typename T> LENS_INLINE T lens_fma(T a, T b, T c) {  // eager's contracted a * b + c (ATen builds with -mfma)
 #ifdef __FMA__
   if constexpr (std::is_same_v<T, float>) return __builtin_fmaf(a, b, c); else return __builtin_fma(a, b, c);
 #else
   return a * b + c;
 #endif
 }
-template <typename T> inline T lens_truncdiv(T a, T b) { return b == 0 ? T(0) : T(a / b); }
-template <typename T> inline T lens_truncmod(T a, T b) { return b == 0 ? T(0) : T(a % b); }
+template <typename T> LENS_INLINE T lens_truncdiv(T a, T b) { return b == 0 ? T(0) : T(a / b); }
+template <typename T> LENS_INLINE T lens_truncmod(T a, T b) { return b == 0 ? T(0) : T(a % b); }
 template <typename T> inline T lens_remainder(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     T r = std::fmod(a, b); if (r != 0 && ((b < 0) != (r < 0))) r += b; return r;
@@ -209,10 +212,10 @@ template <typename T> inline T lens_remainder(T a, T b) {
     T r = a % b; if (r != 0 && ((b < 0) != (r < 0))) r += b; return r;
   }
 }
-template <typename T> inline T lens_sign(T a) {  // sign(nan) is 0, as in eager
+template <typename T> LENS_INLINE T lens_sign(T a) {  // sign(nan) is 0, as in eager
   return T((T(0) < a) - (a < T(0)));
 }
-template <typename T> inline T lens_relu(T a) {
+template <typename T> LENS_INLINE T lens_relu(T a) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; }
   return a < T(0) ? T(0) : a;
 }

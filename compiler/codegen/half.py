@@ -65,19 +65,17 @@ def cast(operand: str, src: torch.dtype, dst: torch.dtype) -> str | None:
     return None
 
 
-PRELUDE = r"""// bfloat16 / float16 kept as bits, computed in float (compiler/codegen/half.py); always inlined: a call
-// left out of line (gcc's size heuristics, several in one loop) keeps its loop from vectorizing
-#define LENS_HALF_FN static inline __attribute__((always_inline))
+PRELUDE = r"""// bfloat16 / float16 kept as bits, computed in float (compiler/codegen/half.py)
 typedef uint16_t lens_bf16;
 typedef uint16_t lens_fp16;
-LENS_HALF_FN float lens_bf16_to_float(lens_bf16 h) { return __builtin_bit_cast(float, uint32_t(h) << 16); }
-LENS_HALF_FN lens_bf16 lens_float_to_bf16(float f) {  // round to nearest even; NaN -> 0x7FC0 (c10)
+LENS_INLINE float lens_bf16_to_float(lens_bf16 h) { return __builtin_bit_cast(float, uint32_t(h) << 16); }
+LENS_INLINE lens_bf16 lens_float_to_bf16(float f) {  // round to nearest even; NaN -> 0x7FC0 (c10)
   const uint32_t u = __builtin_bit_cast(uint32_t, f);
   const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
   return f != f ? lens_bf16(0x7FC0) : lens_bf16(rounded);
 }
-LENS_HALF_FN float lens_round_bf16(float f) { return lens_bf16_to_float(lens_float_to_bf16(f)); }
-LENS_HALF_FN float lens_fp16_to_float(lens_fp16 h) {
+LENS_INLINE float lens_round_bf16(float f) { return lens_bf16_to_float(lens_float_to_bf16(f)); }
+LENS_INLINE float lens_fp16_to_float(lens_fp16 h) {
   const uint32_t w = uint32_t(h) << 16, sign = w & 0x80000000u, two_w = w + w;
   // normal: exponent rebiased by a multiply; subnormal: the mantissa as a float minus 0.5 (exact)
   const float normal = __builtin_bit_cast(float, (two_w >> 4) + (0xE0u << 23)) * 0x1.0p-112f;
@@ -85,7 +83,7 @@ LENS_HALF_FN float lens_fp16_to_float(lens_fp16 h) {
   const uint32_t bits = __builtin_bit_cast(uint32_t, two_w < (1u << 27) ? denormal : normal);
   return __builtin_bit_cast(float, sign | bits);
 }
-LENS_HALF_FN lens_fp16 lens_float_to_fp16(float f) {  // round to nearest even; overflow -> inf, NaN -> 0x7E00 (c10)
+LENS_INLINE lens_fp16 lens_float_to_fp16(float f) {  // round to nearest even; overflow -> inf, NaN -> 0x7E00 (c10)
   const float scaled = (__builtin_fabsf(f) * 0x1.0p+112f) * 0x1.0p-110f;  // rounds the mantissa, saturates
   const uint32_t w = __builtin_bit_cast(uint32_t, f), shl1_w = w + w, sign = w & 0x80000000u;
   uint32_t bias = shl1_w & 0xFF000000u;
@@ -94,7 +92,7 @@ LENS_HALF_FN lens_fp16 lens_float_to_fp16(float f) {  // round to nearest even; 
   const uint32_t nonsign = ((bits >> 13) & 0x00007C00u) + (bits & 0x00000FFFu);
   return lens_fp16((sign >> 16) | (shl1_w > 0xFF000000u ? 0x7E00u : nonsign));
 }
-LENS_HALF_FN float lens_round_fp16(float f) {  // lens_fp16_to_float(lens_float_to_fp16(f)) in float arithmetic, half the ops
+LENS_INLINE float lens_round_fp16(float f) {  // lens_fp16_to_float(lens_float_to_fp16(f)) in float arithmetic, half the ops
   const float a = __builtin_fabsf(f);
   uint32_t e = __builtin_bit_cast(uint32_t, a) & 0x7F800000u;
   e = e < (113u << 23) ? (113u << 23) : e;  // below float16's normal range its step is 2^-24 throughout
@@ -104,5 +102,5 @@ LENS_HALF_FN float lens_round_fp16(float f) {  // lens_fp16_to_float(lens_float_
   r = r > 65504.0f ? __builtin_inff() : r;
   return __builtin_copysignf(a != a ? __builtin_bit_cast(float, 0x7FC00000u) : r, f);  // NaN: c10's 0x7E00
 }
-LENS_HALF_FN bool lens_signbit(float f) { return (__builtin_bit_cast(uint32_t, f) >> 31) != 0; }
+LENS_INLINE bool lens_signbit(float f) { return (__builtin_bit_cast(uint32_t, f) >> 31) != 0; }
 """

@@ -47,7 +47,7 @@ async def test_compile_error_on_source_and_kernel_line_then_cleared_by_newer_run
     kernel_uri = (workspace / "torch_compile_debug" / COMPILE_ERROR_RUN / "lens" / "graph_0" / "output_code.py").as_uri()
     on_kernel = await wait_for_diagnostics(error_client, kernel_uri, lambda d: len(d) == 4)
     call = code_line("auto tmp3 = max_propagate_nan(tmp0, tmp2);", COMPILE_ERROR_RUN)
-    template = code_line("inline T max_propagate_nan(T a, T b)", COMPILE_ERROR_RUN)
+    template = code_line("T max_propagate_nan(T a, T b)", COMPILE_ERROR_RUN)
     call_column = output_lines(COMPILE_ERROR_RUN)[call].index("(tmp0")  # g++ points at the call's parenthesis
     template_column = output_lines(COMPILE_ERROR_RUN)[template].index("max_propagate_nan")
     assert sorted((d.range.start.line, d.range.start.character, d.message) for d in on_kernel) == sorted([
