@@ -96,6 +96,9 @@ def _fold_batch_norms(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
             pair = graph.call_function(bn_folded, (weight, bias, *stats, float(_arg(bn, 7, "eps", 1e-5))))
             new_w = graph.call_function(_getitem, (pair, 0))
             new_b = graph.call_function(_getitem, (pair, 1))
+        for node, like in ((new_w, weight), (new_b, stats[0])):  # (the folds' layouts: _autocast_casts reads them)
+            if isinstance(like.meta.get("example_value"), torch.Tensor):
+                node.meta["example_value"] = like.meta["example_value"]
         const.update((pair, new_w, new_b))
         args = list(conv.args) + [None] * max(0, 3 - len(conv.args))
         args[1], args[2] = new_w, new_b
@@ -138,8 +141,8 @@ def _constant_arg(node: torch.fx.Node, index: int, name: str, value: torch.fx.No
 
 
 def _autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
-    """Inside an enabled CPU autocast region, a Linear's constant float32 weight and bias cast to autocast's
-    dtype once, as constants: autocast casts them on every call otherwise (it casts them to the same values, and a
+    """Inside an enabled CPU autocast region, a Linear's or convolution's constant float32 weight and bias (a folded
+    BatchNorm's among them) cast to autocast's dtype once, as constants: autocast casts them on every call otherwise (it casts them to the same values, and a
     weight already in its dtype is left as it is). Returns how many casts became constants."""
     regions: dict[torch.fx.Node, torch.dtype | None] = {}
     dtype, changed = None, 0
@@ -151,7 +154,7 @@ def _autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
             dtype = kind if device == "cpu" and enabled and kind in (torch.bfloat16, torch.float16) else None
         elif name == "_exit_autocast" and node.args and node.args[0] in regions:
             dtype = regions[node.args[0]]
-        elif dtype is not None and node.op == "call_function" and node.target in _LINEAR:
+        elif dtype is not None and node.op == "call_function" and (node.target in _LINEAR or node.target in _CONV):
             for index, arg in ((1, "weight"), (2, "bias")):
                 value = _arg(node, index, arg, None)
                 val = getattr(value, "meta", {}).get("example_value")

@@ -170,6 +170,35 @@ def test_autocasts_weight_casts_are_constants_and_follow_a_changed_weight(dtype)
     assert frozen.refolds == 1
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_autocasts_convolution_weights_are_cast_once_after_the_batch_norm_fold(dtype):
+    """Under autocast, a convolution's weight and bias, BatchNorm folded into them, are cast to autocast's dtype
+    once (the bf16 conv net cast 13 weights and biases on every call: 1.16x Inductor's time, then 0.88x); an
+    in-place change of a BatchNorm statistic folds and casts them again."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _randomize_bn(Net()).eval()
+
+    def run(x):
+        with torch.autocast("cpu", dtype=dtype):
+            return model(x)
+    first = len(freezing.FROZEN)
+    compiled = torch.compile(run, backend=lens_backend)
+    x = torch.randn(2, 3, 16, 16)
+    for _ in range(2):
+        with torch.no_grad():
+            got, expected = compiled(x), run(x)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected, atol=5e-2, rtol=5e-2)
+        (frozen,) = freezing.FROZEN[first:]
+        assert frozen.folds["batch_norm"] == 2
+        assert frozen.folds["autocast weight casts"] == 6  # two convolutions' and the Linear's weights and biases
+        assert all(c.dtype == dtype for c in frozen.constants if c.dim() == 4)
+        with torch.no_grad():
+            model.bn.running_var.mul_(2)
+    assert frozen.refolds == 1
+
+
 class _Features(nn.Module):
     """Convolutions whose 4-d activations leave the graph, one flattened by `.view` (which a channels-last
     activation does not allow)."""
