@@ -14,6 +14,7 @@ from compiler.codegen import inplace, vector_math
 from compiler.codegen.cpp import RenderedKernel, render_kernel
 from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
+from compiler.machine import gemm
 from compiler.machine.memory import storage_numel
 from compiler.scheduler import FusedKernel, ScheduledGraph
 from compiler.symbols import FloatSize, float_size_py, is_static, py_expr, substitute_hints
@@ -92,6 +93,21 @@ OUT_VARIANTS = {"aten.mm.default": "torch.mm", "aten.addmm.default": "torch.addm
 GEMM_HELPERS = {"aten.mm.default": "gemm.mm", "aten.addmm.default": "gemm.addmm"}
 
 
+def _through_helper(step: ExternCall) -> bool:
+    """Whether a 2-D product goes through gemm.py's helper, which picks its library per call. One only ATen can
+    run (not float32: every other route is float32's; or float32 of sizes known below gemm.fewest_routed_macs())
+    calls ATen's out= op directly: the helper's checks cost ~5 us a call, 6% of a MobileBERT forward (61 calls)."""
+    if step.target not in GEMM_HELPERS:
+        return False
+    if step.outputs[0][1] != torch.float32:
+        return False  # (a half product's route is decided in the graph: machine/gemm_half.py)
+    a = step.args[0 if step.target == "aten.mm.default" else 1]
+    dims = (*step.outputs[0][2].size, a.view[0][1] if a.view is not None else None)
+    if not all(d is not None and is_static(d) for d in dims):
+        return True
+    return math.prod(int(d) for d in dims) >= gemm.fewest_routed_macs()
+
+
 def _out_variant(step: ExternCall) -> str | None:
     op = OUT_VARIANTS.get(step.target)
     if op is None or step.is_tuple or len(step.outputs) != 1 or step.outputs[0] is None:
@@ -117,7 +133,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
         out.add(f"# {line}".rstrip())
     out.add("import sys")
     out.add("import torch")
-    if any(isinstance(s, ExternCall) and s.target in GEMM_HELPERS and _out_variant(s) for s in sg.steps):
+    if any(isinstance(s, ExternCall) and _through_helper(s) and _out_variant(s) for s in sg.steps):
         out.add("from compiler.machine import gemm")
     out.add("from compiler.machine.runtime import load_cpp_module, reinterpret, rand_strided, empty_strided, "
             "empty_strided_cpu, with_layout")
@@ -237,12 +253,13 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
             args = [_arg_code(a, layouts) for a in step.args]
             args += [f"{k}={_arg_code(v, layouts)}" for k, v in step.kwargs.items()]
             out.add(f"    # Source Nodes: [{step.origin}] (extern: {step.reason})")
-            out_op = _out_variant(step)
-            if out_op is not None and step.target in GEMM_HELPERS:
+            out_op, target = _out_variant(step), step.target
+            if out_op is not None and _through_helper(step):
                 lay = step.outputs[0][2]
                 layout = f"size={py_repr(lay.size)}, stride={py_repr(lay.stride)}"
                 start = out.add(f"    {step.name} = {GEMM_HELPERS[step.target]}({', '.join(args + [layout])})")
             elif out_op is not None:  # the output comes from the buffer pool (no page faults on reuse)
+                target = target.replace(".default", ".out") if target in GEMM_HELPERS else target  # (its profiler name)
                 dtype, lay = step.outputs[0][1], step.outputs[0][2]
                 start = out.add(f"    {step.name} = {allocation(lay, dtype)}")
                 out.add(f"    {out_op}({', '.join(args + [f'out={step.name}'])})")
@@ -262,7 +279,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 out.add(f"    {step.name} = with_layout({step.name}, {py_repr(lay.size)}, {py_repr(lay.stride)})")
             ordered.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
                                        [step.origin], start, len(out.lines), [(start, [step.origin])],
-                                       target=step.target))
+                                       target=target))
         if dels.get(i):
             out.add(f"    del {', '.join(sorted(dels[i]))}")
     results = []

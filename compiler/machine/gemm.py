@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 
 import torch
 
@@ -139,10 +140,16 @@ PROFILER_NAMES = {"aten.mm.default": "lens::mm", "aten.addmm.default": "lens::ad
 _profiling = torch._C._autograd._profiler_enabled
 
 
-def _fewest_routed_macs() -> int:
-    """The fewest multiply-adds of a product anything but ATen's mm may run: smaller ones skip every check (a
-    model of small products, MobileBERT at a few tokens, calls this helper ~60 times a forward)."""
-    return min(config.cpp.onednn_min_macs, gemm_rows.MIN_MACS, gemm_packed.MIN_MACS)
+def fewest_routed_macs() -> int:
+    """The fewest multiply-adds of a float32 product a route the settings and this CPU enable (oneDNN, the row
+    split, a packed weight) may take instead of ATen's mm: smaller ones skip every check (a model of small
+    products, MobileBERT at a few tokens, calls this helper ~60 times a forward), and generated code calls ATen
+    directly for those whose sizes it knows (codegen/wrapper.py: `_through_helper`)."""
+    ours = config.cpp.gemm_library == "auto"
+    routes = [config.cpp.onednn_min_macs if onednn_is_faster() else None,
+              gemm_rows.MIN_MACS if ours and config.cpp.gemm_rows else None,
+              gemm_packed.MIN_MACS if ours and config.cpp.gemm_packed else None]
+    return min((r for r in routes if r is not None), default=sys.maxsize)
 
 
 def mm(a: torch.Tensor, b: torch.Tensor, *, size, stride) -> torch.Tensor:
@@ -162,7 +169,7 @@ def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha
 
 
 def _product(bias, a, b, beta, alpha, size, stride) -> torch.Tensor:
-    routed = size[0] * size[1] * a.shape[1] >= _fewest_routed_macs()
+    routed = size[0] * size[1] * a.shape[1] >= fewest_routed_macs()
     if routed and _uses_onednn(a, b, bias, beta, alpha):
         return _onednn(a, b, bias, size, stride)
     out = empty_strided(size, stride, dtype=a.dtype)

@@ -1,5 +1,6 @@
 """Matrix products through compiler/machine/gemm.py: ATen's mm or oneDNN, chosen per process; results stay eager's
 (within a float32 product's rounding), whichever library runs."""
+import json
 import logging
 
 import pytest
@@ -111,13 +112,23 @@ def test_training_graphs_get_eager_gradients(library):
         close_to_eager(got, exp, 64)
 
 
-def test_generated_code_calls_the_helper(tmp_path):
-    lin = torch.nn.Linear(64, 96)
+def test_generated_code_calls_the_helper_where_a_route_may_take_the_product(tmp_path, monkeypatch):
+    """A float32 product of at least gemm.fewest_routed_macs() multiply-adds goes through the helper; one below it
+    of sizes known at compile time, or one in a half dtype (whose route the graph decides), calls ATen's out= op
+    directly (the helper's checks cost ~5 us a call), named aten.mm.out in the kernel map."""
+    monkeypatch.setattr(config.cpp, "gemm_library", "auto")
+    big, small = torch.nn.Linear(512, 1024), torch.nn.Linear(64, 96)
+    rows = -(-gemm.fewest_routed_macs() // (512 * 1024))
     with torch.no_grad():
-        _, graph = compile_with_debug(tmp_path, lambda x: torch.relu(lin(x)), torch.randn(40, 64))
+        _, graph = compile_with_debug(tmp_path, lambda x, y: (torch.relu(big(x)), torch.relu(small(y))),
+                                      torch.randn(rows, 512), torch.randn(40, 64))
     code = (graph / "output_code.py").read_text()
     assert "from compiler.machine import gemm" in code
-    assert "= gemm.mm(arg" in code and "size=(40, 96), stride=(96, 1))" in code
+    assert "= gemm.mm(arg" in code and f"size=({rows}, 1024), stride=(1024, 1))" in code
+    assert code.count("gemm.mm(") == 1 and "torch.mm(" in code
+    targets = sorted(k["target"] for k in json.loads((graph / "kernel_map.json").read_text())["kernels"]
+                     if k["kind"] == "extern")
+    assert targets == ["aten.mm.default", "aten.mm.out"], targets
 
 
 @pytest.mark.parametrize("vendor, capability, mkl, expected", [
@@ -205,7 +216,7 @@ def test_profiles_time_each_product_whichever_library_runs_it(tmp_path, lib):
     products = [k for k in kernels if k["name"].startswith("extern_") and k["name"].endswith("mm")]
     assert len(products) == 2 and all(k["total_ms"] > 0 and k["calls"] == 1 for k in products), kernels
     trace = {e.get("name") for e in json.loads((graph / "trace.json").read_text())["traceEvents"]}
-    assert "lens::mm" in trace
+    assert ("lens::mm" in trace) == (lib == "onednn")  # (LENS_GEMM=aten: no route but ATen's, no helper)
     assert ("mkldnn::_linear_pointwise" in trace) == (lib == "onednn")  # the first product (8.4M MACs)
     assert "aten::mm" in trace  # the second, 1M MACs, is below config.cpp.onednn_min_macs
 
@@ -217,7 +228,7 @@ def test_small_products_skip_the_routing_and_large_ones_take_it(monkeypatch, hel
     asked = []
     monkeypatch.setattr(gemm, "_uses_onednn", lambda *a: asked.append("onednn") or False)
     monkeypatch.setattr(gemm, "_row_blocks", lambda *a: asked.append("rows") or False)
-    fewest = gemm._fewest_routed_macs()
+    fewest = gemm.fewest_routed_macs()
     for m, expect in ((4, []), (max(1, -(-fewest // (64 * 64))), ["onednn", "rows"])):
         asked.clear()
         a, b, bias = torch.randn(m, 64), torch.randn(64, 64), torch.randn(64)
