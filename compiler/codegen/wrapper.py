@@ -273,10 +273,11 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 for k, o in enumerate(step.outputs):  # unused ones are left alone: their sizes may differ
                     if o is not None and o[0] in used:  # from the meta function's (embedding_bag's do)
                         out.add(f"    {o[0]} = with_layout({step.name}[{k}], {py_repr(o[2].size)}, "
-                                f"{py_repr(o[2].stride)})")
+                                f"{py_repr(o[2].stride)}, {py_repr(o[1])})")
             elif out_op is None and step.outputs[0] is not None:
                 lay = step.outputs[0][2]
-                out.add(f"    {step.name} = with_layout({step.name}, {py_repr(lay.size)}, {py_repr(lay.stride)})")
+                out.add(f"    {step.name} = with_layout({step.name}, {py_repr(lay.size)}, {py_repr(lay.stride)}, "
+                        f"{py_repr(step.outputs[0][1])})")
             ordered.append(KernelLines(f"extern_{step.name}_{step.target.split('.')[1]}", "extern",
                                        [step.origin], start, len(out.lines), [(start, [step.origin])],
                                        target=target))

@@ -33,8 +33,12 @@ except ImportError:
         return torch.as_strided(t, size, stride, t.storage_offset() + offset)
 
 
-def with_layout(t: torch.Tensor, size, stride) -> torch.Tensor:
-    """`t` itself when it has this layout (strides of size-1 dims don't matter), else a copy that has it."""
+def with_layout(t: torch.Tensor, size, stride, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """`t` itself when it has this layout (strides of size-1 dims don't matter) and dtype, else a copy that has
+    them. (An ATen op's meta function may name another dtype than its kernel returns: batch norm's saved mean of
+    a bfloat16 input is float32 in the kernel, bfloat16 in its meta; the kernels after it read the traced dtype.)"""
+    if dtype is not None and t.dtype != dtype:
+        t = t.to(dtype)
     if t.stride() == stride and t.shape == size:  # (the usual case, in a third of the general check's 0.9 us)
         return t
     if tuple(t.shape) == tuple(size) and all(a == b for a, b, n in zip(t.stride(), stride, size) if n > 1):

@@ -359,6 +359,36 @@ def test_a_weight_shared_by_the_batch_is_one_product_in_the_dtype(dtype, tmp_pat
     assert all(a["shape"] != [5, 70, 19] for k in kernels for a in k["args"]), kernels
 
 
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_autocast_conv_batch_norm_training_gradients_match_eager(dtype):
+    """A convolution and a training-mode BatchNorm under autocast, forward and backward: ATen's batch norm kernel
+    returns its saved mean and inverse std of a half input in float32 where its meta function says `dtype`; the
+    generated backward read them as `dtype` (NaN gradients) until extern results were converted to the traced
+    dtype (machine/runtime.py: with_layout)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16)).train()
+    x = torch.randn(2, 8, 14, 14)
+
+    def loss(x):
+        with torch.autocast("cpu", dtype=dtype):
+            return model(x).float().square().mean()
+
+    def grads(fn):
+        model.zero_grad(set_to_none=True)
+        xx = x.clone().requires_grad_()
+        fn(xx).backward()
+        return [xx.grad] + [p.grad for p in model.parameters()]
+
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    expected = grads(loss)
+    model.load_state_dict(state)
+    torch._dynamo.reset()
+    got = grads(torch.compile(loss, backend="lens"))
+    for g, e in zip(got, expected, strict=True):
+        assert torch.isfinite(g).all()
+        torch.testing.assert_close(g, e, atol=2e-2, rtol=5e-2)
+
+
 # -- kernel map --------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 def test_kernel_map_gives_each_kernel_arguments_dtype(dtype, tmp_path, monkeypatch):
