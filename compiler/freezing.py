@@ -141,9 +141,10 @@ def _constant_arg(node: torch.fx.Node, index: int, name: str, value: torch.fx.No
 
 
 def _autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
-    """Inside an enabled CPU autocast region, a Linear's or convolution's constant float32 weight and bias (a folded
-    BatchNorm's among them) cast to autocast's dtype once, as constants: autocast casts them on every call otherwise (it casts them to the same values, and a
-    weight already in its dtype is left as it is). Returns how many casts became constants."""
+    """Inside an enabled CPU autocast region, a Linear's or convolution's constant float32 weight and bias (a
+    folded BatchNorm's among them) cast to autocast's dtype once, as constants: autocast casts them on every call
+    otherwise (it casts them to the same values, and a weight already in its dtype is left as it is). Returns how
+    many casts became constants."""
     regions: dict[torch.fx.Node, torch.dtype | None] = {}
     dtype, changed = None, 0
     for node in list(graph.nodes):

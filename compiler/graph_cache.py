@@ -14,11 +14,11 @@ handed to Dynamo as a direct call is stored under a key of
 - the torch version, a hash of the compiler's own source files, and every setting in `compiler.config`,
 
 and a later compile of the same key loads that output_code.py (its kernels from the build cache) and the
-tensors AOTAutograd lifted out of the graph as constants (saved beside the entry, up to
-`_MAX_CONSTANT_BYTES`; GPT-2's attention has four) without tracing. Graphs that call anything but torch's and the standard library's functions, hold tensor attributes,
-call submodules or change their inputs are not cached; nor are compiles that write a debug directory, profile,
-check accuracy or save tensors (they need the aten graph). `config.graph_cache` (LENS_GRAPH_CACHE=0) turns it
-off. A broken entry is dropped and the graph compiled again.
+tensors AOTAutograd lifted out of the graph as constants (saved beside the entry, up to `_MAX_CONSTANT_BYTES`;
+GPT-2's attention has four) without tracing. Graphs that call anything but torch's and the standard library's
+functions, hold tensor attributes, call submodules or change their inputs are not cached; nor are compiles
+that write a debug directory, profile, check accuracy or save tensors (they need the aten graph).
+`config.graph_cache` (LENS_GRAPH_CACHE=0) turns it off. A broken entry is dropped and the graph compiled again.
 """
 from __future__ import annotations
 

@@ -259,7 +259,8 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
                 layout = f"size={py_repr(lay.size)}, stride={py_repr(lay.stride)}"
                 start = out.add(f"    {step.name} = {GEMM_HELPERS[step.target]}({', '.join(args + [layout])})")
             elif out_op is not None:  # the output comes from the buffer pool (no page faults on reuse)
-                target = target.replace(".default", ".out") if target in GEMM_HELPERS else target  # (its profiler name)
+                if target in GEMM_HELPERS:  # (aten.mm.out: the profiler's aten::mm, not the helper's lens::mm)
+                    target = target.replace(".default", ".out")
                 dtype, lay = step.outputs[0][1], step.outputs[0][2]
                 start = out.add(f"    {step.name} = {allocation(lay, dtype)}")
                 out.add(f"    {out_op}({', '.join(args + [f'out={step.name}'])})")

@@ -253,7 +253,8 @@ def test_half_kernels_vectorize_where_float_ones_do(dtype, tmp_path):
 @pytest.mark.parametrize("dtype", HALF, ids=str)
 def test_no_half_conversion_is_left_a_call(dtype, tmp_path):
     """Three biases rounded to the dtype in one loop (an attention input projection's q/k/v under autocast) stay
-    inline: g++ left float16's `lens_round_fp16` out of line there, a call that kept the loop scalar (3.9 ms for 0.6)."""
+    inline: g++ left float16's `lens_round_fp16` out of line there, a call that kept the loop scalar (3.9 ms for
+    0.6)."""
     def qkv(y, b):
         return [y[:, i * 512:(i + 1) * 512] + b[i * 512:(i + 1) * 512].to(dtype) for i in range(3)]
 
