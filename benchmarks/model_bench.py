@@ -1,10 +1,11 @@
 """Whole-network benchmark (issue 32): each model of benchmarks/model_zoo.py run eagerly, with Inductor and with
 `lens` side by side in one process, fp32 inference under torch.no_grad() (or, with --train, a forward+backward
-step). Prints run time medians and ratios, cold compile time by stage (fresh cache dirs), warm start time (same
-cache dirs after torch._dynamo.reset()), and a verdict per target. Asserts nothing but correctness (1e-3).
+step; with --autocast bf16|fp16, under torch.autocast("cpu", dtype)). Prints run time medians and ratios, cold
+compile time by stage (fresh cache dirs), warm start time (same cache dirs after torch._dynamo.reset()), and a
+verdict per target. Asserts nothing but correctness (1e-3; the dtype's tolerance under autocast).
 
 Usage: python benchmarks/model_bench.py [--rounds 7] [--only bert,convnet] [--train] [--no-inductor]
-       [--lens-variant NAME:SETTING=VALUE[,SETTING=VALUE]]   (e.g. nofreeze:freezing=False, another lens
+       [--autocast bf16|fp16] [--lens-variant NAME:SETTING=VALUE[,SETTING=VALUE]]   (e.g. nofreeze:freezing=False, another lens
        column compiled and run with those compiler.config settings; cpp.* settings by their dotted name)
 """
 from __future__ import annotations
@@ -173,15 +174,30 @@ def _step(module: torch.nn.Module, fn: Callable, train: bool) -> Callable:
     return train_step
 
 
+# --autocast: the model under torch.autocast("cpu", dtype) (issue 31's whole models), results compared with eager's
+# under the same autocast within the dtype's tolerance (atol and rtol; lens's differences equal Inductor's there)
+AUTOCAST = {"bf16": (torch.bfloat16, 5e-2), "fp16": (torch.float16, 1e-2)}
+
+
+def _autocast(fn: Callable, dtype: torch.dtype | None) -> Callable:
+    if dtype is None:
+        return fn
+
+    def run(*inputs):
+        with torch.autocast("cpu", dtype=dtype):
+            return fn(*inputs)
+    return run
+
+
 def _loss(fn: Callable) -> Callable:
     def loss(*inputs):
         return fn(*inputs).float().square().mean()
     return loss
 
 
-def _mismatch(m: ZooModel, expected, got) -> str | None:
+def _mismatch(m: ZooModel, expected, got, tolerance: float | None = None) -> str | None:
     try:
-        torch.testing.assert_close(got, expected, atol=m.atol, rtol=m.rtol)
+        torch.testing.assert_close(got, expected, atol=tolerance or m.atol, rtol=tolerance or m.rtol)
     except AssertionError as e:
         return " ".join(str(e).split())[:200]
     return None
@@ -208,10 +224,12 @@ def _compile(fn: Callable, backend: str) -> Callable:
 
 
 def run_model(m: ZooModel, rounds: int, tmp: str, train: bool, use_inductor: bool,
-              variants: list[tuple[str, dict]]) -> Result:
+              variants: list[tuple[str, dict]], autocast: str = "") -> Result:
     res = Result()
     module, fn, make_inputs = m.build()
     module.train(train)
+    dtype, tolerance = AUTOCAST.get(autocast, (None, None))
+    fn = _autocast(fn, dtype)
     fn = _loss(fn) if train else fn
     inputs = make_inputs()
     eager = _step(module, fn, train)
@@ -229,14 +247,14 @@ def run_model(m: ZooModel, rounds: int, tmp: str, train: bool, use_inductor: boo
                 res.stages[backend], res.graphs[backend] = _stages(backend, ms)
             else:
                 res.warm_ms[backend] = ms
-            why = _mismatch(m, expected, got)
+            why = _mismatch(m, expected, got, tolerance)
             if why:
                 res.mismatches[backend] = why
         steps[backend] = step
     for name, settings in variants:
         with _Settings(settings):
             steps[name] = _under(settings, _step(module, _compile(fn, "lens"), train))
-            why = _mismatch(m, expected, steps[name](*inputs))
+            why = _mismatch(m, expected, steps[name](*inputs), tolerance)
         if why:
             res.mismatches[name] = why
     from compiler.machine import pch
@@ -269,13 +287,15 @@ def main() -> None:
     p.add_argument("--only", default="", help="comma-separated model names")
     p.add_argument("--train", action="store_true", help="time a forward+backward step instead of inference")
     p.add_argument("--no-inductor", action="store_true")
+    p.add_argument("--autocast", choices=sorted(AUTOCAST), default="", help="run the models under CPU autocast")
     p.add_argument("--lens-variant", action="append", default=[], help="NAME:SETTING=VALUE[,SETTING=VALUE]")
     a = p.parse_args()
     torch._dynamo.config.cache_size_limit = 64
     _instrument()
     variants = [parse_variant(v) for v in a.lens_variant]
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, cpu "
-          f"{torch.backends.cpu.get_cpu_capability()}, {'train step' if a.train else 'inference (no_grad)'}",
+          f"{torch.backends.cpu.get_cpu_capability()}, {'train step' if a.train else 'inference (no_grad)'}"
+          f"{', autocast ' + a.autocast if a.autocast else ''}",
           file=sys.stderr)
     if not has_package("transformers"):
         print("transformers is not installed (pip install -e '.[bench]'): its models are skipped", file=sys.stderr)
@@ -289,9 +309,9 @@ def main() -> None:
                 rows.append((m.name, Result(skipped=f"{m.needs} not installed")))
                 continue
             print(f"... {m.name}", file=sys.stderr, flush=True)
-            rows.append((m.name, run_model(m, a.rounds, tmp, a.train, not a.no_inductor, variants)))
+            rows.append((m.name, run_model(m, a.rounds, tmp, a.train, not a.no_inductor, variants, a.autocast)))
             print(row_line(*rows[-1], [name for name, _ in variants]), file=sys.stderr, flush=True)
-    print_report(rows, [name for name, _ in variants])
+    print_report(rows, [name for name, _ in variants], AUTOCAST[a.autocast][1] if a.autocast else 1e-3)
     print("\nTimes: ms per call, median over rounds (each round, starting at another variant: every variant once "
           "untimed, then timed calls of about 200 ms of eager); ratios: median over rounds of the ratio within a "
           "round. Cold: fresh TORCHINDUCTOR_CACHE_DIR / LENS_CACHE_DIR after a tiny compile per backend in this "

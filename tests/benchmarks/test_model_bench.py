@@ -50,3 +50,15 @@ def test_zoo_skips_what_is_not_installed_and_builds_the_convnet():
     module, fn, inputs = model_zoo._convnet(32)()
     with torch.no_grad():
         assert fn(*inputs()).shape == (2, 100)
+
+
+def test_autocast_runs_the_model_in_the_dtype_and_judges_with_its_tolerance():
+    fn = model_bench._autocast(lambda a, b: a @ b, torch.bfloat16)
+    assert fn(torch.randn(4, 4), torch.randn(4, 4)).dtype == torch.bfloat16
+    assert model_bench._autocast(len, None) is len
+    m = model_zoo.ZooModel("m", model_zoo._convnet(32))
+    x = torch.ones(8)
+    assert model_bench._mismatch(m, x, x + 0.01) is not None  # the float32 tolerance, 1e-3
+    assert model_bench._mismatch(m, x, x + 0.01, model_bench.AUTOCAST["bf16"][1]) is None
+    ok = Result(times={"eager": [2.0], "inductor": [1.5], "lens": [1.0]})
+    assert "results equal eager's (0.05)" in "\n".join(target_lines([("ok", ok)], 0.05))
