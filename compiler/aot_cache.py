@@ -115,14 +115,21 @@ def usable(example_inputs: Sequence, uses_tools: bool) -> bool:
             and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs))
 
 
+_AUTOCAST_MARKERS = {f"torch.amp.autocast_mode.{name}": torch.__version__ for name in ("_enter_autocast",
+                                                                                         "_exit_autocast")}
+
+
 @contextlib.contextmanager
 def caching(compiler_key: str):
     """torch's settings under which AOTAutograd looks our graph up (and saves it after a miss)."""
     import torch._functorch.config as functorch_config
     import torch._inductor.config as inductor_config
     tag = hashlib.sha256(f"kernel-lens\0{compiler_key}\0{torch.compiler.config.cache_key_tag}".encode())
+    # (a Dynamo graph of a function entering autocast calls autocast's markers, which torch's check bypasses as
+    # unknown functions: their arguments, device and dtype, are graph constants, so the key holds them)
+    cacheable = {**inductor_config.unsafe_marked_cacheable_functions, **_AUTOCAST_MARKERS}
     with functorch_config.patch(enable_autograd_cache=True, bundled_autograd_cache=True), \
-            inductor_config.patch(fx_graph_cache=True), \
+            inductor_config.patch(fx_graph_cache=True, unsafe_marked_cacheable_functions=cacheable), \
             torch.compiler.config.patch(cache_key_tag=tag.hexdigest()[:32]):
         _CACHING.append(True)
         try:

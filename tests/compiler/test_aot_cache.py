@@ -213,6 +213,33 @@ def test_a_dynamic_graph_and_an_autocast_one_are_served_at_every_size(compiles):
     assert counters["aot_autograd"]["autograd_cache_hit"] == 2
 
 
+def test_a_function_entering_autocast_is_served_warm_and_each_dtype_is_its_own_entry(compiles):
+    """autocast entered inside the compiled function puts its markers in Dynamo's graph, which torch's check
+    bypassed as unknown functions (bf16 zoo training steps compiled again at every warm start); their arguments
+    are graph constants of the key, so bf16 and fp16 are separate entries."""
+    model, x = Net(), torch.randn(6, 12)
+
+    def loss_in(dtype):
+        def loss(x):
+            with torch.autocast("cpu", dtype=dtype):
+                return model(x).float().square().sum()
+        return loss
+
+    for dtype in (torch.bfloat16, torch.float16):
+        results = []
+        for phase in ("cold", "warm", "eager"):
+            torch._dynamo.reset()
+            model.zero_grad(set_to_none=True)
+            fn = loss_in(dtype) if phase == "eager" else torch.compile(loss_in(dtype), backend="lens")
+            fn(x).backward()
+            results.append((fn(x).detach(), [p.grad.clone() for p in model.parameters()]))
+        assert_step_equal(results[1], results[0], rtol=0, atol=0)
+        assert_step_equal(results[1], results[2], rtol=2e-2, atol=2e-2)
+    assert compiles == ["forward", "backward"] * 2  # one cold compile per dtype, none warm
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 2
+    assert counters["aot_autograd"]["autograd_cache_bypass"] == 0
+
+
 @torch._dynamo.allow_in_graph
 def _user_op(x):
     return x * 2 + 1
