@@ -5,8 +5,9 @@ compile time by stage (fresh cache dirs), warm start time (same cache dirs after
 verdict per target. Asserts nothing but correctness (1e-3; the dtype's tolerance under autocast).
 
 Usage: python benchmarks/model_bench.py [--rounds 7] [--only bert,convnet] [--train] [--no-inductor]
-       [--autocast bf16|fp16] [--lens-variant NAME:SETTING=VALUE[,SETTING=VALUE]]   (e.g. nofreeze:freezing=False, another lens
-       column compiled and run with those compiler.config settings; cpp.* settings by their dotted name)
+       [--autocast bf16|fp16] [--lens-variant NAME:SETTING=VALUE[,SETTING=VALUE]]   (e.g.
+       nofreeze:freezing=False, another lens column compiled and run with those compiler.config settings; cpp.*
+       settings by their dotted name)
 """
 from __future__ import annotations
 

@@ -87,7 +87,8 @@ def target_lines(rows: list[tuple[str, Result]], tolerance: float = 1e-3) -> lis
               ("cold first call <= 0.2x Inductor's", lambda r: _div(r.cold_ms("lens"), r.cold_ms("inductor")),
                lambda v: v <= 0.2),
               ("warm first call <= 0.1x lens cold", warm_over_cold, lambda v: v <= 0.1),
-              (f"results equal eager's ({tolerance:g})", lambda r: 0.0 if "lens" in r.times and "lens" not in r.mismatches
+              (f"results equal eager's ({tolerance:g})",
+               lambda r: 0.0 if "lens" in r.times and "lens" not in r.mismatches
                else (1.0 if "lens" in r.mismatches else NAN), lambda v: v == 0.0)]
     lines = ["Targets in this run (nan: not measured here):"]
     ran = [(name, r) for name, r in rows if not r.skipped]
