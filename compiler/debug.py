@@ -40,11 +40,12 @@ def run_dir() -> str:
     return path
 
 
-def write_atomic(path: str, text: str) -> None:
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write a file whole or not at all (a reader never sees half of it): text, or bytes."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+    with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
     os.replace(tmp, path)
 
 

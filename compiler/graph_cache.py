@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import io
 import json
 import logging
 import os
@@ -38,6 +39,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from compiler import config
 from compiler.compiled_graph import with_constants
+from compiler.debug import write_atomic
 from compiler.direct_call import direct_run
 from compiler.machine.runtime import import_output_code
 
@@ -164,12 +166,13 @@ def store(key: str, output_code_path: str, num_inputs: int, constants: Sequence[
     path = _entry(key)
     entry = {"output_code": output_code_path, "num_inputs": num_inputs}
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         if constants:
             entry["constants"] = f"{path[:-len('.json')]}.pt"
+            saved = io.BytesIO()
             with _real_tensors():
-                _replace(entry["constants"], lambda f: torch.save(list(constants), f), "wb")
-        _replace(path, lambda f: json.dump(entry, f), "w")
+                torch.save(list(constants), saved)
+            write_atomic(entry["constants"], saved.getvalue())
+        write_atomic(path, json.dumps(entry))
     except OSError as e:
         log.warning("kernel-lens: could not write graph cache entry %s: %s", path, e)
 
@@ -180,11 +183,3 @@ def _real_tensors():
     tensors there)."""
     with torch._guards.tracing(None), unset_fake_temporarily():
         yield
-
-
-def _replace(path: str, write: Callable, mode: str) -> None:
-    """Write a file whole or not at all (a reader never sees half of it)."""
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, mode) as f:
-        write(f)
-    os.replace(tmp, path)
