@@ -79,6 +79,9 @@ freezing_linear_transposed: bool = _env_flag("LENS_FREEZE_LINEAR_T")
 freezing_concat_linears: bool = os.environ.get("LENS_FREEZE_CONCAT_LINEARS", "1") not in ("", "0")
 # Frozen conv2d as oneDNN's channels-last convolution with a following ReLU as its post-op (LENS_FREEZE_CONV_ONEDNN).
 freezing_conv_onednn: bool = _env_flag("LENS_FREEZE_CONV_ONEDNN")
+# Training graphs' 2-d convolutions read their input and weight channels-last, so the activations between them
+# are channels-last too (compiler/conv_layout.py; LENS_TRAIN_CONV_CL=0 keeps eager's layouts).
+train_conv_channels_last: bool = os.environ.get("LENS_TRAIN_CONV_CL", "1") not in ("", "0")
 
 
 class cpp:

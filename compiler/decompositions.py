@@ -66,11 +66,10 @@ def decomposition_table() -> dict:
         for name in op.overloads():
             if getattr(op, name) in table:
                 table[getattr(op, name)] = _floating_only(table[getattr(op, name)])
-    # (batch norm's half kernels keep float statistics and round where the decomposition cannot follow;
-    # nll_loss2d's keeps its cascade sum's partial sums in the dtype)
-    for op in (aten.linspace, aten.logspace, aten.addr, aten.linalg_cross, aten._native_batch_norm_legit_functional,
-               aten._native_batch_norm_legit, aten._native_batch_norm_legit_no_training, aten.native_batch_norm,
-               aten.nll_loss2d_forward):
+    # (batch norm's all-half kernels round their scale and shift to the dtype where the decomposition cannot
+    # follow; nll_loss2d's keeps its cascade sum's partial sums in the dtype)
+    for op in (aten.linspace, aten.logspace, aten.addr, aten.linalg_cross, aten._native_batch_norm_legit,
+               aten.native_batch_norm, aten.nll_loss2d_forward):
         for name in op.overloads():
             if getattr(op, name) in table:
                 table[getattr(op, name)] = _not_in_half(table[getattr(op, name)])
@@ -81,6 +80,8 @@ def decomposition_table() -> dict:
             table.pop(getattr(op, name), None)
     # addcmul on floats is lowered whole (one fma, as eager's kernel computes it: lowering/pointwise.py)
     table[aten.addcmul.default] = _integers_only(table[aten.addcmul.default])
+    for op in (aten._native_batch_norm_legit_functional.default, aten._native_batch_norm_legit_no_training.default):
+        table[op] = _mixed_half_batch_norm(table[op])
     table[aten.native_layer_norm.default] = _half_layer_norm(table[aten.native_layer_norm.default])
     table[aten.soft_margin_loss.default] = _half_soft_margin_loss(table[aten.soft_margin_loss.default])
     table[aten._log_softmax.default] = _half_log_softmax(table[aten._log_softmax.default])
@@ -134,6 +135,26 @@ def _half_layer_norm(decomposition: Callable) -> Callable:
         elif bias is not None:
             out = out + bias.float()
         return out.to(x.dtype), mean.to(x.dtype), rstd.to(x.dtype)
+
+    return run
+
+
+def _mixed_half_batch_norm(decomposition: Callable) -> Callable:
+    """Batch norm of a bfloat16/float16 input whose parameters and running statistics are float32 (autocast's
+    convolution outputs and BatchNorm modules): ATen's mixed-type kernel computes in float and rounds the output
+    once, as the decomposition of the float32 input does, and keeps the saved mean and inverse std in float32
+    (its meta says the input's dtype: the backward then reads float32 statistics, as eager's does). All-half
+    batch norm keeps ATen's op: that kernel rounds its per-channel scale and shift to the dtype."""
+    def run(x, weight, bias, running_mean, running_var, *rest):
+        if x.dtype not in HALF:
+            return decomposition(x, weight, bias, running_mean, running_var, *rest)
+        params = [t for t in (weight, bias, running_mean, running_var) if t is not None]
+        if not params or any(t.dtype != torch.float32 for t in params):
+            return NotImplemented
+        out, mean, rstd, *running = decomposition(x.float(), weight, bias, running_mean, running_var, *rest)
+        if mean.numel() == 0:  # (evaluation mode saves nothing on CPU)
+            mean, rstd = mean.to(x.dtype), rstd.to(x.dtype)
+        return (out.to(x.dtype), mean, rstd, *running)
 
     return run
 

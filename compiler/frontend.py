@@ -21,6 +21,7 @@ from compiler.codegen.wrapper import OutputCode, generate_output_code
 from compiler.compile_error import LensCompileError, map_compile_error
 from compiler.compiled_graph import CompiledGraph, with_constants
 from compiler.debug import DebugDir
+from compiler.conv_layout import conv_channels_last
 from compiler.decomp_transformer import inline_fast_paths
 from compiler.decomp_upsample import eager_upsample_kernels
 from compiler.decompositions import decomposition_table
@@ -260,6 +261,7 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     (AOTAutograd compiles the backward at the first backward pass; its cache keeps both: compiler/aot_cache.py)."""
     from torch._functorch.aot_autograd import aot_module_simplified
     inline_fast_paths(gm)  # (nn.TransformerEncoderLayer's fused op as its ops, autocast's casts and all)
+    conv_channels_last(gm, example_inputs)  # (training graphs' convolutions: compiler/conv_layout.py)
     frozen = freeze(gm, example_inputs)  # parameters as constants under no_grad (compiler/freezing.py)
     if frozen is not None:
         return frozen.wrap(lens_backend(frozen.gm, frozen.example_inputs, **kwargs), gm.forward)
