@@ -307,9 +307,12 @@ class GraphLowering:
     def _extern(self, node: torch.fx.Node, reason: str, target=None, args: tuple | None = None):
         """An ATen call for `node` (or, with `target` and `args`, another op giving the same output)."""
         target = target or node.target
-        if target in _IN_PLACE_FORMS and args is None and self._computed_for_this_call_alone(node.args[0]):
+        in_place = target in _IN_PLACE_FORMS and args is None and self._computed_for_this_call_alone(node.args[0])
+        if in_place:
             target = _IN_PLACE_FORMS[target]
             reason += "; run in place on its input, whose buffer is computed for this call alone"
+        if args is None:
+            self._share_extern_inputs(node, skip=node.args[0] if in_place else None)
         if not _callable_from_output_code(target):
             raise EagerGraph(f"node {node.name} calls {_target_name(target)}, which output_code.py cannot "
                              f"call by name")
@@ -339,6 +342,20 @@ class GraphLowering:
         results = [buffer_value(o[0], o[1], o[2].size, o[2].stride) if o else
                    size_expr(m) if isinstance(m, torch.SymInt) else m for o, m in zip(outputs, vals)]
         return tuple(results) if isinstance(val, (list, tuple)) else results[0]
+
+    def _share_extern_inputs(self, node: torch.fx.Node, skip) -> None:
+        """Each input of this call that is not in a buffer yet and that other nodes read too is computed into one
+        buffer that all of them read: else every extern call reading it, and the graph output saving it, would
+        compute it into a buffer of its own (a ViT training step under autocast cast each weight to bfloat16
+        twice: once for its product, once more for the backward; 5.8 ms of its 96)."""
+        for arg in node.all_input_nodes:
+            value = self.env.get(arg)
+            if arg is skip or len(arg.users) < 2 or not isinstance(value, TensorValue) or value.strided is not None \
+                    or 0 in value.size:
+                continue
+            with origin_scope(arg.name):
+                self.env[arg] = self.realize(value, stride=dense_stride(arg.meta.get("val"), value.size),
+                                             origin=arg.name)
 
     def _computed_for_this_call_alone(self, arg) -> bool:
         """Whether extern argument `arg` is a value not yet in a buffer: `_extern_arg` computes it into a fresh buffer
