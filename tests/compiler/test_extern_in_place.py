@@ -79,3 +79,39 @@ def test_a_computed_first_argument_is_written_in_place_and_a_shared_one_is_not(t
     out, code = _compile_and_read(tmp_path / "shared", shared, x)
     for got, expected in zip(out, shared(x)):
         torch.testing.assert_close(got, expected)
+
+
+def _kernels_computing(tmp_path, node_name: str) -> list[str]:
+    import json
+    return [k["name"] for p in pathlib.Path(tmp_path).glob("run_*/lens/graph_*/kernel_map.json")
+            for k in json.loads(p.read_text())["kernels"] if k["kind"] != "extern" and node_name in k["nodes"]]
+
+
+def test_an_input_several_extern_calls_and_the_output_read_is_computed_once(tmp_path):
+    """A value no kernel has put in a buffer yet, read by two products and returned: one kernel computes it and
+    all three read that buffer (each used to compute it into a buffer of its own: lowering/graph.py,
+    `_share_extern_inputs`)."""
+    w, a, b = torch.randn(16, 16), torch.randn(4, 16), torch.randn(4, 16)
+
+    def f(w, a, b):
+        v = w * 3  # (one cheap op: recomputing it in a reader would be free, realizing it per reader is not)
+        return a @ v, b @ v, v
+    out, _ = _compile_and_read(tmp_path, f, w, a, b)
+    for got, expected in zip(out, f(w, a, b), strict=True):
+        torch.testing.assert_close(got, expected)
+    assert len(_kernels_computing(tmp_path, "mul")) == 1, _kernels_computing(tmp_path, "mul")
+
+
+def test_a_first_argument_run_in_place_is_not_shared(tmp_path):
+    """The in-place call's first argument stays computed for it alone, though another node reads the value too:
+    that reader computes it again rather than reading a buffer the call overwrote."""
+    index, src = torch.tensor([1, 3, 3]), torch.randn(3, 5)
+
+    def f(x):
+        y = x * 2 + 1
+        return torch.index_add(y, 0, index, src), torch.mm(y, y.t())
+    x = torch.randn(8, 5)
+    out, code = _compile_and_read(tmp_path, f, x)
+    for got, expected in zip(out, f(x), strict=True):
+        torch.testing.assert_close(got, expected)
+    assert "aten.index_put_." in code
