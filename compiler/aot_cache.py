@@ -33,6 +33,7 @@ from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompil
 from torch._inductor.output_code import OutputCode
 
 from compiler.compiled_graph import with_constants
+from compiler.conv_layout import conv2d_channels_last
 from compiler.graph_cache import settings_allow
 
 
@@ -117,6 +118,7 @@ def usable(example_inputs: Sequence, uses_tools: bool) -> bool:
 
 _AUTOCAST_MARKERS = {f"torch.amp.autocast_mode.{name}": torch.__version__ for name in ("_enter_autocast",
                                                                                          "_exit_autocast")}
+_OUR_FUNCTIONS = {f"{f.__module__}.{f.__name__}": "lens" for f in (conv2d_channels_last,)}
 
 
 @contextlib.contextmanager
@@ -127,7 +129,9 @@ def caching(compiler_key: str):
     tag = hashlib.sha256(f"kernel-lens\0{compiler_key}\0{torch.compiler.config.cache_key_tag}".encode())
     # (a Dynamo graph of a function entering autocast calls autocast's markers, which torch's check bypasses as
     # unknown functions: their arguments, device and dtype, are graph constants, so the key holds them)
-    cacheable = {**inductor_config.unsafe_marked_cacheable_functions, **_AUTOCAST_MARKERS}
+    # the same for the channels-last convolution lens puts in training graphs (compiler/conv_layout.py), whose
+    # code the compiler key covers)
+    cacheable = {**inductor_config.unsafe_marked_cacheable_functions, **_AUTOCAST_MARKERS, **_OUR_FUNCTIONS}
     with functorch_config.patch(enable_autograd_cache=True, bundled_autograd_cache=True), \
             inductor_config.patch(fx_graph_cache=True, unsafe_marked_cacheable_functions=cacheable), \
             torch.compiler.config.patch(cache_key_tag=tag.hexdigest()[:32]):

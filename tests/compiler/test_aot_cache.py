@@ -213,6 +213,28 @@ def test_a_dynamic_graph_and_an_autocast_one_are_served_at_every_size(compiles):
     assert counters["aot_autograd"]["autograd_cache_hit"] == 2
 
 
+def test_a_conv_net_training_under_autocast_is_served_warm(compiles):
+    """The channels-last convolution lens puts in half training graphs (compiler/conv_layout.py) is a function
+    torch's check does not know: marked cacheable, the step is served warm, bit for bit."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.BatchNorm2d(8), torch.nn.ReLU())
+    x = torch.randn(2, 3, 8, 8)
+
+    def loss(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(x).float().square().sum()
+    results = []
+    for phase in ("cold", "warm"):
+        torch._dynamo.reset()
+        model.zero_grad(set_to_none=True)
+        torch.compile(loss, backend="lens")(x).backward()
+        results.append((torch.zeros(()), [p.grad.clone() for p in model.parameters()]))
+    assert_step_equal(results[1], results[0], rtol=0, atol=0)
+    assert compiles == ["forward", "backward"]
+    assert counters["aot_autograd"]["autograd_cache_hit"] == 1
+    assert counters["aot_autograd"]["autograd_cache_bypass"] == 0
+
+
 def test_a_function_entering_autocast_is_served_warm_and_each_dtype_is_its_own_entry(compiles):
     """autocast entered inside the compiled function puts its markers in Dynamo's graph, which torch's check
     bypassed as unknown functions (bf16 zoo training steps compiled again at every warm start); their arguments
