@@ -24,15 +24,18 @@ import torch.fx
 
 from compiler import config, freezing_concat
 from compiler.direct_call import _mutates
+from compiler.freezing_autocast import CONV as _CONV
+from compiler.freezing_autocast import LINEAR as _LINEAR
+from compiler.freezing_autocast import autocast_casts
+from compiler.freezing_autocast import call_arg as _arg
+from compiler.freezing_autocast import set_constant_arg as _constant_arg
 from compiler.machine import gemm_packed
 
 log = logging.getLogger(__name__)
 FROZEN: list["FrozenGraph"] = []  # every graph this process froze, in order (tests and the bench read it)
 
 _RANDOM = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform", "exponential", "poisson")
-_CONV = {torch.conv2d, torch.nn.functional.conv2d}
 _BATCH_NORM = {torch.nn.functional.batch_norm}
-_LINEAR = {torch.nn.functional.linear, torch._C._nn.linear}
 
 
 def _is_parameter_or_buffer(node: torch.fx.Node, value) -> bool:
@@ -54,12 +57,6 @@ def _pure(node: torch.fx.Node) -> bool:
     if any(r in name for r in _RANDOM) or (name.endswith("_") and not name.startswith("_")):
         return False
     return "out" not in node.kwargs and not node.kwargs.get("inplace", False)
-
-
-def _arg(node: torch.fx.Node, index: int, name: str, default=None):
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name, default)
 
 
 def bn_folded(weight, bias, mean, var, gamma, beta, eps: float):
@@ -96,7 +93,7 @@ def _fold_batch_norms(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
             pair = graph.call_function(bn_folded, (weight, bias, *stats, float(_arg(bn, 7, "eps", 1e-5))))
             new_w = graph.call_function(_getitem, (pair, 0))
             new_b = graph.call_function(_getitem, (pair, 1))
-        for node, like in ((new_w, weight), (new_b, stats[0])):  # (the folds' layouts: _autocast_casts reads them)
+        for node, like in ((new_w, weight), (new_b, stats[0])):  # (the folds' layouts: freezing_autocast reads them)
             if isinstance(like.meta.get("example_value"), torch.Tensor):
                 node.meta["example_value"] = like.meta["example_value"]
         const.update((pair, new_w, new_b))
@@ -128,43 +125,6 @@ def _relayout(graph: torch.fx.Graph, const: set[torch.fx.Node], targets: set, in
             new = graph.call_function(layout, (weight,))
         _constant_arg(node, index, name, new, const)
         changed += 1
-    return changed
-
-
-def _constant_arg(node: torch.fx.Node, index: int, name: str, value: torch.fx.Node, const: set) -> None:
-    """`node` reads constant node `value` as its argument `index` (or keyword `name`)."""
-    const.add(value)
-    if len(node.args) > index:
-        node.args = node.args[:index] + (value,) + node.args[index + 1:]
-    else:
-        node.kwargs = {**node.kwargs, name: value}
-
-
-def _autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
-    """Inside an enabled CPU autocast region, a Linear's or convolution's constant float32 weight and bias (a
-    folded BatchNorm's among them) cast to autocast's dtype once, as constants: autocast casts them on every call
-    otherwise (it casts them to the same values, and a weight already in its dtype is left as it is). Returns how
-    many casts became constants."""
-    regions: dict[torch.fx.Node, torch.dtype | None] = {}
-    dtype, changed = None, 0
-    for node in list(graph.nodes):
-        name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
-        if name == "_enter_autocast":
-            device, kind, enabled = (list(node.args) + [None, None, True])[:3]
-            regions[node] = dtype
-            dtype = kind if device == "cpu" and enabled and kind in (torch.bfloat16, torch.float16) else None
-        elif name == "_exit_autocast" and node.args and node.args[0] in regions:
-            dtype = regions[node.args[0]]
-        elif dtype is not None and node.op == "call_function" and (node.target in _LINEAR or node.target in _CONV):
-            for index, arg in ((1, "weight"), (2, "bias")):
-                value = _arg(node, index, arg, None)
-                val = getattr(value, "meta", {}).get("example_value")
-                if value not in const or not isinstance(val, torch.Tensor) or val.dtype != torch.float32:
-                    continue
-                with graph.inserting_before(node):
-                    cast = graph.call_method("to", (value, dtype))
-                _constant_arg(node, index, arg, cast, const)
-                changed += 1
     return changed
 
 
@@ -324,7 +284,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
     gemm_packed.register(t for n, t in zip(placeholders, example_inputs) if n in frozen)
     const = set(frozen)
     _propagate(graph, const)
-    folds = {"batch_norm": _fold_batch_norms(graph, const), "autocast weight casts": _autocast_casts(graph, const)}
+    folds = {"batch_norm": _fold_batch_norms(graph, const), "autocast weight casts": autocast_casts(graph, const)}
     if conv_channels_last and config.freezing_conv_channels_last:
         folds["conv weight channels_last"] = relaid = _conv_weights_channels_last(graph, const)
         if relaid and _views_strides(graph) and not freezing_concat.traces(

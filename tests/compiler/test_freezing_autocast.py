@@ -1,0 +1,72 @@
+"""Autocast's casts of frozen products' constant operands (compiler/freezing_autocast.py), beyond Linear and
+convolutions (tests/compiler/test_freezing.py): GPT-2's Conv1D `torch.addmm(bias, x, weight)`, mm and `@`."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from compiler import freezing
+from compiler.frontend import lens_backend
+
+
+class _Conv1D(nn.Module):
+    """GPT-2's projection: a (in, out) weight read by addmm with the bias as its first operand."""
+
+    def __init__(self, nx: int, nf: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(nx, nf) * 0.05)
+        self.bias = nn.Parameter(torch.randn(nf) * 0.1)
+
+    def forward(self, x):
+        return torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight).view(*x.shape[:-1], -1)
+
+
+class _Products(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = _Conv1D(32, 48)
+        self.a = nn.Parameter(torch.randn(48, 40) * 0.05)
+        self.b = nn.Parameter(torch.randn(40, 16) * 0.05)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(self.proj(x))
+        return torch.mm(h.view(-1, 48), self.a).relu() @ self.b
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_addmm_mm_and_matmul_operands_are_cast_once_and_follow_a_changed_weight(dtype):
+    """Under autocast the constant float32 operands of addmm (its bias too), mm and `@` are cast to autocast's
+    dtype at the freeze, not on every call; results equal eager's; an in-place change of a weight casts again."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _Products().eval()
+
+    def run(x):
+        with torch.autocast("cpu", dtype=dtype):
+            return model(x)
+    first = len(freezing.FROZEN)
+    compiled = torch.compile(run, backend=lens_backend)
+    x = torch.randn(2, 6, 32)
+    for _ in range(2):
+        with torch.no_grad():
+            got, expected = compiled(x), run(x)
+        assert got.dtype == expected.dtype == dtype
+        torch.testing.assert_close(got, expected, atol=1e-2, rtol=1e-2)
+        (frozen,) = freezing.FROZEN[first:]
+        assert frozen.folds["autocast weight casts"] == 4  # addmm's weight and bias, mm's and matmul's weights
+        assert sorted(tuple(c.shape) for c in frozen.constants if c.dtype == dtype) == [(32, 48), (40, 16),
+                                                                                        (48,), (48, 40)]
+        with torch.no_grad():
+            model.proj.weight.mul_(-1)
+    assert frozen.refolds == 1
+
+
+def test_outside_autocast_nothing_is_cast():
+    torch._dynamo.reset()
+    model = _Products().eval()
+    first = len(freezing.FROZEN)
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(model, backend=lens_backend)(x), model(x))
+    assert all(f.folds.get("autocast weight casts", 0) == 0 for f in freezing.FROZEN[first:])
