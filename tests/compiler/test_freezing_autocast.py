@@ -1,5 +1,6 @@
-"""Autocast's casts of frozen products' constant operands (compiler/freezing_autocast.py), beyond Linear and
-convolutions (tests/compiler/test_freezing.py): GPT-2's Conv1D `torch.addmm(bias, x, weight)`, mm and `@`."""
+"""Autocast's casts of frozen products' constant operands (compiler/freezing_autocast.py): Linear's, and GPT-2's
+Conv1D `torch.addmm(bias, x, weight)`, mm and `@` (convolutions after a BatchNorm fold:
+tests/compiler/test_freezing.py)."""
 from __future__ import annotations
 
 import pytest
@@ -34,32 +35,53 @@ class _Products(nn.Module):
         return torch.mm(h.view(-1, 48), self.a).relu() @ self.b
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
-def test_addmm_mm_and_matmul_operands_are_cast_once_and_follow_a_changed_weight(dtype):
-    """Under autocast the constant float32 operands of addmm (its bias too), mm and `@` are cast to autocast's
-    dtype at the freeze, not on every call; results equal eager's; an in-place change of a weight casts again."""
+def _frozen_under_autocast(model, x, dtype, check, change) -> None:
+    """Two calls of `model` under autocast, compiled and eager (results close, in autocast's dtype), `check(frozen)`
+    after each and `change()` (an in-place change of a parameter) between them: the graph is folded again once."""
     torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = _Products().eval()
 
     def run(x):
         with torch.autocast("cpu", dtype=dtype):
             return model(x)
     first = len(freezing.FROZEN)
     compiled = torch.compile(run, backend=lens_backend)
-    x = torch.randn(2, 6, 32)
     for _ in range(2):
         with torch.no_grad():
             got, expected = compiled(x), run(x)
         assert got.dtype == expected.dtype == dtype
         torch.testing.assert_close(got, expected, atol=1e-2, rtol=1e-2)
         (frozen,) = freezing.FROZEN[first:]
-        assert frozen.folds["autocast weight casts"] == 4  # addmm's weight and bias, mm's and matmul's weights
-        assert sorted(tuple(c.shape) for c in frozen.constants if c.dtype == dtype) == [(32, 48), (40, 16),
-                                                                                        (48,), (48, 40)]
+        check(frozen)
         with torch.no_grad():
-            model.proj.weight.mul_(-1)
+            change()
     assert frozen.refolds == 1
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_linear_weight_casts_are_constants_and_follow_a_changed_weight(dtype):
+    """Under autocast, a Linear's float32 weight and bias are cast to autocast's dtype once, at the freeze, not on
+    every call (the same values autocast casts to); an in-place change of the weight casts it again."""
+    torch.manual_seed(0)
+    mlp = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 32)).eval()
+
+    def check(frozen):
+        assert frozen.folds["autocast weight casts"] == 4  # two weights, two biases
+        assert all(c.dtype == dtype for c in frozen.constants if c.dim() == 2)
+    _frozen_under_autocast(mlp, torch.randn(16, 64), dtype, check, lambda: mlp[0].weight.mul_(-1))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_addmm_mm_and_matmul_operands_are_cast_once_and_follow_a_changed_weight(dtype):
+    """Under autocast the constant float32 operands of addmm (its bias too), mm and `@` are cast to autocast's
+    dtype at the freeze, not on every call; results equal eager's; an in-place change of a weight casts again."""
+    torch.manual_seed(0)
+    model = _Products().eval()
+
+    def check(frozen):
+        assert frozen.folds["autocast weight casts"] == 4  # addmm's weight and bias, mm's and matmul's weights
+        assert sorted(tuple(c.shape) for c in frozen.constants if c.dtype == dtype) == [(32, 48), (40, 16), (48,),
+                                                                                        (48, 40)]
+    _frozen_under_autocast(model, torch.randn(2, 6, 32), dtype, check, lambda: model.proj.weight.mul_(-1))
 
 
 def test_outside_autocast_nothing_is_cast():
