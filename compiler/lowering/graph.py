@@ -9,13 +9,11 @@ import sympy
 import torch
 import torch.fx
 
-from lens_format.notes import ExternNote
-
 from compiler import config
-from compiler.ir import (ComputedBuffer, ExternArg, ExternCall, GraphIR, InputBuffer, Layout, Node,
-                         contiguous_strides, index_vars)
+from compiler.ir import ComputedBuffer, GraphIR, InputBuffer, Layout, Node, contiguous_strides, index_vars
 from compiler.lowering.addmm_bias import bias_in_consumers
-from compiler.lowering.layouts import channels_last_stride, dense_stride, memory_order
+from compiler.lowering.extern_calls import DynamicShapeGraph, ExternCalls, target_name
+from compiler.lowering.layouts import channels_last_stride, memory_order
 from compiler.lowering.pointwise import elementwise
 from compiler.lowering.registry import LOWERINGS
 from compiler.lowering.symbolic import SizeSymbols, UnboundSymbol
@@ -29,37 +27,6 @@ INLINE_REUSE_LIMIT = 3
 EXPENSIVE_OPS = {"exp", "log", "tanh", "erf", "sigmoid", "pow", "sin", "cos", "atan2", "expm1", "log1p"}
 
 
-class EagerGraph(Exception):
-    """Generated code cannot run this graph; the frontend runs it eagerly instead (with a note why)."""
-
-
-class DynamicShapeGraph(EagerGraph):
-    """The graph's symbolic sizes cannot be generated: one that no input gives, or an input's size that
-    generated code cannot compute (the message names it)."""
-
-
-def _target_name(target) -> str:
-    if isinstance(target, torch._ops.OpOverload):
-        return f"{target.namespace}.{target._opname}.{target._overloadname}"
-    if isinstance(target, torch._ops.HigherOrderOperator):  # e.g. with_effects around _linalg_check_errors
-        return f"higher_order.{target.name()}"
-    return getattr(target, "__name__", str(target))
-
-
-def _callable_from_output_code(target) -> bool:
-    return isinstance(target, (torch._ops.OpOverload, torch._ops.HigherOrderOperator))
-
-
-# Functional ops whose ATen kernel copies their first argument before changing it, and the in-place form of each
-# (same arguments, returns that argument): used where the first argument's buffer is computed for the call alone
-# (an embedding's backward: index_put(zeros, ...) on a 94 MB table copied 94 MB per step).
-_IN_PLACE_FORMS = {
-    torch.ops.aten.index_put.default: torch.ops.aten.index_put_.default,
-    torch.ops.aten.index_add.default: torch.ops.aten.index_add_.default,
-    torch.ops.aten.scatter_add.default: torch.ops.aten.scatter_add_.default,
-    torch.ops.aten.scatter.src: torch.ops.aten.scatter_.src,
-    torch.ops.aten.scatter.value: torch.ops.aten.scatter_.value,
-}
 _SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
 # Dynamo's run-time checks of unbacked sizes (`u0 >= 0`): true of every value the extern call that defines the
 # size returns, so the generated call() leaves them out, as it leaves out the guards Dynamo checks itself.
@@ -90,7 +57,7 @@ class LoweringContext:
         return buffer_value(name, dtype, size, buf.layout.stride)
 
 
-class GraphLowering:
+class GraphLowering(ExternCalls):
     def __init__(self, gm: torch.fx.GraphModule):
         self.gm = gm
         self.order = {n.name: i for i, n in enumerate(gm.graph.nodes)}
@@ -186,7 +153,7 @@ class GraphLowering:
         if node.target is torch.ops.aten.addmm.default and bias_in_consumers(node):
             return self._mm_then_bias(node)
         fn = LOWERINGS.get(node.target)
-        reason = f"no lowering for {_target_name(node.target)}"
+        reason = f"no lowering for {target_name(node.target)}"
         new = self.symbols.new_in(val)
         if new:  # (a slice to an `.item()` length: its size is known once ATen returns it)
             fn, reason = None, f"its size {new[0]} is data-dependent"
@@ -202,7 +169,7 @@ class GraphLowering:
             except (UnsupportedLowering, NotImplementedError, AssertionError, TypeError, KeyError,
                     IndexError, ValueError, ZeroDivisionError, SymbolicSizeError) as e:
                 del self.nodes[mark:]  # drop buffers a failed lowering already added
-                reason = f"lowering of {_target_name(node.target)} failed: {type(e).__name__}: {e}"
+                reason = f"lowering of {target_name(node.target)} failed: {type(e).__name__}: {e}"
         return self._extern(node, reason)
 
     def _mm_then_bias(self, node: torch.fx.Node):
@@ -290,79 +257,6 @@ class GraphLowering:
                              self.ordered(value.inlined | {org}), org, is_output=is_output)
         self.nodes.append(buf)
         return buffer_value(name, value.dtype, layout.size, layout.stride)
-
-    def _extern_arg(self, v, meta=None) -> ExternArg:
-        """`meta`: the traced fake tensor of this argument, whose dense layout a computed value is written in
-        (ops size their outputs like their inputs: SDPA's output follows the query's strides, and a query made
-        contiguous would come back in another layout than the graph was traced with, costing a copy)."""
-        if isinstance(v, TensorValue):
-            st = v.strided or self.realize(v, stride=dense_stride(meta, v.size)).strided
-            assert st is not None
-            return ExternArg(buffer=st.buffer, view=(st.size, st.stride, st.offset))
-        if isinstance(v, (list, tuple)) and any(isinstance(x, TensorValue) for x in v):
-            metas = meta if isinstance(meta, (list, tuple)) and len(meta) == len(v) else [None] * len(v)
-            return ExternArg(items=[self._extern_arg(x, m) for x, m in zip(v, metas)])
-        return ExternArg(value=v)
-
-    def _extern(self, node: torch.fx.Node, reason: str, target=None, args: tuple | None = None):
-        """An ATen call for `node` (or, with `target` and `args`, another op giving the same output)."""
-        target = target or node.target
-        in_place = target in _IN_PLACE_FORMS and args is None and self._computed_for_this_call_alone(node.args[0])
-        if in_place:
-            target = _IN_PLACE_FORMS[target]
-            reason += "; run in place on its input, whose buffer is computed for this call alone"
-        if args is None:
-            self._share_extern_inputs(node, skip=node.args[0] if in_place else None)
-        if not _callable_from_output_code(target):
-            raise EagerGraph(f"node {node.name} calls {_target_name(target)}, which output_code.py cannot "
-                             f"call by name")
-        if args is not None:
-            kwargs, metas, kwmetas = {}, [None] * len(args), {}
-        else:
-            args, kwargs = self._args(node)
-            metas, kwmetas = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
-        eargs = [self._extern_arg(a, m) for a, m in zip(args, metas)]
-        ekwargs = {k: self._extern_arg(v, kwmetas.get(k)) for k, v in kwargs.items()}
-        val = node.meta.get("val")
-        name = self.new_name()
-        vals = list(val) if isinstance(val, (list, tuple)) else [val]
-        outputs, binds = [], []
-        for i, m in enumerate(vals):
-            oname = f"{name}_{i}" if isinstance(val, (list, tuple)) else name
-            try:
-                result = f"{name}[{i}]" if isinstance(val, (list, tuple)) else name
-                binds += self.symbols.extern_result(result, m)  # (data-dependent sizes: nonzero's, .item()'s)
-                outputs.append((oname, m.dtype, Layout(shape_of(m), strides_of(m)))
-                               if isinstance(m, torch.Tensor) else None)
-            except SymbolicSizeError as e:
-                raise DynamicShapeGraph(f"node {node.name}'s result: {e}") from None
-        self.nodes.append(ExternCall(name, _target_name(target), eargs, ekwargs, outputs, node.name,
-                                     reason, is_tuple=isinstance(val, (list, tuple)), binds=binds))
-        self.notes.append(ExternNote(node.name, _target_name(target), reason).to_line())  # notes.txt
-        results = [buffer_value(o[0], o[1], o[2].size, o[2].stride) if o else
-                   size_expr(m) if isinstance(m, torch.SymInt) else m for o, m in zip(outputs, vals)]
-        return tuple(results) if isinstance(val, (list, tuple)) else results[0]
-
-    def _share_extern_inputs(self, node: torch.fx.Node, skip) -> None:
-        """Each input of this call that is not in a buffer yet and that other nodes read too is computed into one
-        buffer that all of them read: else every extern call reading it, and the graph output saving it, would
-        compute it into a buffer of its own (a ViT training step under autocast cast each weight to bfloat16
-        twice: once for its product, once more for the backward; 5.8 ms of its 96)."""
-        for arg in node.all_input_nodes:
-            value = self.env.get(arg)
-            if arg is skip or len(arg.users) < 2 or not isinstance(value, TensorValue) or value.strided is not None \
-                    or 0 in value.size:
-                continue
-            with origin_scope(arg.name):
-                self.env[arg] = self.realize(value, stride=dense_stride(arg.meta.get("val"), value.size),
-                                             origin=arg.name)
-
-    def _computed_for_this_call_alone(self, arg) -> bool:
-        """Whether extern argument `arg` is a value not yet in a buffer: `_extern_arg` computes it into a fresh buffer
-        that nothing else reads (later readers compute it again or read another buffer), so the call may
-        overwrite it (a functional `index_put` as `index_put_`, instead of copying it first)."""
-        value = self.env.get(arg) if isinstance(arg, torch.fx.Node) else None
-        return isinstance(value, TensorValue) and value.strided is None and 0 not in value.size
 
     def _output(self, arg) -> tuple[str, object]:
         if not isinstance(arg, torch.fx.Node):
