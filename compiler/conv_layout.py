@@ -4,7 +4,9 @@ oneDNN's convolutions run fastest with channels-last activations and weights (NH
 input, weight and output around each call, forward and backward. Inference graphs get channels-last weights from
 freezing (compiler/freezing.py), whose constants are converted once; a training graph's weights are parameters
 that change every step, so there the layout is chosen in Dynamo's graph: each 2-d convolution of a batched input
-reads its input and weight channels-last (`conv_channels_last`). AOTAutograd then traces the whole step with that
+computing in bfloat16/float16 (autocast's, or a half model's) reads its input and weight channels-last
+(`conv_channels_last`). float32 convolutions keep eager's layouts: theirs gain about what converting the weight
+gradients back to the parameters' layout costs (measured on the zoo's conv net). AOTAutograd then traces the whole step with that
 layout, so batch norm, ReLU and the residual adds between convolutions (lowering keeps their input's layout), the
 saved activations and the backward's gradients are channels-last too, with the conversions fused into the kernels
 before them (an autocast weight cast converts as it casts). The graph's outputs keep eager's layout.
@@ -38,8 +40,9 @@ def _trains(example_inputs) -> bool:
 
 
 def conv_channels_last(gm: torch.fx.GraphModule, example_inputs) -> int:
-    """In a training graph, every conv2d of a batched (4-d) input runs channels-last (in place); the graph's 4-d
-    outputs that eager returns contiguous are made contiguous again. Returns how many convolutions changed."""
+    """In a training graph, every conv2d of a batched (4-d) input with a bfloat16/float16 output runs channels-last
+    (in place); the graph's 4-d outputs that eager returns contiguous are made contiguous again. Returns how many
+    convolutions changed."""
     if not config.train_conv_channels_last or not _trains(example_inputs):
         return 0
     changed = 0
