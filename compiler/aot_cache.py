@@ -33,7 +33,7 @@ from torch._functorch._aot_autograd.schemas import SerializableAOTDispatchCompil
 from torch._inductor.output_code import OutputCode
 
 from compiler.compiled_graph import with_constants
-from compiler.conv_layout import conv2d_channels_last
+from compiler.conv_layout import conv2d_channels_last, has_backward
 from compiler.graph_cache import settings_allow
 
 
@@ -112,8 +112,7 @@ def usable(example_inputs: Sequence, uses_tools: bool) -> bool:
     """Whether this compile goes through the cache: graphs with a backward (grad mode, an input requiring grad).
     Inference graphs keep lens's own cache (graph_cache.py, without torch's key, whose first computation in a
     process imports Inductor's lowerings: ~0.6 s here)."""
-    return (settings_allow() and torch.is_grad_enabled() and not uses_tools
-            and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs))
+    return settings_allow() and not uses_tools and has_backward(example_inputs)
 
 
 _AUTOCAST_MARKERS = {f"torch.amp.autocast_mode.{name}": torch.__version__ for name in ("_enter_autocast",
@@ -128,9 +127,9 @@ def caching(compiler_key: str):
     import torch._inductor.config as inductor_config
     tag = hashlib.sha256(f"kernel-lens\0{compiler_key}\0{torch.compiler.config.cache_key_tag}".encode())
     # (a Dynamo graph of a function entering autocast calls autocast's markers, which torch's check bypasses as
-    # unknown functions: their arguments, device and dtype, are graph constants, so the key holds them)
-    # the same for the channels-last convolution lens puts in training graphs (compiler/conv_layout.py), whose
-    # code the compiler key covers)
+    # unknown functions: their arguments, device and dtype, are graph constants, so the key holds them; so does
+    # the channels-last convolution lens puts in training graphs, compiler/conv_layout.py, whose code the
+    # compiler key covers)
     cacheable = {**inductor_config.unsafe_marked_cacheable_functions, **_AUTOCAST_MARKERS, **_OUR_FUNCTIONS}
     with functorch_config.patch(enable_autograd_cache=True, bundled_autograd_cache=True), \
             inductor_config.patch(fx_graph_cache=True, unsafe_marked_cacheable_functions=cacheable), \

@@ -6,10 +6,10 @@ freezing (compiler/freezing.py), whose constants are converted once; a training 
 that change every step, so there the layout is chosen in Dynamo's graph: each 2-d convolution of a batched input
 computing in bfloat16/float16 (autocast's, or a half model's) reads its input and weight channels-last
 (`conv_channels_last`). float32 convolutions keep eager's layouts: theirs gain about what converting the weight
-gradients back to the parameters' layout costs (measured on the zoo's conv net). AOTAutograd then traces the whole step with that
-layout, so batch norm, ReLU and the residual adds between convolutions (lowering keeps their input's layout), the
-saved activations and the backward's gradients are channels-last too, with the conversions fused into the kernels
-before them (an autocast weight cast converts as it casts). The graph's outputs keep eager's layout.
+gradients back to the parameters' layout costs (measured on the zoo's conv net). AOTAutograd then traces the
+whole step with that layout, so batch norm, ReLU and the residual adds between convolutions (lowering keeps their
+input's layout), the saved activations and the backward's gradients are channels-last too, with the conversions
+fused into the kernels before them (an autocast weight cast converts as it casts). The graph's outputs keep eager's layout.
 
 Measured (the zoo's conv net, training step, one process, 2 cores): see docs/performance.md.
 """
@@ -35,15 +35,16 @@ def _example(node) -> torch.Tensor | None:
     return value if isinstance(value, torch.Tensor) else None
 
 
-def _trains(example_inputs) -> bool:
-    return torch.is_grad_enabled() and any(getattr(t, "requires_grad", False) for t in example_inputs)
+def has_backward(example_inputs) -> bool:
+    """Whether a graph compiled with these inputs gets a backward: grad mode on and an input requiring grad."""
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs)
 
 
 def conv_channels_last(gm: torch.fx.GraphModule, example_inputs) -> int:
     """In a training graph, every conv2d of a batched (4-d) input with a bfloat16/float16 output runs channels-last
     (in place); the graph's 4-d outputs that eager returns contiguous are made contiguous again. Returns how many
     convolutions changed."""
-    if not config.train_conv_channels_last or not _trains(example_inputs):
+    if not config.train_conv_channels_last or not has_backward(example_inputs):
         return 0
     changed = 0
     for node in gm.graph.nodes:

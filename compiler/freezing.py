@@ -24,11 +24,8 @@ import torch.fx
 
 from compiler import config, freezing_concat
 from compiler.direct_call import _mutates
-from compiler.freezing_autocast import CONV as _CONV
-from compiler.freezing_autocast import LINEAR as _LINEAR
-from compiler.freezing_autocast import autocast_casts
-from compiler.freezing_autocast import call_arg as _arg
-from compiler.freezing_autocast import set_constant_arg as _constant_arg
+from compiler.freezing_autocast import CONV as _CONV, LINEAR as _LINEAR, autocast_casts
+from compiler.freezing_autocast import call_arg as _arg, set_constant_arg as _constant_arg
 from compiler.machine import gemm_packed
 
 log = logging.getLogger(__name__)
