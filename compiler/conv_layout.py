@@ -9,7 +9,8 @@ computing in bfloat16/float16 (autocast's, or a half model's) reads its input an
 gradients back to the parameters' layout costs (measured on the zoo's conv net). AOTAutograd then traces the
 whole step with that layout, so batch norm, ReLU and the residual adds between convolutions (lowering keeps their
 input's layout), the saved activations and the backward's gradients are channels-last too, with the conversions
-fused into the kernels before them (an autocast weight cast converts as it casts). The graph's outputs keep eager's layout.
+fused into the kernels before them (an autocast weight cast converts as it casts). The graph's outputs keep eager's
+layout.
 
 Measured (the zoo's conv net, training step, one process, 2 cores): see docs/performance.md.
 """
