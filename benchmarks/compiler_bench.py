@@ -10,6 +10,7 @@ Usage: python benchmarks/compiler_bench.py [--rounds 15] [--only softmax,layerno
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import re
 import shutil
@@ -165,6 +166,7 @@ def _time_once(fn: Callable[[], object], iters: int) -> float:
 
 
 def _first_call_ms(fn: Callable, args: list) -> tuple[float, object]:
+    gc.collect()  # (a full collection due mid-trace costs every backend ~250 ms: model_bench.py's _first_call)
     t0 = time.perf_counter()
     out = fn(*args)
     return (time.perf_counter() - t0) * 1e3, out

@@ -62,3 +62,22 @@ def test_autocast_runs_the_model_in_the_dtype_and_judges_with_its_tolerance():
     assert model_bench._mismatch(m, x, x + 0.01, model_bench.AUTOCAST["bf16"][1]) is None
     ok = Result(times={"eager": [2.0], "inductor": [1.5], "lens": [1.0]})
     assert "results equal eager's (0.05)" in "\n".join(target_lines([("ok", ok)], 0.05))
+
+
+def test_a_miss_that_dynamo_alone_misses_too_is_named_out_of_reach():
+    """The cold and warm targets show torch.compile's own first call (backend='eager') beside lens's figure:
+    a warm start costing what Dynamo's trace alone costs is no backend's to cut."""
+    traced = Result(times={"eager": [2.0], "inductor": [1.5], "lens": [1.0]},
+                    stages={"lens": {"total": 1000.0}, "inductor": {"total": 2500.0}}, warm_ms={"lens": 360.0},
+                    dynamo_ms=350.0)
+    lean = Result(times={"eager": [2.0], "inductor": [1.5], "lens": [1.0]},
+                  stages={"lens": {"total": 1000.0}, "inductor": {"total": 2500.0}}, warm_ms={"lens": 300.0},
+                  dynamo_ms=50.0)
+    lines = target_lines([("traced", traced), ("lean", lean)])
+    warm = lines.index(_line(lines, "warm first call"))
+    assert "traced 0.36 (Dynamo alone 0.35); lean 0.3 (Dynamo alone 0.05)" in lines[warm]
+    assert lines[warm + 1].strip() == "out of any backend's reach (Dynamo alone misses it too): traced"
+    cold = _line(lines, "cold first call")
+    assert "traced 0.4 (Dynamo alone 0.14)" in cold and "out of any" not in lines[lines.index(cold) + 1]
+    untimed = Result(times={"lens": [1.0]}, stages={"lens": {"total": 10.0}}, warm_ms={"lens": 5.0})
+    assert "Dynamo alone" not in _line(target_lines([("untimed", untimed)]), "warm first call")
