@@ -81,3 +81,10 @@ def test_a_miss_that_dynamo_alone_misses_too_is_named_out_of_reach():
     assert "traced 0.4 (Dynamo alone 0.14)" in cold and "out of any" not in lines[lines.index(cold) + 1]
     untimed = Result(times={"lens": [1.0]}, stages={"lens": {"total": 10.0}}, warm_ms={"lens": 5.0})
     assert "Dynamo alone" not in _line(target_lines([("untimed", untimed)]), "warm first call")
+
+
+def test_a_training_step_is_judged_against_its_own_target():
+    """Issue 32: inference <= 0.9x Inductor's time, a training step <= 1.0x."""
+    even = Result(times={"eager": [2.0], "inductor": [1.0], "lens": [0.95]})
+    assert "MISSED by even 0.95" in _line(target_lines([("even", even)]), "run time <= 0.9x")
+    assert "met (1/1 models)" in _line(target_lines([("even", even)], run_target=1.0), "run time <= 1x")
