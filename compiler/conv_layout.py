@@ -25,10 +25,28 @@ from compiler import config
 _HALF = (torch.bfloat16, torch.float16)
 
 
+class _ChannelsLastWeight(torch.autograd.Function):
+    """`weight.contiguous(memory_format=torch.channels_last)` whose gradient returns in the weight's own layout.
+    The plain conversion's gradient stays channels-last, and where the parameter is contiguous AccumulateGrad then
+    copies it into the parameter's layout outside the compiled graph: with `zero_grad(set_to_none=True)` 0.45 ms of
+    the zoo conv net's 7.8 ms bf16 training step. Converted in the backward graph, the copy fuses into the kernel
+    that casts the gradient to the parameter's dtype."""
+
+    @staticmethod
+    def forward(ctx, weight):
+        ctx.was_contiguous = weight.is_contiguous()
+        return weight.contiguous(memory_format=torch.channels_last)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.contiguous() if ctx.was_contiguous else grad
+
+
 def conv2d_channels_last(x, weight, *args, **kwargs):
-    """torch.conv2d with its input and weight read channels-last (a no-op where they already are)."""
-    return torch.conv2d(x.contiguous(memory_format=torch.channels_last),
-                        weight.contiguous(memory_format=torch.channels_last), *args, **kwargs)
+    """torch.conv2d with its input and weight read channels-last (a no-op where they already are); the weight's
+    gradient comes back in the weight's layout."""
+    return torch.conv2d(x.contiguous(memory_format=torch.channels_last), _ChannelsLastWeight.apply(weight),
+                        *args, **kwargs)
 
 
 def _example(node) -> torch.Tensor | None:

@@ -104,6 +104,33 @@ def test_autocast_training_step_runs_convolutions_channels_last_and_matches_eage
     assert not [t for t in _externs(tmp_path) if "batch_norm" in t], _externs(tmp_path)
 
 
+@pytest.mark.parametrize("dtype", HALF, ids=str)
+def test_weight_gradients_leave_the_backward_in_the_parameters_layout(dtype, tmp_path, monkeypatch):
+    """The compiled backward returns each convolution weight's gradient in the parameter's (contiguous) layout, as
+    eager's does: a channels-last one is copied by AccumulateGrad outside the graph on every step. Read by a hook on
+    each weight, which sees the gradient before AccumulateGrad does."""
+    net = _net()
+    seen = {}
+    for name, p in net.named_parameters():
+        if p.dim() == 4:
+            p.register_hook(lambda g, name=name: seen.__setitem__(name, g))  # (the last step's: the compiled one)
+
+    def loss(x):
+        with torch.autocast("cpu", dtype=dtype):
+            return net(x).float().square().mean()
+    x = torch.randn(2, 4, 10, 12)
+    got, expected = _compiled_step(tmp_path, monkeypatch, net, loss, x)
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, atol=2e-2, rtol=2e-2)
+    assert len(seen) == 3 and all(s and s[1] == 1 for s in _convolution_strides(tmp_path))
+
+    def strides(t):  # (a size-1 dimension's stride is no part of the layout)
+        return [st for st, n in zip(t.stride(), t.shape) if n > 1]
+    for name, p in net.named_parameters():
+        if p.dim() == 4:
+            assert strides(seen[name]) == strides(p), (name, seen[name].stride(), p.stride())
+
+
 def test_float32_training_and_inference_keep_eager_layouts(tmp_path, monkeypatch):
     """float32 training steps keep eager's layouts (oneDNN's float32 convolutions gain less than the weight
     gradients' conversions back cost, measured); an inference graph's convolutions are freezing's."""
