@@ -5,8 +5,8 @@ input, weight and output around each call, forward and backward. Inference graph
 freezing (compiler/freezing.py), whose constants are converted once; a training graph's weights are parameters
 that change every step, so there the layout is chosen in Dynamo's graph: each 2-d convolution of a batched input
 computing in bfloat16/float16 (autocast's, or a half model's) reads its input and weight channels-last
-(`conv_channels_last`). float32 convolutions keep eager's layouts: theirs gain about what converting the weight
-gradients back to the parameters' layout costs (measured on the zoo's conv net). AOTAutograd then traces the
+(`conv_channels_last`). float32 convolutions keep eager's layouts: channels-last gained them nothing on the zoo's
+conv net (measured, with the weight gradients' conversions back fused too). AOTAutograd then traces the
 whole step with that layout, so batch norm, ReLU and the residual adds between convolutions (lowering keeps their
 input's layout), the saved activations and the backward's gradients are channels-last too, with the conversions
 fused into the kernels before them (an autocast weight cast converts as it casts). The graph's outputs keep eager's
