@@ -1,5 +1,6 @@
 """The debug directory never breaks a compile: a folder that cannot be made, a file where a folder should be,
 or data JSON cannot hold is warned about once and the compiled function still gives eager's results."""
+import itertools
 import json
 import logging
 import os
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 import compiler
-from compiler import config, debug, kernel_map
+from compiler import config, debug, frontend, kernel_map
 
 
 def _fn(x):
@@ -55,7 +56,9 @@ def test_a_file_where_the_graph_folder_should_be(debug_root, caplog, tmp_path, m
     run = tmp_path / "run_fixed"
     (run / "lens").mkdir(parents=True)
     monkeypatch.setattr(debug, "run_dir", lambda: str(run))
-    for i in range(200):  # whichever graph id this compile takes
+    # graph ids count from 0 for this compile (the process's count depends on how many graphs ran before it)
+    monkeypatch.setattr(frontend, "_GRAPH_IDS", itertools.count())
+    for i in range(8):  # whichever of the first ids this compile takes
         (run / "lens" / f"graph_{i}").write_text("in the way")
     warnings = _compile_and_check(caplog)
     assert len(warnings) == 1 and "could not write debug file" in warnings[0], warnings
