@@ -213,7 +213,7 @@ def _timed(key: str, inner: Callable) -> Callable:
 
 
 def _time_backends() -> None:
-    import compiler.frontend as frontend
+    import compiler.frontend.dynamo_backend as frontend
     _BACKENDS["lens"] = frontend.lens_backend
     frontend.compile_to_graph = _timed("lens", frontend.compile_to_graph)  # (every path to the pipeline)
     try:

@@ -97,7 +97,7 @@ def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, g
     """`graph_counts`: backend -> graphs its graph compiler compiled so far; `compiler_ms`: backend -> ms spent
     in its graph compiler so far (compiler_bench's counters)."""
     compiler_ms = {} if compiler_ms is None else compiler_ms
-    from compiler import frontend
+    from compiler.frontend import dynamo_backend as frontend
     res = DynamicResult()
     args = {n: w.make_args(n) for n in w.sizes}
     with torch.no_grad():

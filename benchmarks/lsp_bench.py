@@ -23,9 +23,9 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_server.discovery import discover
 from lsp_server.index import Index
-from lsp_server.run_loader import load_run
+from lsp_server.loading.discovery import discover
+from lsp_server.loading.run_loader import load_run
 
 NODES_PER_KERNEL = 3
 PROFILE_TO: list[str] = []  # --profile: the servers run under cProfile, writing here

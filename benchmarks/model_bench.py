@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 
 from compiler import config
-from compiler.frontend import lens_backend
+from compiler.frontend.dynamo_backend import lens_backend
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_bench_report import Result, print_report, row_line, target_lines  # noqa: E402,F401  (target_lines: tests)
@@ -69,7 +69,7 @@ def union_ms(intervals: list[tuple[float, float]]) -> float:
 
 
 def _instrument() -> None:
-    import compiler.frontend as frontend
+    import compiler.frontend.dynamo_backend as frontend
     import compiler.machine.runtime as runtime
     frontend.compile_to_graph = _timed_graph(frontend.compile_to_graph)  # (every path to the pipeline)
     runtime.build_shared_library = _timed_build(runtime.build_shared_library)

@@ -62,8 +62,8 @@ def _rss_mb() -> float:
 
 def index_in_this_process(trace_dir: Path) -> dict[str, float]:
     """Index the folder once (the child side of the benchmark); memory measured against this process."""
-    from lsp_server.parsers.torch_trace_dir import TraceDirectory
-    from lsp_server.parsers.torch_trace_findings import trace_diagnostics
+    from lsp_server.parsers.torch_trace.findings import trace_diagnostics
+    from lsp_server.parsers.torch_trace.logs_dir import TraceDirectory
 
     baseline = _rss_mb()
     start, cpu_start = time.perf_counter(), time.process_time()
@@ -84,7 +84,7 @@ def index_in_this_process(trace_dir: Path) -> dict[str, float]:
 
 def append_latency(trace_dir: Path, rounds: int = 5) -> list[tuple[float, float]]:
     """Per round: (MB appended, seconds for refresh() to take them in) on an already-indexed log."""
-    from lsp_server.parsers.torch_trace_dir import TraceDirectory
+    from lsp_server.parsers.torch_trace.logs_dir import TraceDirectory
 
     log = next(trace_dir.glob("*.log"))
     directory = TraceDirectory([trace_dir])

@@ -17,7 +17,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 
-from lsp_server.parsers.torch_trace_dir import TraceDirectory
+from lsp_server.parsers.torch_trace.logs_dir import TraceDirectory
 
 LOG = Path(__file__).resolve().parents[1] / "tests/fixtures/torch_trace/breaks_recompile_failure" \
     / "dedicated_log_torch_trace_single.log"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compiler import hooks
-from compiler.frontend import lens_backend
+from compiler.frontend.dynamo_backend import lens_backend
 from compiler.tools import accuracy, profiling, saved_tensors
 
 # in this order: a Dynamo graph under both profiling and an accuracy check is profiled

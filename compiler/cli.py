@@ -156,7 +156,7 @@ def cmd_check_accuracy(args: argparse.Namespace) -> int:
 
 
 def cmd_minify(args: argparse.Namespace) -> int:
-    from compiler.frontend import compile_quietly
+    from compiler.frontend.dynamo_backend import compile_quietly
     from compiler.tools.minifier import NothingToMinify, load_repro, minify, write_repro
     if not os.path.isdir(args.debug_dir):
         print(f"kernel-lens: no such debug directory: {args.debug_dir}", file=sys.stderr)

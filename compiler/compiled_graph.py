@@ -8,9 +8,9 @@ from typing import Callable
 import torch
 
 from compiler.codegen.wrapper import OutputCode
-from compiler.debug import DebugDir
-from compiler.graph_source import ReadableGraph
-from compiler.kernel_map import KernelMap
+from compiler.debug.directory import DebugDir
+from compiler.debug.graph_source import ReadableGraph
+from compiler.debug.kernel_map import KernelMap
 
 
 @dataclass
@@ -31,7 +31,7 @@ class CompiledGraph:
 
 
 def with_constants(call: Callable, consts: list[torch.Tensor]) -> Callable:
-    """A boxed call appending a graph's lifted constants (compiler/frontend.py: lift_constants) to its args."""
+    """A boxed call appending a graph's lifted constants (compiler/frontend/dynamo_backend.py: lift_constants) to its args."""
     if not consts:
         return call
 

@@ -40,33 +40,33 @@ loop_reorder: bool = os.environ.get("LENS_LOOP_REORDER", "1") not in ("", "0")
 save_tensors: bool = _env_flag("LENS_SAVE_TENSORS")
 save_tensors_max_bytes: int = int(os.environ.get("LENS_SAVE_TENSORS_MAX_BYTES") or 256 * 2**20)
 # Under no_grad, call an inference graph's generated code without AOTAutograd's runtime wrappers when they
-# have nothing to do (compiler/direct_call.py; also LENS_DIRECT_CALLS=0 to turn off).
+# have nothing to do (compiler/frontend/direct_call.py; also LENS_DIRECT_CALLS=0 to turn off).
 direct_inference_calls: bool = os.environ.get("LENS_DIRECT_CALLS", "1") not in ("", "0")
 # addmm whose users all lower into kernels runs as mm, its bias added in those kernels
 # (compiler/lowering/graph.py; also LENS_UNFUSE_BIAS=0 to turn off).
 unfuse_addmm_bias: bool = os.environ.get("LENS_UNFUSE_BIAS", "1") not in ("", "0")
 # Inference graphs called directly are cached on disk by their Dynamo graph and input layouts, so a warm start
-# skips AOTAutograd's tracing (compiler/graph_cache.py; also LENS_GRAPH_CACHE=0 to turn off).
+# skips AOTAutograd's tracing (compiler/frontend/graph_cache.py; also LENS_GRAPH_CACHE=0 to turn off).
 graph_cache: bool = os.environ.get("LENS_GRAPH_CACHE", "1") not in ("", "0")
 # Dynamo wraps the bytecode that calls a compiled graph in two calls recording a "Pregraph bytecode" event for
 # torch.profiler (torch._dynamo.config.record_runtime_overhead), ~11 us a call after a kernel that streamed
 # 32 MiB, whether or not a profiler runs. Frames whose graphs lens compiles are generated without them unless
-# this is set (also LENS_PREGRAPH_MARKERS=1); other frames keep Dynamo's setting (compiler/direct_call.py).
+# this is set (also LENS_PREGRAPH_MARKERS=1); other frames keep Dynamo's setting (compiler/frontend/direct_call.py).
 pregraph_markers: bool = _env_flag("LENS_PREGRAPH_MARKERS")
 # After tracing a frame Dynamo checks that its guards pass on that frame and times them once, flushing the
 # caches first (for TORCH_LOGS=guards' latency line): 18-20 ms per compiled frame here, where the flush writes
 # a buffer the size of the 260 MiB L3. Frames whose graphs lens compiles skip both unless this is set (also
 # LENS_GUARD_CHECK=1); a guard that failed on its own frame, a Dynamo bug, would then show as a recompile
-# instead of an AssertionError (compiler/direct_call.py).
+# instead of an AssertionError (compiler/frontend/direct_call.py).
 guard_check: bool = _env_flag("LENS_GUARD_CHECK")
 # CPU attention over at most `attention_max_keys` keys whose score matrix (batch * heads * queries * keys,
 # float32 or float64) is at most `attention_scores_max_bytes` runs as two batched GEMMs around a fused softmax
 # kernel instead of ATen's flash attention, which is slower there (many small blocked products) and faster
-# over longer key sequences (compiler/decompositions.py); either 0 turns it off (also LENS_ATTENTION_MAX_KEYS,
+# over longer key sequences (compiler/decompositions/table.py); either 0 turns it off (also LENS_ATTENTION_MAX_KEYS,
 # LENS_ATTENTION_SCORES_MAX_BYTES).
 attention_max_keys: int = int(os.environ.get("LENS_ATTENTION_MAX_KEYS") or 128)
 attention_scores_max_bytes: int = int(os.environ.get("LENS_ATTENTION_SCORES_MAX_BYTES") or 32 * 2**20)
-# Under no_grad, parameters and buffers are constants of the graph (compiler/freezing.py): BatchNorm folded into
+# Under no_grad, parameters and buffers are constants of the graph (compiler/graph_passes/freezing.py): BatchNorm folded into
 # the convolution before it, subgraphs of parameters alone computed once; guarded by each parameter's identity,
 # data pointer and version counter (also LENS_FREEZING=0 to turn off). The layouts frozen weights are kept in:
 # convolution weights channels-last (on; LENS_FREEZE_CONV_CL=0 keeps them as they are), Linear weights K-major
@@ -75,12 +75,12 @@ freezing: bool = os.environ.get("LENS_FREEZING", "1") not in ("", "0")
 freezing_conv_channels_last: bool = os.environ.get("LENS_FREEZE_CONV_CL", "1") not in ("", "0")
 freezing_linear_transposed: bool = _env_flag("LENS_FREEZE_LINEAR_T")
 # Frozen Linear layers reading one input (an attention's query/key/value) as one product over their concatenated
-# weights, each output a column slice (compiler/freezing_concat.py; LENS_FREEZE_CONCAT_LINEARS=0 keeps them apart).
+# weights, each output a column slice (compiler/graph_passes/freezing_concat.py; LENS_FREEZE_CONCAT_LINEARS=0 keeps them apart).
 freezing_concat_linears: bool = os.environ.get("LENS_FREEZE_CONCAT_LINEARS", "1") not in ("", "0")
 # Frozen conv2d as oneDNN's channels-last convolution with a following ReLU as its post-op (LENS_FREEZE_CONV_ONEDNN).
 freezing_conv_onednn: bool = _env_flag("LENS_FREEZE_CONV_ONEDNN")
 # Training graphs' 2-d convolutions read their input and weight channels-last, so the activations between them
-# are channels-last too (compiler/conv_layout.py; LENS_TRAIN_CONV_CL=0 keeps eager's layouts).
+# are channels-last too (compiler/graph_passes/conv_layout.py; LENS_TRAIN_CONV_CL=0 keeps eager's layouts).
 train_conv_channels_last: bool = os.environ.get("LENS_TRAIN_CONV_CL", "1") not in ("", "0")
 
 
@@ -101,7 +101,7 @@ class cpp:
     # vectorizer cost model: kernels' hot loops are `omp simd` loops, vectorized at either level; -O3's
     # further passes made a masked softmax's kernel build in 126-156 ms instead of 82-86 ms, and no kernel of
     # the benchmarks faster: 0.97-1.06x of -O3's run time, within noise, on the device's Xeon. -fpeel-loops,
-    # the one -O3 pass that mattered: a row reduction's lane accumulators (`acc[64]`, codegen/lane_reduction.py)
+    # the one -O3 pass that mattered: a row reduction's lane accumulators (`acc[64]`, codegen/strategies/lane_reduction.py)
     # stayed in memory across the row, a store-to-load chain per vector, until the vector loop over them was
     # peeled (a 1024-float row sum 68 -> 23 ns; layer_norm (8192,1024) 1.81/1.26/1.22 -> 1.61/1.13/0.93 ms in
     # float32/bfloat16/float16, softmax 1.97/2.31/2.25 -> 1.56/1.99/1.86; cold builds unchanged.)
@@ -124,29 +124,29 @@ class cpp:
     # (compiler/machine/prebuilt.py); LENS_PREBUILT=0 compiles it into every kernel source instead.
     prebuilt_objects: bool = os.environ.get("LENS_PREBUILT", "1") not in ("", "0")
     # A float exp inside a loop over one vector's lanes is computed by an inline vector function between two
-    # halves of that loop (compiler/codegen/exp_lanes.py) instead of g++ calling the 16-lane variant per
+    # halves of that loop (compiler/codegen/strategies/exp_lanes.py) instead of g++ calling the 16-lane variant per
     # vector; LENS_INLINE_EXP=0 keeps the call.
     inline_exp: bool = os.environ.get("LENS_INLINE_EXP", "1") not in ("", "0")
-    # Row kernels prefetch their inputs' next row (compiler/codegen/prefetch.py); LENS_PREFETCH=0 turns it off.
+    # Row kernels prefetch their inputs' next row (compiler/codegen/strategies/prefetch.py); LENS_PREFETCH=0 turns it off.
     prefetch_rows: bool = os.environ.get("LENS_PREFETCH", "1") not in ("", "0")
-    # A row kernel's output pass runs in the next row's compute pass (compiler/codegen/pipeline.py);
+    # A row kernel's output pass runs in the next row's compute pass (compiler/codegen/strategies/deferred_output.py);
     # LENS_PIPELINE_ROWS=0 turns it off.
     pipeline_rows: bool = os.environ.get("LENS_PIPELINE_ROWS", "1") not in ("", "0")
     # Graph outputs no step reads, of at least this many bytes, are written in whole 64-byte lines with
-    # streaming (non-temporal) stores (compiler/codegen/streaming.py); LENS_STREAMING_STORES=0 turns it off.
+    # streaming (non-temporal) stores (compiler/codegen/strategies/streaming.py); LENS_STREAMING_STORES=0 turns it off.
     streaming_stores: bool = os.environ.get("LENS_STREAMING_STORES", "1") not in ("", "0")
     streaming_store_min_bytes: int = int(os.environ.get("LENS_STREAMING_STORE_MIN_BYTES", 16 * 1024 * 1024))
     # Kernels over symbolic sizes plan the strategies above from the size hints in variants of their body, each behind
-    # a run-time check of its sizes (compiler/codegen/size_variants.py); LENS_SIZE_VARIANTS=0: the generic body alone.
+    # a run-time check of its sizes (compiler/codegen/strategies/size_variants.py); LENS_SIZE_VARIANTS=0: the generic body alone.
     size_variants: bool = os.environ.get("LENS_SIZE_VARIANTS", "1") not in ("", "0")
     # float16 loads and stores of lane loops converted 16 values at a time before and after the loop
-    # (compiler/codegen/half_lanes.py); LENS_HALF_LANES=0 keeps the per-value conversions.
+    # (compiler/codegen/strategies/half_lanes.py); LENS_HALF_LANES=0 keeps the per-value conversions.
     half_lanes: bool = os.environ.get("LENS_HALF_LANES", "1") not in ("", "0")
     # A cold build of kernels with size variants first builds their generic bodies, which the first calls run, and
     # the variants in the background, swapped in when built (compiler/machine/runtime.py; not in debug mode or
     # profiles, which want the kernels they report on); LENS_DEFER_SIZE_VARIANTS=0 builds them all before the call.
     deferred_size_variants: bool = os.environ.get("LENS_DEFER_SIZE_VARIANTS", "1") not in ("", "0")
-    # A pointwise kernel output written over an input buffer that dies in that kernel (codegen/inplace.py;
+    # A pointwise kernel output written over an input buffer that dies in that kernel (codegen/strategies/inplace.py;
     # LENS_INPLACE=0 turns it off).
     inplace_buffers: bool = os.environ.get("LENS_INPLACE", "1") not in ("", "0")
     # Library for float32 matrix products of at least `onednn_min_macs` multiply-adds (compiler/machine/gemm.py):

@@ -11,10 +11,21 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from compiler import config, why
-from compiler.ir import (Cast, ComputedBuffer, Expr, ExternArg, ExternCall, GraphIR, Load, Op, rewrite_leaves,
-                         substitute)
-from compiler.sym import is_zero
+from compiler import config
+from compiler import decisions as why
+from compiler.ir.index_functions import is_zero
+from compiler.ir.nodes import (
+    Cast,
+    ComputedBuffer,
+    Expr,
+    ExternArg,
+    ExternCall,
+    GraphIR,
+    Load,
+    Op,
+    rewrite_leaves,
+    substitute,
+)
 
 
 def nonunit_dims(size: tuple[int, ...]) -> list[int]:
@@ -40,9 +51,9 @@ class FusedKernel:
     # per-iteration array instead of a full-size buffer.
     local: set[str] = field(default_factory=set)
     # Graph outputs that no step reads (not even a later node of this kernel): written once and handed to
-    # the caller, so large ones may bypass the cache (codegen/streaming.py).
+    # the caller, so large ones may bypass the cache (codegen/strategies/streaming.py).
     unread_outputs: set[str] = field(default_factory=set)
-    # Dynamo's size symbols -> their example values (a graph over symbolic sizes): what codegen/size_variants.py
+    # Dynamo's size symbols -> their example values (a graph over symbolic sizes): what codegen/strategies/size_variants.py
     # chooses strategies from, each choice checked at run time.
     hints: dict = field(default_factory=dict)
 
@@ -317,7 +328,7 @@ def ir_order(ir: GraphIR):
 
 def format_schedule(sg: ScheduledGraph) -> str:
     """The body of ir_post_fusion.txt."""
-    from compiler.ir import format_node
+    from compiler.ir.nodes import format_node
     out = []
     for step in sg.steps:
         if isinstance(step, ExternCall):

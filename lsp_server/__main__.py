@@ -9,12 +9,12 @@ from typing import Callable
 
 
 def _print_index() -> Callable[[str, bool], int]:
-    from .index_report import print_index
+    from lsp_server.reports.index_report import print_index
     return print_index
 
 
 def _print_trace() -> Callable[[str, bool], int]:
-    from .trace_view import print_trace
+    from lsp_server.reports.trace_view import print_trace
     return print_trace
 
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"usage: python -m lsp_server [--stdio | index DIR [--json] | trace DIR [--json]] "
               f"(got {' '.join(argv)!r})", file=sys.stderr)
         return 2
-    from .server import build_server
+    from lsp_server.server import build_server
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     build_server().start_io()
     return 0

@@ -11,10 +11,20 @@ import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .parsers.torch_trace_compiles import resumed_function
-from .parsers.why import WhyRecord
-from .model import (FxNode, Graph, Kernel, KernelLine, Run, SourceLocation, TraceFacts, TraceFunction, compile_order,
-                    normalize_path)
+from lens_format.why import WhyRecord
+from lsp_server.model import (
+    FxNode,
+    Graph,
+    Kernel,
+    KernelLine,
+    Run,
+    SourceLocation,
+    TraceFacts,
+    TraceFunction,
+    compile_order,
+    normalize_path,
+)
+from lsp_server.parsers.torch_trace.compiles import resumed_function
 
 SourceKey = tuple[str, int]
 

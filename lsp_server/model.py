@@ -9,21 +9,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from lens_format.accuracy import AccuracyReport
+from lens_format.compile_error import CompileError
 from lens_format.jsonio import SourceRef
-
-from .parsers.accuracy import AccuracyReport
-from .parsers.compile_error import CompileError
-from .parsers.dynamo_guards import DynamoGuard
-from .parsers.guard_words import SizeGuard
-from .parsers.kernel_map import KernelArg
-from .parsers.kernel_plans import KernelPlanRecord
-from .parsers.notes import GraphNotes
-from .parsers.output_code import CodeLoop
-from .parsers.profile import GraphProfile
-from .parsers.symbols import ShapeSymbol
-from .parsers.torch_trace_findings import TraceDiagnostic
-from .parsers.why import WhyRecord
-
+from lens_format.kernel_map import KernelArg
+from lens_format.kernel_plans import KernelPlanRecord
+from lens_format.notes import GraphNotes
+from lens_format.profile import GraphProfile
+from lens_format.symbols import ShapeSymbol
+from lens_format.why import WhyRecord
+from lsp_server.parsers.output_code import CodeLoop
+from lsp_server.parsers.torch_trace.dynamo_guards import DynamoGuard
+from lsp_server.parsers.torch_trace.findings import TraceDiagnostic
+from lsp_server.parsers.torch_trace.guard_words import SizeGuard
 
 # A user source line: the format's one location type; in the index `file` is an absolute, normalised path.
 SourceLocation = SourceRef
@@ -191,7 +189,7 @@ class CompileFact:
     compile_time_s: float | None
     status: str  # compiled | failed | no graph
     graph_breaks: int
-    recompile_reasons: tuple[str, ...] = ()  # plain words (parsers/guard_words.py)
+    recompile_reasons: tuple[str, ...] = ()  # plain words (parsers/torch_trace/guard_words.py)
     failed_guards: tuple[str, ...] = ()  # the same guards as Dynamo wrote them
     config: tuple[tuple[str, object], ...] = ()  # torch.compiler.config's set values (compilation_metrics)
     breaks: tuple[tuple[str, int, str], ...] = ()  # (file, line, reason) of each graph break the compile hit

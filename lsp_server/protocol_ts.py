@@ -8,7 +8,7 @@ import types
 import typing
 from pathlib import Path
 
-from . import protocol
+from lsp_server import protocol
 
 PROTOCOL_TS = Path(__file__).resolve().parents[1] / "vscode-extension" / "src" / "common" / "protocol.ts"
 HEADER = ("/** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs).\n"

@@ -14,15 +14,15 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import default_converter
 from pygls.uris import to_fs_path
 
-from .discovery import discover
-from .index import Index
-from .json_answer import json_converter
-from .inductor_build_errors import TLPARSE_DIR
-from .model import Run
-from .run_loader import debug_dir_for_root, find_run_dirs, load_run
-from .settings import Settings, parse_settings
-from .trace_loader import TRACE_DIR_NAME, TraceLoader, TraceUpdate
-from .watcher import RunWatcher
+from lsp_server.index import Index
+from lsp_server.json_answer import json_converter
+from lsp_server.loading.discovery import discover
+from lsp_server.loading.inductor_build_errors import TLPARSE_DIR
+from lsp_server.loading.run_loader import debug_dir_for_root, find_run_dirs, load_run
+from lsp_server.loading.trace_loader import TRACE_DIR_NAME, TraceLoader, TraceUpdate
+from lsp_server.loading.watcher import RunWatcher
+from lsp_server.model import Run
+from lsp_server.settings import Settings, parse_settings
 
 SETTLE_RESCAN_S = 0.5  # after start: one more look at every root (see start_indexing)
 

@@ -8,7 +8,7 @@ _CACHE = tempfile.mkdtemp(prefix="lens-test-cache-")
 _OWNED = os.environ.setdefault("LENS_CACHE_DIR", _CACHE) == _CACHE
 if not _OWNED:
     os.rmdir(_CACHE)
-# torch's AOTAutograd cache, which keeps lens's training graphs too (compiler/aot_cache.py): this session's own
+# torch's AOTAutograd cache, which keeps lens's training graphs too (compiler/frontend/aot_cache.py): this session's own
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.environ["LENS_CACHE_DIR"], "torch"))
 
 

@@ -8,16 +8,27 @@ from dataclasses import dataclass, replace
 import sympy
 import torch
 
-from compiler.codegen import (column_reduction, exp_lanes, half, half_lanes, lane_reduction, loop_nest, pipeline,
-                              plan_passes, plan_record, row_blocks, sibling_loops, size_variants, streaming, symbolic)
+from compiler.codegen import half, loop_nest, plan_passes, plan_record
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
-from compiler.codegen.inplace import KernelArg, unique
 from compiler.codegen.plan import DeferredPass, KernelPlan, NodeBody, RowPrefetch
-from compiler.ir import Cast, ComputedBuffer, Layout, substitute
+from compiler.codegen.strategies import (
+    column_reduction,
+    exp_lanes,
+    half_lanes,
+    lane_reduction,
+    row_blocks,
+    sibling_loops,
+    size_variants,
+    streaming,
+)
+from compiler.codegen.strategies import deferred_output as pipeline
+from compiler.codegen.strategies import symbolic_sizes as symbolic
+from compiler.codegen.strategies.inplace import KernelArg, unique
+from compiler.ir.nodes import Cast, ComputedBuffer, Layout, substitute
+from compiler.ir.size_symbols import is_static
 from compiler.scheduler import FusedKernel
-from compiler.symbols import is_static
 
 
 @dataclass
@@ -49,8 +60,8 @@ class KernelRenderer(ExpressionRenderer):
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
         self.inplace = self.context.inplace  # outputs over inputs (inplace.py)
         self.params = self.context.params
-        self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/exp_lanes.py)
-        # a kernel over symbolic sizes (codegen/symbolic.py) takes them as arguments and runs plain loops, but in
+        self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/strategies/exp_lanes.py)
+        # a kernel over symbolic sizes (codegen/strategies/symbolic_sizes.py) takes them as arguments and runs plain loops, but in
         # its size variants (`assume`: decisions taken from the hints, checked at run time; size_variants.py)
         self.sizes = self.context.sizes
         self.assume = assume
@@ -60,17 +71,17 @@ class KernelRenderer(ExpressionRenderer):
     # -- what the plan decided (codegen/plan.py) ---------------------------------
     @property
     def streamed(self) -> set[str]:
-        """Nodes whose stores stream (codegen/streaming.py)."""
+        """Nodes whose stores stream (codegen/strategies/streaming.py)."""
         return self.plan.streamed
 
     @property
     def row_prefetch(self) -> RowPrefetch:
-        """Where row kernels ask for the next row (codegen/prefetch.py)."""
+        """Where row kernels ask for the next row (codegen/strategies/prefetch.py)."""
         return self.plan.row_prefetch
 
     @property
     def deferred(self) -> DeferredPass | None:
-        """An output pass run a row late (codegen/pipeline.py)."""
+        """An output pass run a row late (codegen/strategies/deferred_output.py)."""
         return self.plan.deferred
 
     # -- lines ---------------------------------------------------------------------

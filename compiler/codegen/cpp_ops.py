@@ -11,7 +11,9 @@ import math
 import torch
 
 from compiler import config
-from compiler.codegen import half, half_lanes, math_prelude, special_math, streaming
+from compiler.codegen import half
+from compiler.codegen.strategies import half_lanes, streaming
+from compiler.cpp_text import math_prelude, special_math
 
 CTYPES = {
     torch.float32: "float", torch.float64: "double", torch.int8: "int8_t", torch.int16: "int16_t",
@@ -155,8 +157,6 @@ def simd_reduction_op(dtype: torch.dtype, reduction_type: str) -> str | None:
     return SIMD_REDUCTION_OPS.get(reduction_type)
 
 
-# Ends the part of every C++ source that is the same for all graphs (compiler/machine/pch.py precompiles it).
-PRELUDE_END = "// ---- end of the Kernel Lens prelude ----"
 
 PRELUDE = r"""#include <cstdint>
 #include <omp.h>

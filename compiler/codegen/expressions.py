@@ -1,6 +1,6 @@
 """Rendering IR expressions as C++ temps, for KernelRenderer (compiler/codegen/cpp.py): children first, common
 subexpressions once per block, and the bookkeeping of lane loops cut around an inline exp
-(compiler/codegen/exp_lanes.py): temps of an older generation are out of scope and computed again, cut exps
+(compiler/codegen/strategies/exp_lanes.py): temps of an older generation are out of scope and computed again, cut exps
 are read back from their arrays."""
 from __future__ import annotations
 
@@ -10,12 +10,13 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import exp_lanes, half
+from compiler.codegen import half
 from compiler.codegen.cpp_ops import render_cast, render_constant, render_op
 from compiler.codegen.index import cpp_index, flat_load_index
-from compiler.codegen.kernel_locals import LocalBufferError
 from compiler.codegen.plan import NodeBody
-from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Op, walk
+from compiler.codegen.strategies import exp_lanes
+from compiler.codegen.strategies.kernel_locals import LocalBufferError
+from compiler.ir.nodes import Cast, Constant, Expr, IndexValue, Load, Op, walk
 
 
 @dataclass
@@ -58,7 +59,7 @@ class ExpressionRenderer:
 
     def _operands(self, node: Expr, names: dict[int, str], block: _Block) -> list[str]:
         """Names of `node`'s operands, all of this generation (computing one again may cut the loop again,
-        once: exps computed before read their lanes back, codegen/exp_lanes.py)."""
+        once: exps computed before read their lanes back, codegen/strategies/exp_lanes.py)."""
         while True:
             generation = self.generation
             operands = [self._operand(a, names, block) for a in (node.args if isinstance(node, Op) else [node.arg])]

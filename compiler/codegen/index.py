@@ -2,17 +2,15 @@
 matching strides become one loop (so small inner dims still vectorize)."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Sequence
-
-import dataclasses
 
 import sympy
 from torch.utils._sympy import functions as torch_sym
 
-from compiler.sym import FloorDiv, ModularIndexing, is_zero
-
-from compiler.ir import Expr, rewrite_leaves
+from compiler.ir.index_functions import FloorDiv, ModularIndexing, is_zero
+from compiler.ir.nodes import Expr, rewrite_leaves
 
 
 class IndexPrintError(Exception):

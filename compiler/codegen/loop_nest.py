@@ -6,7 +6,7 @@ import sympy
 
 from compiler.codegen.index import simplify_indices
 from compiler.codegen.plan import NodeBody, PlanContext
-from compiler.ir import ComputedBuffer, IndexValue, Load, substitute, walk
+from compiler.ir.nodes import ComputedBuffer, IndexValue, Load, substitute, walk
 from compiler.scheduler import FusedKernel, loop_dims
 
 
@@ -14,7 +14,7 @@ def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str
                   condition: str = "") -> list[str | None]:
     """OpenMP pragmas for the outer loops: threads on the first (collapsing small leading loops),
     `simd` on the innermost when the kernel has no reduction loop inside; `condition`, a clause added to the
-    parallel one (codegen/symbolic.py's run-time choice)."""
+    parallel one (codegen/strategies/symbolic_sizes.py's run-time choice)."""
     n = len(sizes)
     pragmas: list[str | None] = [None] * n
     simd_last = flat and not k.has_reduction  # the last outer loop is the innermost loop

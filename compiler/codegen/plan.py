@@ -9,11 +9,11 @@ import sympy
 import torch
 
 from compiler.codegen.index import flat_load_index
-from compiler.codegen.kernel_locals import LocalBuffer
-from compiler.codegen.size_variants import Assumptions
-from compiler.ir import ComputedBuffer, Expr, Layout, Load
+from compiler.codegen.strategies.kernel_locals import LocalBuffer
+from compiler.codegen.strategies.size_variants import Assumptions
+from compiler.ir.nodes import ComputedBuffer, Expr, Layout, Load
+from compiler.ir.size_symbols import Size
 from compiler.scheduler import FusedKernel
-from compiler.symbols import Size
 
 STRATEGIES = ("column", "total", "nest")  # a column reduction's blocks, a total's thread partials, the loop nest
 

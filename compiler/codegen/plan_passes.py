@@ -8,19 +8,22 @@ from typing import Callable
 import sympy
 import torch
 
-from compiler import config, why
-from compiler.codegen import column_reduction, half, lane_reduction, loop_nest, pipeline, prefetch, plan_verify, \
-    streaming, symbolic
+from compiler import config
+from compiler import decisions as why
+from compiler.codegen import half, loop_nest, plan_verify
 from compiler.codegen.cpp_ops import simd_reduction_op
 from compiler.codegen.index import merge_loops
 from compiler.codegen.plan import KernelPlan, PlanContext
-from compiler.codegen.sibling_pairs import fused_body
-from compiler.codegen.inplace import kernel_params
-from compiler.codegen.kernel_locals import plan_locals
-from compiler.codegen.size_variants import Assumptions, checks
-from compiler.ir import Layout, substitute
+from compiler.codegen.strategies import column_reduction, lane_reduction, prefetch, streaming
+from compiler.codegen.strategies import deferred_output as pipeline
+from compiler.codegen.strategies import symbolic_sizes as symbolic
+from compiler.codegen.strategies.inplace import kernel_params
+from compiler.codegen.strategies.kernel_locals import plan_locals
+from compiler.codegen.strategies.sibling_pairs import fused_body
+from compiler.codegen.strategies.size_variants import Assumptions, checks
+from compiler.ir.nodes import Layout, substitute
+from compiler.ir.size_symbols import is_static
 from compiler.scheduler import FusedKernel
-from compiler.symbols import is_static
 
 Pass = Callable[[KernelPlan, PlanContext], None]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sympy
 
 from compiler.codegen.plan import STRATEGIES, KernelPlan, NodeBody, PlanContext, PlanError
-from compiler.ir import IndexValue, Load, walk
+from compiler.ir.nodes import IndexValue, Load, walk
 
 
 class PlanVerifier:

@@ -10,14 +10,16 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import inplace, vector_math
 from compiler.codegen.cpp import RenderedKernel, render_kernel
-from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
-from compiler.ir import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
+from compiler.codegen.cpp_ops import PRELUDE
+from compiler.codegen.strategies import inplace
+from compiler.cpp_text import vector_math
+from compiler.cpp_text.math_prelude import PRELUDE_END
+from compiler.ir.nodes import ExternArg, ExternCall, GraphIR, Layout, contiguous_strides
+from compiler.ir.size_symbols import FloatSize, float_size_py, is_static, py_expr, substitute_hints
 from compiler.machine import gemm
 from compiler.machine.memory import storage_numel
 from compiler.scheduler import FusedKernel, ScheduledGraph
-from compiler.symbols import FloatSize, float_size_py, is_static, py_expr, substitute_hints
 
 
 @dataclass
@@ -222,7 +224,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
     if names:
         out.add(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args")
     out.add("    args.clear()")
-    for sym, code in ir.bindings:  # Dynamo's size symbols, read from the inputs (compiler/symbols.py)
+    for sym, code in ir.bindings:  # Dynamo's size symbols, read from the inputs (compiler/ir/size_symbols.py)
         out.add(f"    {sym.name} = {code}")
     by_name = {rk.name: (rk, kl) for rk, kl in zip(rendered, kernels)}
     ordered: list[KernelLines] = []

@@ -6,8 +6,8 @@ import torch
 import torch.fx
 
 from compiler import config
+from compiler.ir.size_symbols import same_size, shape_of
 from compiler.lowering.registry import LOWERINGS
-from compiler.symbols import same_size, shape_of
 
 
 def bias_in_consumers(node: torch.fx.Node) -> bool:

@@ -6,12 +6,11 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from lens_format.notes import ExternNote
-
-from compiler.ir import ExternArg, ExternCall, Layout
+from compiler.ir.nodes import ExternArg, ExternCall, Layout
+from compiler.ir.size_symbols import SymbolicSizeError, shape_of, size_expr, strides_of
 from compiler.lowering.layouts import dense_stride
 from compiler.lowering.values import TensorValue, buffer_value, origin_scope
-from compiler.symbols import SymbolicSizeError, shape_of, size_expr, strides_of
+from lens_format.notes import ExternNote
 
 
 class EagerGraph(Exception):

@@ -10,17 +10,25 @@ import torch
 import torch.fx
 
 from compiler import config
-from compiler.ir import ComputedBuffer, GraphIR, InputBuffer, Layout, Node, contiguous_strides, index_vars
+from compiler.ir.nodes import ComputedBuffer, GraphIR, InputBuffer, Layout, Node, contiguous_strides, index_vars
+from compiler.ir.size_symbols import SymbolicSizeError, same_size, shape_of, size_expr, strides_of, symbolic_scalar
 from compiler.lowering.addmm_bias import bias_in_consumers
 from compiler.lowering.extern_calls import DynamicShapeGraph, ExternCalls, target_name
 from compiler.lowering.layouts import channels_last_stride, memory_order
 from compiler.lowering.pointwise import elementwise
 from compiler.lowering.registry import LOWERINGS
-from compiler.lowering.symbolic import SizeSymbols, UnboundSymbol
+from compiler.lowering.size_symbol_reads import SizeSymbols, UnboundSymbol
+from compiler.lowering.values import (
+    StridedView,
+    TensorValue,
+    UnsupportedLowering,
+    buffer_value,
+    current_origin,
+    origin_scope,
+    size_hints,
+    size_ranges,
+)
 from compiler.lowering.views import permute_value, reshape_value
-from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, buffer_value,
-                                      current_origin, origin_scope, size_hints, size_ranges)
-from compiler.symbols import SymbolicSizeError, same_size, shape_of, size_expr, strides_of, symbolic_scalar
 
 # Inlining a value into more than one consumer recomputes it; past this many FX ops we realize instead.
 INLINE_REUSE_LIMIT = 3
@@ -66,7 +74,7 @@ class GraphLowering(ExternCalls):
         self.env: dict[torch.fx.Node, Any] = {}
         self.notes: list[str] = []
         self._count = 0
-        self.symbols = SizeSymbols(gm)  # Dynamo's size symbols: where call() reads each (lowering/symbolic.py)
+        self.symbols = SizeSymbols(gm)  # Dynamo's size symbols: where call() reads each (lowering/size_symbol_reads.py)
         self.arg_names: list[str] = []
         self.scalar_inputs: dict[str, object] = {}
 
@@ -230,7 +238,7 @@ class GraphLowering(ExternCalls):
         gradient instead of written and read back), or one expensive operation."""
         if value.strided is not None:  # a plain (view of a) buffer: loading it twice is free
             return False
-        from compiler.ir import Op, walk
+        from compiler.ir.nodes import Op, walk
         ops = [e for e in walk(value.load(index_vars(len(value.size)))) if isinstance(e, Op)]
         if len(value.inlined) >= INLINE_REUSE_LIMIT and len(ops) >= INLINE_REUSE_LIMIT:
             return True

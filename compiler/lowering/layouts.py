@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from compiler.ir import contiguous_strides
+from compiler.ir.nodes import contiguous_strides
+from compiler.ir.size_symbols import shape_of, strides_of
 from compiler.lowering.values import hint
-from compiler.symbols import shape_of, strides_of
 
 
 def dense_order(size: tuple[int, ...], stride: tuple[int, ...]) -> list[int] | None:

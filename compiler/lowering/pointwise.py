@@ -11,11 +11,19 @@ import sympy
 import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
-from compiler.ir import POLYNOMIAL_OPS, IndexValue, Op
-from compiler.symbols import FloatSize
+from compiler.ir.nodes import POLYNOMIAL_OPS, IndexValue, Op
+from compiler.ir.size_symbols import FloatSize
 from compiler.lowering.registry import register
-from compiler.lowering.values import (TensorValue, UnsupportedLowering, broadcast_shapes, broadcast_to, cast,
-                                      constant, origin, origin_scope)
+from compiler.lowering.values import (
+    TensorValue,
+    UnsupportedLowering,
+    broadcast_shapes,
+    broadcast_to,
+    cast,
+    constant,
+    origin,
+    origin_scope,
+)
 
 aten, prims = torch.ops.aten, torch.ops.prims
 

@@ -10,8 +10,8 @@ from typing import Sequence
 import sympy
 import torch
 
-from compiler.ir import Cast, Constant, Expr, IndexValue, Load, Loader, Op
-from compiler.symbols import FloatSize, Size, decide, is_static
+from compiler.ir.nodes import Cast, Constant, Expr, IndexValue, Load, Loader, Op
+from compiler.ir.size_symbols import FloatSize, Size, decide, is_static
 
 # The FX node being lowered: every expression created meanwhile records it as its origin.
 current_origin: contextvars.ContextVar[str | None] = contextvars.ContextVar("current_origin", default=None)

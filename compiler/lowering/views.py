@@ -7,14 +7,25 @@ from typing import Sequence
 
 import sympy
 import torch
-from compiler.sym import FloorDiv, ModularIndexing
 
-from compiler.ir import Op, contiguous_strides
-from compiler.symbols import is_static, same_size
+from compiler.ir.index_functions import FloorDiv, ModularIndexing
+from compiler.ir.nodes import Op, contiguous_strides
+from compiler.ir.size_symbols import is_static, same_size
 from compiler.lowering.pointwise import check_dtype
 from compiler.lowering.registry import register
-from compiler.lowering.values import (StridedView, TensorValue, UnsupportedLowering, broadcast_to, cast,
-                                      constant, hint, maybe, origin, origin_scope, surely)
+from compiler.lowering.values import (
+    StridedView,
+    TensorValue,
+    UnsupportedLowering,
+    broadcast_to,
+    cast,
+    constant,
+    hint,
+    maybe,
+    origin,
+    origin_scope,
+    surely,
+)
 
 aten, prims = torch.ops.aten, torch.ops.prims
 
@@ -330,7 +341,7 @@ def _cast_value(v: TensorValue, dtype: torch.dtype, org) -> TensorValue:
 
 
 def _index_value(expr, org):
-    from compiler.ir import IndexValue
+    from compiler.ir.nodes import IndexValue
     return IndexValue(torch.int64, org, expr)
 
 

@@ -131,7 +131,7 @@ def parse_opt_info(report: str, file_name: str = "kernels.cpp") -> list[tuple[in
 
 def link_flags() -> list[str]:
     """Libraries, after the source on the command line (--as-needed drops those before it)."""
-    from compiler.codegen.vector_math import link_flags as vector_math_link_flags
+    from compiler.cpp_text.vector_math import link_flags as vector_math_link_flags
     return vector_math_link_flags()
 
 

@@ -13,7 +13,7 @@ import re
 
 from compiler import config
 
-# each kernel's first line (codegen/cpp.py), and each size variant's (codegen/size_variants.py), at a line's start
+# each kernel's first line (codegen/cpp.py), and each size variant's (codegen/strategies/size_variants.py), at a line's start
 KERNEL_START = 'extern "C" void '
 
 

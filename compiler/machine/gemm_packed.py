@@ -2,7 +2,7 @@
 
 Every `sgemm` call packs its B operand (the weight) into MKL's internal blocked layout before multiplying; for a
 transformer's products (128 rows against a 768x3072 weight) that repacking is a pass over the whole weight per
-call and per thread. A constant of a frozen inference graph (compiler/freezing.py) is the same matrix on every call,
+call and per thread. A constant of a frozen inference graph (compiler/graph_passes/freezing.py) is the same matrix on every call,
 so it is packed once (`cblas_sgemm_pack`, on its first use as a B operand) and each call's rows are multiplied
 against the pack (`cblas_sgemm_compute`), split by rows over one OpenMP region (`gemm_rows.py`'s helper library,
 each thread single-threaded MKL). Measured side by side against ATen's `mm` (MKL threading itself), 2 threads of

@@ -1,5 +1,5 @@
 """A precompiled header for the prelude every generated translation unit starts with (<omp.h>, the libm
-declarations of codegen/math_prelude.py, our helper templates, libmvec declarations). Parsing it took about half of each g++ build of a small graph
+declarations of cpp_text/math_prelude.py, our helper templates, libmvec declarations). Parsing it took about half of each g++ build of a small graph
 (0.17 s -> 0.08 s with the header precompiled, measured on the softmax kernel).
 
 The header is built once per (prelude text, compiler, flags) into `<cache>/pch/<key>/`, in a detached
@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from compiler import config
-from compiler.codegen.cpp_ops import PRELUDE_END
+from compiler.cpp_text.math_prelude import PRELUDE_END
 
 HEADER = "lens_prelude.h"
 _PENDING: list = []  # subprocess.Popen, or anything else with wait()

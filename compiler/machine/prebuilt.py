@@ -16,8 +16,8 @@ import os
 from dataclasses import dataclass
 
 from compiler import config
+from compiler.cpp_text import fast_erf, vector_math
 from compiler.machine import pch
-from compiler.codegen import fast_erf, vector_math
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ from typing import Callable
 import torch
 
 from compiler import config
-from compiler.codegen.variant_text import generic_only
+from compiler.cpp_text.variant_text import generic_only
+from compiler.dynamo_skip import skip_dynamo_in
 from compiler.machine import pch
 from compiler.machine.build import build_shared_library, cached_library
-from compiler.dynamo_skip import skip_dynamo_in
 from compiler.machine.kernel_timer import profiled as _profiled
 from compiler.machine.memory import empty_strided, empty_strided_cpu  # noqa: F401  (generated code allocates: the pool,
+
 # and torch's allocation without the dispatcher for buffers the pool does not serve)
 
 _LIBS: dict[str, ctypes.CDLL] = {}

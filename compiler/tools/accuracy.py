@@ -308,7 +308,9 @@ def _recording_inputs(graph, call: Callable) -> Callable:
 
 
 def _checking(eager: Callable, compiled: Callable, graphs: list) -> Callable:
-    from compiler.frontend import compile_quietly  # (not at the top: `kernel-lens diff` compares without compiling)
+    from compiler.frontend.dynamo_backend import (
+        compile_quietly,  # (not at the top: `kernel-lens diff` compares without compiling)
+    )
     return check_on_first_call(eager, compiled, graphs, accuracy_settings(), compile_quietly)
 
 

@@ -12,8 +12,8 @@ from typing import Callable
 import torch
 import torch.fx
 
+from compiler.debug.compile_error import LensCompileError
 from compiler.tools.accuracy import DEFAULT_TOL, clone_args, compare
-from compiler.compile_error import LensCompileError
 
 Candidate = tuple[torch.fx.GraphModule, list]
 
@@ -216,7 +216,7 @@ STRATEGIES = [
 
 def write_repro(debug_dir: str, candidate: Candidate, failure: Failure) -> str:
     """`repro.py` + `repro_inputs.pt` beside the debug files; running it reproduces the failure."""
-    from compiler.repro_code import input_specs, runnable_graph_code
+    from compiler.debug.repro_code import input_specs, runnable_graph_code
     gm, inputs = candidate
     torch.save(inputs, os.path.join(debug_dir, "repro_inputs.pt"))
     path = os.path.abspath(os.path.join(debug_dir, "repro.py"))

@@ -17,9 +17,9 @@ import torch
 import torch.fx
 
 from compiler import config, hooks
-from compiler.kernel_subgraph import KernelBoundary, kernel_boundary
-from lens_format.files import TENSORS_INPUTS, TENSORS_MANIFEST, TENSORS_OUTPUTS
+from compiler.tools.kernel_subgraph import KernelBoundary, kernel_boundary
 from lens_format.errors import ParseError
+from lens_format.files import TENSORS_INPUTS, TENSORS_MANIFEST, TENSORS_OUTPUTS
 from lens_format.kernel_map import MappedKernel
 from lens_format.tensors import SavedFile, SkippedFile, TensorManifest, read_manifest
 

@@ -12,15 +12,19 @@ from pathlib import Path
 
 import torch
 
+from compiler.codegen.wrapper import py_repr
+from compiler.tools.accuracy import DEFAULT_TOL
+from compiler.tools.kernel_subgraph import (
+    KernelBoundary,
+    kernel_boundary,
+    kernel_subgraph,
+    load_named_graph,
+    recorded_op_overrides,
+)
+from compiler.tools.saved_tensors import boundary_values, load_kernel_tensors
 from lens_format import files
 from lens_format.jsonio import SourceRef
 from lens_format.kernel_map import MappedKernel, read_kernel_map
-
-from compiler.tools.accuracy import DEFAULT_TOL
-from compiler.codegen.wrapper import py_repr
-from compiler.kernel_subgraph import (KernelBoundary, kernel_boundary, kernel_subgraph, load_named_graph,
-                                      recorded_op_overrides)
-from compiler.tools.saved_tensors import boundary_values, load_kernel_tensors
 
 
 @dataclass
@@ -135,7 +139,7 @@ from math import inf, nan
 
 import compiler.config
 from compiler.tools.accuracy import compare
-from compiler.frontend import compile_graph_module
+from compiler.frontend.dynamo_backend import compile_graph_module
 from compiler.machine.runtime import rand_strided
 
 KERNEL = {b.kernel!r}

@@ -9,12 +9,12 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..index import Index
-from ..model import TraceDiagnostic
-from .failsafe import failsafe
-from .lookup import document_lines, path_of
-from .mark_dynamic import mark_dynamic_fixes
-from .trace_diagnostics import CODES
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import document_lines, path_of
+from lsp_server.features.mark_dynamic import mark_dynamic_fixes
+from lsp_server.features.trace_diagnostics import CODES
+from lsp_server.index import Index
+from lsp_server.model import TraceDiagnostic
 
 CONFIG_PREFIXES = ("torch._dynamo.config.", "torch._inductor.config.", "torch.fx.experimental._config.")
 IMPORT_LINE = re.compile(r"^(?:import|from)\s+\S")

@@ -5,10 +5,10 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..index import Index, KernelRef
-from .describe import count_label, newest_eager, node_split, short_kernel_names, trace_lens_titles
-from .failsafe import failsafe
-from .lookup import def_lines, path_of, trace_functions_at
+from lsp_server.features.describe import count_label, newest_eager, node_split, short_kernel_names, trace_lens_titles
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import def_lines, path_of, trace_functions_at
+from lsp_server.index import Index, KernelRef
 
 SHOW_KERNELS_COMMAND = "kernelLens.showKernelsForFunction"  # the extension's command: opens the kernels beside
 MAX_TITLE = 100

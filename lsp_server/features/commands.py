@@ -7,12 +7,12 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..index import Index, RunView, source_of
-from ..jobs import JobError, run_job
-from ..model import Run
-from ..run_diff import diff_indexed_runs
-from .failsafe import failsafe
-from .lookup import kernels_at, path_of, uri_of
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import kernels_at, path_of, uri_of
+from lsp_server.index import Index, RunView, source_of
+from lsp_server.jobs import JobError, run_job
+from lsp_server.model import Run
+from lsp_server.reports.run_diff import diff_indexed_runs
 
 PROFILE_INDUCTOR_COMMAND = "kernelLens.profileInductor"
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..index import FunctionGraph, Index
-from ..json_answer import JsonAnswer
-from ..model import CompileFact
-from .commands import first_argument
-from .compile_sites import compile_sites
-from .failsafe import failsafe
-from .lookup import def_line_above, document_lines, path_of, uri_of
+from lsp_server.features.commands import first_argument
+from lsp_server.features.compile_sites import compile_sites
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import def_line_above, document_lines, path_of, uri_of
+from lsp_server.index import FunctionGraph, Index
+from lsp_server.json_answer import JsonAnswer
+from lsp_server.model import CompileFact
 
 LIST_COMPILES_COMMAND = "kernelLens.listCompiles"
 LIST_GRAPH_BREAKS_COMMAND = "kernelLens.listGraphBreaks"

@@ -5,9 +5,9 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..index import Index
-from .failsafe import failsafe
-from .lookup import path_of, uri_of
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import path_of, uri_of
+from lsp_server.index import Index
 
 
 def line_location(path: object, line: int) -> types.Location:

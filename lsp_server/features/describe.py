@@ -1,9 +1,9 @@
 """Markdown and short-text renderings of index objects, shared by hover, code lens and inlay hints."""
 from __future__ import annotations
 
-from ..index import FunctionGraph, KernelRef
-from ..model import FxNode, Graph, Kernel, SourceLocation, TraceDiagnostic, TraceFunction
-from .lookup import uri_of
+from lsp_server.features.lookup import uri_of
+from lsp_server.index import FunctionGraph, KernelRef
+from lsp_server.model import FxNode, Graph, Kernel, SourceLocation, TraceDiagnostic, TraceFunction
 
 FENCE_LANGUAGE = {"cpp": "cpp", "triton": "python", "python": "python"}
 MAX_SOURCE_LINES = 60

@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 from lsprotocol import types
 
-from ..index import Index
-from ..model import Graph, Run, SourceLocation, normalize_path
-from .lookup import def_line_above, uri_of
-from .trace_diagnostics import trace_diagnostics_by_uri
+from lsp_server.features.lookup import def_line_above, uri_of
+from lsp_server.features.trace_diagnostics import trace_diagnostics_by_uri
+from lsp_server.index import Index
+from lsp_server.model import Graph, Run, SourceLocation, normalize_path
 
 log = logging.getLogger(__name__)
 SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,

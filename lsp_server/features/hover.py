@@ -6,12 +6,26 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..index import Index
-from .describe import (count_label, direction, eager_head, kernel_block, kernel_line, kernel_time, line_cost_text,
-                       link, newest_eager, node_block, node_split, notes_block, source_block, trace_function_block)
-from .failsafe import failsafe
-from .why_text import dynamic_block, settings_block, symbol_block, why_block
-from .lookup import def_name_at, path_of, trace_functions_at
+from lsp_server.features.describe import (
+    count_label,
+    direction,
+    eager_head,
+    kernel_block,
+    kernel_line,
+    kernel_time,
+    line_cost_text,
+    link,
+    newest_eager,
+    node_block,
+    node_split,
+    notes_block,
+    source_block,
+    trace_function_block,
+)
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import def_name_at, path_of, trace_functions_at
+from lsp_server.features.why_text import dynamic_block, settings_block, symbol_block, why_block
+from lsp_server.index import Index
 
 WORD = re.compile(r"[A-Za-z_]\w*")
 

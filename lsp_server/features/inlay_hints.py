@@ -6,10 +6,10 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..index import Index
-from .describe import format_ms, short_kernel_names
-from .failsafe import failsafe
-from .lookup import document_lines, path_of
+from lsp_server.features.describe import format_ms, short_kernel_names
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import document_lines, path_of
+from lsp_server.index import Index
 
 
 def inlay_hints(server: Any, index: Index, uri: str, first0: int, last0: int) -> list[types.InlayHint]:

@@ -8,13 +8,12 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..model import normalize_path
-from ..index import Index
-from ..json_answer import JsonAnswer
-from ..model import Graph
-from .commands import first_argument
-from .failsafe import failsafe
-from .lookup import path_of, uri_of
+from lsp_server.features.commands import first_argument
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import path_of, uri_of
+from lsp_server.index import Index
+from lsp_server.json_answer import JsonAnswer
+from lsp_server.model import Graph, normalize_path
 
 LINKED_LINES_COMMAND = "kernelLens.linkedLines"
 LINE_COSTS_COMMAND = "kernelLens.lineCosts"

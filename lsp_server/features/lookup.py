@@ -8,8 +8,8 @@ from urllib.parse import unquote
 
 from pygls.uris import from_fs_path, to_fs_path
 
-from ..index import Index, KernelRef
-from ..model import TraceFunction, normalize_path
+from lsp_server.index import Index, KernelRef
+from lsp_server.model import TraceFunction, normalize_path
 
 MAX_DECORATOR_LINES = 8  # a decorated function's code object starts at its first decorator
 DEF_LINE = re.compile(r"^(?P<indent>\s*)(?:async\s+)?def\s+(?P<name>[A-Za-z_]\w*)\s*\(")

@@ -13,10 +13,11 @@ from typing import Any, Sequence
 
 from lsprotocol import types
 
-from ..index import Index
-from ..model import CompileFact, SizeGuard
-from .compile_sites import compile_sites
-from .lookup import MAX_DECORATOR_LINES, document_lines, path_of, uri_of
+from lsp_server.features.compile_sites import compile_sites
+from lsp_server.features.lookup import MAX_DECORATOR_LINES, document_lines, path_of, uri_of
+from lsp_server.index import Index
+from lsp_server.model import CompileFact, SizeGuard
+
 
 def parameters(lines: Sequence[str], def_line: int, function: str) -> list[str] | None:
     """The positional parameters of `def function(` at or just below `def_line` (1-based; decorators first)."""

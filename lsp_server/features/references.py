@@ -5,10 +5,10 @@ from typing import Any
 
 from lsprotocol import types
 
-from ..index import Index
-from .definition import line_location
-from .failsafe import failsafe
-from .lookup import def_name_at, path_of
+from lsp_server.features.definition import line_location
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import def_name_at, path_of
+from lsp_server.index import Index
 
 
 def generated_references(server: Any, index: Index, uri: str, line0: int) -> list[types.Location]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from lsprotocol import types
 
-from ..index import Index
-from ..model import TraceDiagnostic
-from ..settings import Settings
-from .lookup import uri_of
+from lsp_server.features.lookup import uri_of
+from lsp_server.index import Index
+from lsp_server.model import TraceDiagnostic
+from lsp_server.settings import Settings
 
 SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.DiagnosticSeverity.Warning,
             "information": types.DiagnosticSeverity.Information, "hint": types.DiagnosticSeverity.Hint}

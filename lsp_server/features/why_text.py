@@ -2,8 +2,8 @@
 and the dynamic sizes of a function's graphs (symbols.json)."""
 from __future__ import annotations
 
-from ..index import FunctionGraph, WhyHit
-from ..model import ShapeSymbol
+from lsp_server.index import FunctionGraph, WhyHit
+from lsp_server.model import ShapeSymbol
 
 TITLES = {"aten_call": "ATen call", "not_fused": "not fused", "not_vectorized": "not vectorized",
           "eager_graph": "runs eagerly"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .torch_trace import TraceRecord
+from lsp_server.parsers.torch_trace.reader import TraceRecord
 
 GXX_LINE = re.compile(r"^(?P<file>[^:\n]+\.(?:cpp|cc|cxx|h|hpp)):(?P<line>\d+):(?P<col>\d+): "
                       r"(?P<sev>error|warning|note|fatal error): (?P<msg>.*)$")

@@ -1,7 +1,6 @@
 """Helpers for compiler tests: compile with backend="lens" and compare with eager PyTorch."""
-import pathlib
-
 import os
+import pathlib
 
 import pytest
 import torch
@@ -83,8 +82,9 @@ def compile_with_debug(tmp_path, fn, *args):
 def cpp_source(kernel: str) -> str:
     """A generated C++ source around `kernel` as compiler/codegen/wrapper.py lays it out: prelude, end marker,
     the definitions the kernel needs, the kernel."""
-    from compiler.codegen import vector_math
-    from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
+    from compiler.codegen.cpp_ops import PRELUDE
+    from compiler.cpp_text import vector_math
+    from compiler.cpp_text.math_prelude import PRELUDE_END
     return PRELUDE + vector_math.declarations() + PRELUDE_END + "\n" + vector_math.definitions(kernel) + kernel
 
 
@@ -150,6 +150,7 @@ def scalar_tail_and_vector_body(fn, values: list[float]) -> tuple[torch.Tensor, 
 def disassembly(tmp_path, fn, x: torch.Tensor) -> str:
     """`objdump -d` of the library lens builds for `fn` on `x` (its debug source rebuilt: a cache hit)."""
     import subprocess
+
     from compiler.machine import build
     _, graph = compile_with_debug(tmp_path, fn, x)
     text = (graph / "output_code.py").read_text()

@@ -1,4 +1,4 @@
-"""CPU attention as two batched GEMMs around one fused softmax kernel (compiler/decompositions.py), and the
+"""CPU attention as two batched GEMMs around one fused softmax kernel (compiler/decompositions/table.py), and the
 lowering changes it leans on: reshapes that stay views, dense layouts computed in memory order, a reshape
 realized in its producer's shape."""
 import re

@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from compiler import config, frontend
+from compiler import config
+from compiler.frontend import dynamo_backend as frontend
 
 
 def _flat(x):

@@ -1,11 +1,12 @@
 """Scheduler behaviour seen from the generated code: what fuses into one kernel and what does not."""
 import json
+
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from compiler import config
-from compiler.decompositions import decomposition_table
-from compiler.ir import ExternCall
+from compiler.decompositions.table import decomposition_table
+from compiler.ir.nodes import ExternCall
 from compiler.lowering import lower_graph
 from compiler.scheduler import FusedKernel, _extern_buffers, graph_output_buffers, schedule
 from tests.compiler.conftest import compile_with_debug

@@ -1,4 +1,4 @@
-"""Ops whose eager CPU kernel computes in its own order (compiler/decompositions.py, lowering/pointwise.py): addcmul's
+"""Ops whose eager CPU kernel computes in its own order (compiler/decompositions/table.py, lowering/pointwise.py): addcmul's
 contracted multiply-add, layer_norm's x * rstd - rstd * mean, soft_margin_loss
 op by op in float16. Each is compared with eager on several shapes, in float32 and the half dtypes."""
 import pytest

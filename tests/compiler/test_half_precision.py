@@ -237,7 +237,7 @@ def test_emulated_precision_casts_round_each_op_as_eager(dtype, tmp_path, monkey
 def test_half_kernels_vectorize_where_float_ones_do(dtype, tmp_path):
     """g++'s missed-vectorization report lists no loop for a half kernel that it does not for its float32 twin (calls and
     copies that g++ notes are left out, and loops around inner loops: float16's blocks of 64 lanes,
-    codegen/half_lanes.py, are such a loop around the vectorized one): the conversions keep every inner loop
+    codegen/strategies/half_lanes.py, are such a loop around the vectorized one): the conversions keep every inner loop
     vectorized, calls of our own vector functions (lens_erf, lens_exp: `const`) included."""
     outer = ("statement clobbers memory", "couldn't vectorize loop", "two or more consecutive inner loops")
     for fn in (lambda x: x * 2 + 1, F.gelu, torch.sigmoid, lambda x: x.softmax(-1), lambda x: x.sum(0), _mixed):

@@ -2,7 +2,9 @@
 graph's outermost), skips the graph cache when a tool says so, and runs nothing of an inactive tool."""
 import torch
 
-from compiler import frontend, graph_cache, hooks
+from compiler import hooks
+from compiler.frontend import dynamo_backend as frontend
+from compiler.frontend import graph_cache
 
 
 def probe_tool(calls: list[str], active: bool = True, uses_graph_cache: bool = True) -> hooks.Tool:

@@ -10,7 +10,7 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.ir import ComputedBuffer, Layout, Load
+from compiler.ir.nodes import ComputedBuffer, Layout, Load
 from compiler.scheduler import FusedKernel, _loop_order_for, loop_dims
 
 pytestmark = pytest.mark.timeout(300)

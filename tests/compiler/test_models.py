@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from compiler.frontend import lens_backend
+from compiler.frontend.dynamo_backend import lens_backend
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
 from model_zoo import ConvNet, _randomized_bn  # noqa: E402

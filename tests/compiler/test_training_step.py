@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-from compiler import config, frontend
+from compiler import config
+from compiler.frontend import dynamo_backend as frontend
 
 # before lens kept Dynamo out of its own code these hung (a deadlock on Dynamo's callback lock): fail instead
 pytestmark = pytest.mark.timeout(300)

@@ -11,8 +11,8 @@ from lens_format.kernel_map import read_kernel_map
 from lens_format.profile import read_profile
 from lens_format.run_diff import DiffGraph, diff_runs, graph_from_records
 from lens_format.tensors import outputs_by_bytes, same_bits
-from lsp_server.run_diff import lens_graphs
-from lsp_server.run_loader import load_run
+from lsp_server.loading.run_loader import load_run
+from lsp_server.reports.run_diff import lens_graphs
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "lens_foo1" / "runs"
 FAILED, MISMATCH, PROFILED = sorted(RUNS.iterdir())  # g++ error (op override), accuracy mismatch, profiled

@@ -6,13 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest_lsp
-from lsp_server.index import build_view
-from lsp_server.run_loader import load_run
 from lsp_workspaces import FIXTURES, SERVER, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from test_diagnostics import wait_for_diagnostics
 from trace_workspaces import line_of, trace_workspace
+
+from lsp_server.index import build_view
+from lsp_server.loading.run_loader import load_run
 
 BREAKS = "breaks_recompile_failure"
 

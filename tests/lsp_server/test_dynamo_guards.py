@@ -1,9 +1,9 @@
-"""parsers/dynamo_guards.py on guard trees and recompile reasons as torch 2.13's Dynamo logs them (a function
+"""parsers/torch_trace/dynamo_guards.py on guard trees and recompile reasons as torch 2.13's Dynamo logs them (a function
 `scaled(x, n)` compiled for n=2, called with n=3, then with a float64 x)."""
 from __future__ import annotations
 
-from lsp_server.parsers.dynamo_guards import DynamoGuard, parse_guard_tree, quoted_guard
-from lsp_server.parsers.torch_trace_payloads import FailedGuard, parse_recompile_reasons
+from lsp_server.parsers.torch_trace.dynamo_guards import DynamoGuard, parse_guard_tree, quoted_guard
+from lsp_server.parsers.torch_trace.payloads import FailedGuard, parse_recompile_reasons
 
 TREE = """
 TREE_GUARD_MANAGER:

@@ -2,7 +2,7 @@
 pattern knows left as it is."""
 import pytest
 
-from lsp_server.parsers.guard_words import SizeGuard, plain_words, size_guards
+from lsp_server.parsers.torch_trace.guard_words import SizeGuard, plain_words, size_guards
 
 
 @pytest.mark.parametrize("guard, words", [

@@ -17,9 +17,9 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from test_diagnostics import wait_for_diagnostics
 
-from lsp_server.cpp_statements import kernel_statements, statement_node
+from lsp_server.loading.cpp_statements import kernel_statements, statement_node
+from lsp_server.loading.run_loader import find_run_dirs, load_run
 from lsp_server.parsers.inductor_build_failure import parse_gxx_output
-from lsp_server.run_loader import find_run_dirs, load_run
 
 BAD_TANH = (Path(__file__).resolve().parents[1] / "fixtures" / "inductor_cpu_error" / "bad_tanh.py").read_text()
 LINES = BAD_TANH.splitlines()

@@ -16,7 +16,7 @@ from pytest_lsp import LanguageClient
 from test_diagnostics import wait_for_diagnostics
 from trace_workspaces import line_of, trace_workspace
 
-from lsp_server.discovery import discover
+from lsp_server.loading.discovery import discover
 
 KERNEL = "cpp_fused_cat_maximum_neg_0"
 REPO = Path(__file__).resolve().parents[2]

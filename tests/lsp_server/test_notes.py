@@ -15,17 +15,17 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from test_diagnostics import wait_for_diagnostics
 
-from lsp_server.parsers.notes import parse_notes_text
+from lens_format.notes import GraphNotes
 
 # `mixed`: the product is an ATen call (mm has no generated code by design), relu and mul a kernel.
 # `grows`: compiled for (8, 4), then called with (9, 4): Dynamo recompiles with a symbolic size, which runs
 # eagerly. `dynamic`: compiled dynamic from the first call, so it never had kernels. (The compiler compiles
 # symbolic sizes now; the program refuses them the way it did before, so real eager graphs get written.)
 PROGRAM = '''import torch
-import compiler.frontend
+import compiler.frontend.dynamo_backend
 from compiler.lowering import EagerGraph
 
-_lower = compiler.frontend.lower_graph
+_lower = compiler.frontend.dynamo_backend.lower_graph
 
 
 def _refuse_symbolic_sizes(gm):
@@ -36,7 +36,7 @@ def _refuse_symbolic_sizes(gm):
     return _lower(gm)
 
 
-compiler.frontend.lower_graph = _refuse_symbolic_sizes
+compiler.frontend.dynamo_backend.lower_graph = _refuse_symbolic_sizes
 
 
 def mixed(x, w):
@@ -66,7 +66,7 @@ GROWS_DEF, DYNAMIC_DEF = LINES.index("def grows(x):"), LINES.index("def dynamic(
 
 
 def test_parse_notes_reads_both_formats_and_keeps_other_lines():
-    notes = parse_notes_text(
+    notes = GraphNotes.from_text(
         "mm: extern call to aten.mm.default (no lowering for aten.mm.default)\n"
         "addmm: extern call to aten.mm.default (addmm's bias is added in the kernels (2) that read it)\n"
         "tanh: extern call to aten.tanh.default\n"
@@ -80,9 +80,9 @@ def test_parse_notes_reads_both_formats_and_keeps_other_lines():
                                                                            "node arg0_1 has symbolic sizes", 4)
     assert notes.other == ["something new: a future note"]
     assert notes.extern_for("tanh").target == "aten.tanh.default" and notes.extern_for("neg") is None
-    assert parse_notes_text("graph_1 runs eagerly: old text without the parenthesis").eager.reason == \
+    assert GraphNotes.from_text("graph_1 runs eagerly: old text without the parenthesis").eager.reason == \
         "old text without the parenthesis"
-    assert parse_notes_text("\x00\xff: extern call to\n)(: runs eagerly").externs == []
+    assert GraphNotes.from_text("\x00\xff: extern call to\n)(: runs eagerly").externs == []
 
 
 @pytest.fixture(scope="session")

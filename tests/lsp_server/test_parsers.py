@@ -9,13 +9,13 @@ import pytest
 from lens_foo1_fixture import KERNEL, KERNEL_END, KERNEL_MAX_LINE, code_line
 from lsp_workspaces import LENS_FOO1, OK_RUN
 
+from lens_format.kernel_map import read_kernel_map
+from lsp_server.loading.run_loader import load_run
 from lsp_server.parsers import UnsupportedVersionError
 from lsp_server.parsers.fx_graph_readable import parse_fx_graph_readable_text
 from lsp_server.parsers.ir_post_fusion import parse_ir_post_fusion_text
-from lsp_server.parsers.kernel_map import parse_kernel_map
 from lsp_server.parsers.output_code import CodeLoop, cpp_loops, parse_output_code_text
 from lsp_server.parsers.provenance import parse_provenance
-from lsp_server.run_loader import load_run
 
 TRITON_OUTPUT_CODE = """\
 # kernel path: /tmp/torchinductor_root/ab/cabc.py
@@ -132,10 +132,10 @@ def test_kernel_map_rejects_unknown_major_version(tmp_path: Path) -> None:
     path = tmp_path / "kernel_map.json"
     path.write_text(json.dumps({"version": 2, "nodes": [], "kernels": []}))
     with pytest.raises(UnsupportedVersionError, match="unsupported version 2"):
-        parse_kernel_map(path)
+        read_kernel_map(path)
     path.write_text(json.dumps({"version": "1.3", "graph_id": "g", "nodes": [{"name": "n"}, 5],
                                 "kernels": [{"name": "k", "output_code_lines": [3, "x"]}]}))
-    parsed = parse_kernel_map(path)
+    parsed = read_kernel_map(path)
     assert [n.name for n in parsed.nodes] == ["n"] and parsed.kernels[0].start_line == 3 and parsed.kernels[0].end_line is None
 
 

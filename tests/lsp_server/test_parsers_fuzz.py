@@ -9,12 +9,12 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from lsp_workspaces import LENS_FOO1, OK_RUN, COMPILE_ERROR_RUN, ACCURACY_RUN, copy_run
+from lsp_workspaces import ACCURACY_RUN, COMPILE_ERROR_RUN, LENS_FOO1, OK_RUN, copy_run
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
+from lsp_server.loading.run_loader import load_run
 from lsp_server.parsers import PARSERS, ParseError
-from lsp_server.run_loader import load_run
 
 
 def sample_files() -> dict[str, list[str]]:

@@ -10,15 +10,14 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 import pytest
-
 from pygls.workspace import Workspace
 
 from lsp_server import protocol
 from lsp_server.features import commands, compiles, linked_lines
 from lsp_server.features.lookup import uri_of
 from lsp_server.index import Index
+from lsp_server.loading.run_loader import load_run
 from lsp_server.protocol_ts import PROTOCOL_TS, declaration, render
-from lsp_server.run_loader import load_run
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "lens_foo1" / "runs"
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lsp_server.parsers.torch_trace import TraceReader, decode_payload
-from lsp_server.parsers.torch_trace_dir import TraceDirectory
-from lsp_server.parsers.torch_trace_payloads import parse_graph_break, parse_recompile_reasons
+from lsp_server.parsers.torch_trace.logs_dir import TraceDirectory
+from lsp_server.parsers.torch_trace.payloads import parse_graph_break, parse_recompile_reasons
+from lsp_server.parsers.torch_trace.reader import TraceReader, decode_payload
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch_trace"
 SINGLE = FIXTURES / "breaks_recompile_failure" / "dedicated_log_torch_trace_single.log"

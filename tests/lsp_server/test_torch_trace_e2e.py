@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lsp_server.parsers.torch_trace_dir import TraceDirectory, load_trace_dir
-from lsp_server.parsers.torch_trace_findings import find_divergences, trace_diagnostics
-from lsp_server.trace_view import render_text
+from lsp_server.parsers.torch_trace.findings import find_divergences, trace_diagnostics
+from lsp_server.parsers.torch_trace.logs_dir import TraceDirectory, load_trace_dir
+from lsp_server.reports.trace_view import render_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch_trace"
 _spec = importlib.util.spec_from_file_location("make_fixtures", FIXTURES / "make_fixtures.py")

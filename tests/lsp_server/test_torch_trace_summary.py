@@ -4,9 +4,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from lsp_server.parsers.torch_trace_dir import load_trace_dir
-from lsp_server.parsers.torch_trace_findings import find_divergences, trace_diagnostics
-from lsp_server.trace_view import print_trace, render_json, render_text, trace_report
+from lsp_server.parsers.torch_trace.findings import find_divergences, trace_diagnostics
+from lsp_server.parsers.torch_trace.logs_dir import load_trace_dir
+from lsp_server.reports.trace_view import print_trace, render_json, render_text, trace_report
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "torch_trace"
 SCENARIOS = FIXTURES / "scenarios"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lsp_server.graph_builder import normalize_path
-from lsp_server.parsers.torch_trace import StackFrame
-from lsp_server.parsers.torch_trace_compiles import FrameCompile, resumed_function
-from lsp_server.trace_loader import TraceLoader, trace_runs_of, user_caller
-from trace_workspaces import RECORDED_SCENARIOS, FIXTURES, SCENARIOS, remapped_log, trace_workspace
+from trace_workspaces import FIXTURES, RECORDED_SCENARIOS, SCENARIOS, remapped_log, trace_workspace
+
+from lsp_server.loading.graph_builder import normalize_path
+from lsp_server.loading.trace_loader import TraceLoader, trace_runs_of, user_caller
+from lsp_server.parsers.torch_trace.compiles import FrameCompile, resumed_function
+from lsp_server.parsers.torch_trace.reader import StackFrame
 
 BREAKS_LOG = FIXTURES / "breaks_recompile_failure" / "dedicated_log_torch_trace_single.log"
 
@@ -75,7 +76,7 @@ def test_cache_folders_nobody_wrote_to_for_a_week_are_removed_at_start(tmp_path:
     import os
     import time
 
-    from lsp_server.trace_runs import TraceRunWriter
+    from lsp_server.loading.trace_runs import TraceRunWriter
     cache = tmp_path / "cache"
     old, fresh, mixed = cache / "old-log-0123", cache / "fresh-log-4567", cache / "mixed-log-89ab"
     for folder in (old, fresh, mixed):

@@ -14,8 +14,8 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from test_diagnostics import wait_for_diagnostics
 
-from lsp_server.parsers.symbols import parse_symbols_object
-from lsp_server.parsers.why import parse_why_object
+from lens_format.symbols import SymbolTable
+from lens_format.why import WhyFile
 
 # `chain`: five pointwise/reduction nodes under max_fusion_size = 2, so the scheduler refuses joins; argmax's
 # loop stays scalar; mm is an ATen call. `scaled`: compiled with dynamic=True, so its graph has size symbols.
@@ -48,7 +48,7 @@ SCALED_DEF = LINES.index("def scaled(x):")
 
 
 def test_parse_why_keeps_known_fields_and_skips_malformed_records():
-    parsed = parse_why_object({"version": 1, "graph_id": "graph_3", "records": [
+    parsed = WhyFile.from_json({"version": 1, "graph_id": "graph_3", "records": [
         {"kind": "not_fused", "nodes": ["add", 3], "kernel": "k", "reason": "max_fusion_size", "message": "m",
          "fix": {"title": "t", "setting": "max_fusion_size", "value": 128}, "related": ["mul"]},
         {"kind": "future_kind", "nodes": [], "message": "kept"}, {"kind": "aten_call"}, "junk",
@@ -61,10 +61,10 @@ def test_parse_why_keeps_known_fields_and_skips_malformed_records():
 
 
 def test_parse_symbols_describes_where_each_size_comes_from():
-    (s0, s1, odd) = parse_symbols_object({"version": 1, "symbols": [
+    (s0, s1, odd) = SymbolTable.from_json({"version": 1, "symbols": [
         {"name": "s0", "source": "L['x'].size()[0]", "range": [2, None], "hint": 8, "guards": ["Ne(s0, 1)"]},
         {"name": "s1", "source": "L['x'].size()[1]", "range": [2, 64], "hint": 3},
-        {"name": "u0", "source": "", "range": "bad"}, {"source": "no name"}]})
+        {"name": "u0", "source": "", "range": "bad"}, {"source": "no name"}]}).symbols
     assert (s0.described, s0.range_text, s0.guards) == ("batch dimension of `x`", "[2, ∞)", ("Ne(s0, 1)",))
     assert (s1.described, s1.range_text) == ("dimension 1 of `x`", "[2, 64]")
     assert (odd.described, odd.range_text, odd.hint) == ("`u0`", "[-∞, ∞)", None)

@@ -1,4 +1,4 @@
-"""A cold build of kernels with size variants (compiler/machine/runtime.py, compiler/codegen/variant_text.py): the
+"""A cold build of kernels with size variants (compiler/machine/runtime.py, compiler/cpp_text/variant_text.py): the
 first call runs the kernels' generic bodies, built from the source without the variants; the whole source builds
 in the background and its kernels take the generic ones' place; eager's results throughout; a warm start loads
 the whole library at once; a variant that fails to build leaves the generic bodies; debug mode builds it all."""
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from compiler import config
-from compiler.codegen.variant_text import VARIANTS_BEGIN, generic_only
+from compiler.cpp_text.variant_text import VARIANTS_BEGIN, generic_only
 from compiler.machine import build, pch, runtime
 
 SOFTMAX_ROWS = (64, 5, 3000, 16)

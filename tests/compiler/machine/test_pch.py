@@ -7,8 +7,9 @@ import os
 import pytest
 
 from compiler import config
+from compiler.codegen.cpp_ops import PRELUDE
+from compiler.cpp_text.math_prelude import PRELUDE_END
 from compiler.machine import build, pch
-from compiler.codegen.cpp_ops import PRELUDE, PRELUDE_END
 from tests.compiler.conftest import cpp_source
 
 KERNEL = r'''

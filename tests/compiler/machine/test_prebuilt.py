@@ -8,8 +8,8 @@ import pathlib
 import pytest
 
 from compiler import config
+from compiler.cpp_text import vector_math
 from compiler.machine import build, pch, prebuilt
-from compiler.codegen import vector_math
 from tests.compiler.conftest import cpp_source
 
 EXP_KERNEL = r'''

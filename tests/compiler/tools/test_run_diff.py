@@ -13,9 +13,8 @@ import torch
 import compiler.config as config
 from compiler.cli import main as kernel_lens
 from compiler.tools.run_diff import diff_runs
-
-from .foo1_program import NEG_BUG
-from .foo1_program import PROGRAM as PROGRAM_A
+from tests.compiler.tools.foo1_program import NEG_BUG
+from tests.compiler.tools.foo1_program import PROGRAM as PROGRAM_A
 
 CHAIN = '''
 import torch

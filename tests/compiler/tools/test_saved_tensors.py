@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import compiler.config as config
+from compiler.frontend.dynamo_backend import compile_graph_module
 from compiler.tools import saved_tensors
-from compiler.frontend import compile_graph_module
-from compiler.kernel_subgraph import load_named_graph
+from compiler.tools.kernel_subgraph import load_named_graph
 
 
 def scaled_softmax(x, scale):

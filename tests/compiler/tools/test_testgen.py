@@ -13,10 +13,9 @@ import torch
 
 import compiler.config as config
 from compiler.cli import main as kernel_lens
-from compiler.kernel_subgraph import forward_variables, kernel_boundary, load_named_graph, recorded_op_overrides
+from compiler.tools.kernel_subgraph import forward_variables, kernel_boundary, load_named_graph, recorded_op_overrides
 from compiler.tools.testgen import graph_dirs
-
-from .foo1_program import NEG_BUG, PROGRAM
+from tests.compiler.tools.foo1_program import NEG_BUG, PROGRAM
 
 
 def load_program(tmp_path):

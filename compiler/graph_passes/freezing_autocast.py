@@ -1,0 +1,73 @@
+"""Autocast's casts of frozen weights as constants, and the call-argument helpers the freezing passes share.
+
+Inside an enabled CPU autocast region, autocast casts every float32 tensor argument of its lower-precision ops
+(linear, the convolutions, addmm, mm, matmul, bmm, baddbmm) to its dtype on each call. A frozen graph's weights are
+constants, so those casts give the same values every call: `autocast_casts` makes each one a constant of its own,
+computed once (and again when a parameter changes: compiler/graph_passes/freezing.py guards them like every fold). GPT-2's
+Conv1D is `torch.addmm(bias, x, weight)`: its bf16 inference graph cast every weight per call (14 cast kernels,
+4.0 ms of a 9 ms call) until addmm and the other products were covered here, not only Linear and convolutions.
+"""
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+CONV = {torch.conv2d, torch.nn.functional.conv2d}
+LINEAR = {torch.nn.functional.linear, torch._C._nn.linear}
+# autocast's lower-precision ops that a Dynamo graph calls as functions, with their tensor arguments (position,
+# keyword): autocast casts each float32 one
+_CASTS_ARGS: dict = {
+    **{op: ((0, "input"), (1, "weight"), (2, "bias")) for op in (*CONV, *LINEAR, torch.conv1d, torch.conv3d)},
+    torch.addmm: ((0, "input"), (1, "mat1"), (2, "mat2")),
+    torch.mm: ((0, "input"), (1, "mat2")),
+    torch.bmm: ((0, "input"), (1, "mat2")),
+    torch.baddbmm: ((0, "input"), (1, "batch1"), (2, "batch2")),
+    torch.matmul: ((0, "input"), (1, "other")),
+    operator.matmul: ((0, ""), (1, "")),
+}
+
+
+def call_arg(node: torch.fx.Node, index: int, name: str, default=None):
+    """Argument `index` of a call node, or its keyword `name`."""
+    if len(node.args) > index:
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def set_constant_arg(node: torch.fx.Node, index: int, name: str, value: torch.fx.Node, const: set) -> None:
+    """`node` reads constant node `value` as its argument `index` (or keyword `name`)."""
+    const.add(value)
+    if len(node.args) > index:
+        node.args = node.args[:index] + (value,) + node.args[index + 1:]
+    else:
+        node.kwargs = {**node.kwargs, name: value}
+
+
+def autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
+    """Inside an enabled CPU autocast region, the constant float32 arguments of autocast's lower-precision ops (a
+    Linear's or convolution's weight and bias, a folded BatchNorm's among them; addmm's, mm's and matmul's
+    operands) cast to autocast's dtype once, as constants: autocast casts them on every call otherwise (to the same
+    values; an argument already in its dtype is left as it is). Returns how many casts became constants."""
+    regions: dict[torch.fx.Node, torch.dtype | None] = {}
+    dtype, changed = None, 0
+    for node in list(graph.nodes):
+        name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
+        if name == "_enter_autocast":
+            device, kind, enabled = (list(node.args) + [None, None, True])[:3]
+            regions[node] = dtype
+            dtype = kind if device == "cpu" and enabled and kind in (torch.bfloat16, torch.float16) else None
+        elif name == "_exit_autocast" and node.args and node.args[0] in regions:
+            dtype = regions[node.args[0]]
+        elif dtype is not None and node.op == "call_function" and node.target in _CASTS_ARGS:
+            for index, arg in _CASTS_ARGS[node.target]:
+                value = call_arg(node, index, arg, None) if arg or len(node.args) > index else None
+                val = getattr(value, "meta", {}).get("example_value")
+                if value not in const or not isinstance(val, torch.Tensor) or val.dtype != torch.float32:
+                    continue
+                with graph.inserting_before(node):
+                    cast = graph.call_method("to", (value, dtype))
+                set_constant_arg(node, index, arg, cast, const)
+                changed += 1
+    return changed
