@@ -196,7 +196,7 @@ def _noop_backend(gm: torch.fx.GraphModule, example_inputs) -> Callable:
 
 _BACKENDS: dict[str, object] = {"dynamo": _noop_backend}  # + "lens" -> its callable (without the entry point)
 # ms spent inside each backend's graph compiler, on aten graphs after Dynamo + AOTAutograd (lens:
-# frontend.compile_graph: lowering, codegen, g++ or cache, load; Inductor: _compile_fx_inner)
+# pipeline.compile_graph: lowering, codegen, g++ or cache, load; Inductor: _compile_fx_inner)
 _BACKEND_MS: dict[str, float] = {"lens": 0.0, "inductor": 0.0}
 _GRAPHS: dict[str, int] = {"lens": 0, "inductor": 0}  # graphs each backend's graph compiler compiled
 
@@ -214,8 +214,9 @@ def _timed(key: str, inner: Callable) -> Callable:
 
 def _time_backends() -> None:
     import compiler.frontend.dynamo_backend as frontend
+    from compiler import pipeline
     _BACKENDS["lens"] = frontend.lens_backend
-    frontend.compile_to_graph = _timed("lens", frontend.compile_to_graph)  # (every path to the pipeline)
+    pipeline.compile_to_graph = _timed("lens", pipeline.compile_to_graph)  # (every path to the pipeline)
     try:
         import torch._inductor.compile_fx as compile_fx
         compile_fx._compile_fx_inner = _timed("inductor", compile_fx._compile_fx_inner)

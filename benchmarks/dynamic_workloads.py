@@ -73,7 +73,7 @@ class DynamicResult:
     eager_reasons: list[str] = field(default_factory=list)
     cold_ms: dict[str, float] = field(default_factory=dict)  # dynamic variant -> first call minus a steady call
     # backend -> ms of that first call spent in its graph compiler (aten graph in, callable out: lens's
-    # frontend.compile_graph, Inductor's _compile_fx_inner), the part Dynamo and AOTAutograd leave to a backend
+    # pipeline.compile_graph, Inductor's _compile_fx_inner), the part Dynamo and AOTAutograd leave to a backend
     compiler_ms: dict[str, float] = field(default_factory=dict)
 
     def median(self, variant: str, size: int) -> float:
@@ -97,7 +97,7 @@ def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, g
     """`graph_counts`: backend -> graphs its graph compiler compiled so far; `compiler_ms`: backend -> ms spent
     in its graph compiler so far (compiler_bench's counters)."""
     compiler_ms = {} if compiler_ms is None else compiler_ms
-    from compiler.frontend import dynamo_backend as frontend
+    from compiler import pipeline
     res = DynamicResult()
     args = {n: w.make_args(n) for n in w.sizes}
     with torch.no_grad():
@@ -110,7 +110,7 @@ def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, g
             tag = f"{abs(hash(w.name))}_{backend}"
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, f"inductor-dyn-{tag}")
             os.environ["LENS_CACHE_DIR"] = os.path.join(tmp, f"lens-dyn-{tag}")
-            before, eager_before = graph_counts.get(backend, 0), len(frontend.EAGER)
+            before, eager_before = graph_counts.get(backend, 0), len(pipeline.EAGER)
             dyn = torch.compile(fresh_function(w.fn, f"dyn_{tag}"), backend=backend, dynamic=True)
             ms_before = compiler_ms.get(backend, 0.0)
             for i, n in enumerate(w.sizes):
@@ -126,8 +126,8 @@ def run_dynamic(w: DynamicWorkload, rounds: int, tmp: str, use_inductor: bool, g
                 calls[(f"{backend} dyn", n)] = lambda a=args[n], c=dyn: c(*a)
             res.graphs[f"{backend} dyn"] = graph_counts.get(backend, 0) - before
             if backend == "lens":
-                res.eager_graphs = len(frontend.EAGER) - eager_before
-                res.eager_reasons = [why for _, why in frontend.EAGER[eager_before:]]
+                res.eager_graphs = len(pipeline.EAGER) - eager_before
+                res.eager_reasons = [why for _, why in pipeline.EAGER[eager_before:]]
         before = graph_counts.get("lens", 0)
         static = torch.compile(fresh_function(w.fn, f"static_{abs(hash(w.name))}"), backend="lens", dynamic=False)
         for n in w.sizes:
@@ -217,4 +217,4 @@ def print_dynamic(results: list[tuple[DynamicWorkload, DynamicResult]], scenario
           "Dynamo graph); l stat: lens compiled for that size alone (dynamic=False); ratios: median over rounds "
           "of the ratio within a round. cold: the first call (fresh cache dirs) minus a steady call, Dynamo's "
           "trace and AOTAutograd included; gc: the part of it in the backend's graph compiler (aten graph in, "
-          "callable out: lens's frontend.compile_graph, Inductor's _compile_fx_inner).")
+          "callable out: lens's pipeline.compile_graph, Inductor's _compile_fx_inner).")

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_bench_report import Result, print_report, row_line, target_lines  # noqa: E402,F401  (target_lines: tests)
 from model_zoo import ZooModel, has_package, zoo  # noqa: E402
 
-# lens's graph compiler (frontend.compile_graph: lowering, codegen, g++ or cache, load): ms and graphs; the C++
+# lens's graph compiler (pipeline.compile_graph: lowering, codegen, g++ or cache, load): ms and graphs; the C++
 # builds of either backend (lens: runtime.build_shared_library; Inductor: cpp_builder.run_compile_cmd, which
 # its worker threads run side by side): (start, end) intervals, whose union is the g++ stage. Reset per compile.
 _LENS = {"graph": 0.0, "graphs": 0}
@@ -69,9 +69,9 @@ def union_ms(intervals: list[tuple[float, float]]) -> float:
 
 
 def _instrument() -> None:
-    import compiler.frontend.dynamo_backend as frontend
+    from compiler import pipeline
     import compiler.machine.runtime as runtime
-    frontend.compile_to_graph = _timed_graph(frontend.compile_to_graph)  # (every path to the pipeline)
+    pipeline.compile_to_graph = _timed_graph(pipeline.compile_to_graph)  # (every path to the pipeline)
     runtime.build_shared_library = _timed_build(runtime.build_shared_library)
     try:
         import torch._inductor.cpp_builder as cpp_builder

@@ -132,10 +132,13 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return EXIT_OK if profiles else EXIT_USER_FAILURE
 
 
+def _op_overrides_env(overrides: list[str] | None) -> dict[str, str]:
+    """`--op-override OP=FORMAT` as the child's LENS_OP_OVERRIDES (compiler/config.py)."""
+    return {"LENS_OP_OVERRIDES": json.dumps(dict(o.split("=", 1) for o in overrides))} if overrides else {}
+
+
 def cmd_check_accuracy(args: argparse.Namespace) -> int:
-    env = {"LENS_CHECK_ACCURACY": str(args.tol)}
-    if args.op_override:
-        env["LENS_OP_OVERRIDES"] = json.dumps(dict(o.split("=", 1) for o in args.op_override))
+    env = {"LENS_CHECK_ACCURACY": str(args.tol), **_op_overrides_env(args.op_override)}
     result = run_script(args.script, args.script_args, env)
     code, runs = result.exit_code, result.runs
     reports = sorted(p for run in runs for p in glob.glob(os.path.join(run, files.LENS_FOLDER, "*", files.ACCURACY)))
@@ -156,7 +159,7 @@ def cmd_check_accuracy(args: argparse.Namespace) -> int:
 
 
 def cmd_minify(args: argparse.Namespace) -> int:
-    from compiler.frontend.dynamo_backend import compile_quietly
+    from compiler.pipeline import compile_quietly
     from compiler.tools.minifier import NothingToMinify, load_repro, minify, write_repro
     if not os.path.isdir(args.debug_dir):
         print(f"kernel-lens: no such debug directory: {args.debug_dir}", file=sys.stderr)
@@ -205,13 +208,14 @@ def cmd_narrow(args: argparse.Namespace) -> int:
     """Which stage first fails: eager (Dynamo only), aot_eager (+ AOTAutograd), lens (+ our codegen)."""
     import tempfile
     backends = ["eager", "aot_eager", "lens"] + (["inductor"] if args.inductor else [])
-    rows, first_bad = [], None
+    overrides = _op_overrides_env(args.op_override)
+    rows, first_bad, gradients = [], None, False
     for backend in backends:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             report_path = f.name
         print(f"== running with backend={backend}", flush=True)
         result = run_script(args.script, args.script_args,
-                            {"LENS_NARROW_BACKEND": backend, "LENS_NARROW_REPORT": report_path},
+                            {"LENS_NARROW_BACKEND": backend, "LENS_NARROW_REPORT": report_path, **overrides},
                             launcher=("-m", "compiler.tools.narrow_child"))
         try:
             with open(report_path) as f:
@@ -223,19 +227,22 @@ def cmd_narrow(args: argparse.Namespace) -> int:
         if report["compile_errors"]:
             verdict = f"compile error: {report['compile_errors'][0][:120]}"
         elif report["mismatches"]:
-            verdict = f"accuracy mismatch in {len(report['mismatches'])} graph(s)"
+            parts = sorted({m.get("what", "outputs") for m in report["mismatches"]})
+            verdict = f"accuracy mismatch in {len(report['mismatches'])} graph(s): {', '.join(parts)} differ"
         elif result.exit_code != 0:
             verdict = f"script failed (exit {result.exit_code})"
         else:
             verdict = "ok"
         rows.append((backend, report["graphs"], verdict))
+        gradients = gradients or bool(report.get("gradients_checked"))
         if verdict != "ok" and first_bad is None:
             first_bad = backend
     print(f"\n{'backend':<12} {'graphs':>6}  result")
     for backend, graphs, verdict in rows:
         print(f"{backend:<12} {graphs:>6}  {verdict}")
     if first_bad is None:
-        print("\nevery stage matches eager")
+        print("\nevery stage matches eager" + (" (outputs and gradients)" if gradients else " (outputs; no gradient "
+                                                                                          "was computed)"))
         return EXIT_OK
     print(f"\nfirst failing stage: {first_bad}")
     return EXIT_USER_FAILURE
@@ -305,6 +312,8 @@ def build_parser(reports: Reports = MappingProxyType({})) -> argparse.ArgumentPa
     na = _script_command(sub, "narrow", "run SCRIPT with backends eager, aot_eager and lens (and inductor) and "
                                         "report which stage first fails or mismatches")
     na.add_argument("--inductor", action="store_true", help="also try the default inductor backend")
+    na.add_argument("--op-override", action="append", metavar="OP=FORMAT",
+                    help="replace an op's C++ in lens's runs (as check-accuracy's --op-override)")
     na.set_defaults(func=cmd_narrow)
     inductor_profile.add_subcommand(sub)
     for verb, (text, load) in reports.items():

@@ -53,7 +53,7 @@ def load_args():
 
 
 if __name__ == "__main__":
-    from compiler.frontend.dynamo_backend import compile_graph_module
+    from compiler.pipeline import compile_graph_module
     mod = Repro()
     expected = mod(*load_args())
     compiled = compile_graph_module(torch.fx.symbolic_trace(mod), load_args())

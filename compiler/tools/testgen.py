@@ -139,7 +139,7 @@ from math import inf, nan
 
 import compiler.config
 from compiler.tools.accuracy import compare
-from compiler.frontend.dynamo_backend import compile_graph_module
+from compiler.pipeline import compile_graph_module
 from compiler.machine.runtime import rand_strided
 
 KERNEL = {b.kernel!r}

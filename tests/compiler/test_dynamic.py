@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from compiler import config
-from compiler.frontend import dynamo_backend as frontend
+from compiler import pipeline
 
 
 def _flat(x):
@@ -16,16 +16,16 @@ def _flat(x):
 
 def _compiled_since(mark):
     c0, e0 = mark
-    graphs = frontend.COMPILED[c0:]
+    graphs = pipeline.COMPILED[c0:]
     externs = [n for g in graphs for k in g.kernel_map.kernels if k.kind == "extern" for n in k.nodes]
-    return graphs, frontend.EAGER[e0:], externs
+    return graphs, pipeline.EAGER[e0:], externs
 
 
 def check_dynamic(fn, make_args, sizes=(7, 13, 40), graphs=1, externs=(), atol=1e-5, rtol=1e-5, **compile_kw):
     """fn compiled with dynamic sizes matches eager at every size, in `graphs` compiles, none eager, with
     no extern calls but `externs` (node names)."""
     torch._dynamo.reset()
-    mark = len(frontend.COMPILED), len(frontend.EAGER)
+    mark = len(pipeline.COMPILED), len(pipeline.EAGER)
     compiled = torch.compile(fn, backend="lens", **({"dynamic": True} | compile_kw))
     for n in sizes:
         torch.manual_seed(n)
@@ -123,7 +123,7 @@ def test_backward_of_a_dynamic_forward_compiles_natively():
         return torch.autograd.grad(y.square().sum(), (x, w))
 
     torch._dynamo.reset()
-    mark = len(frontend.COMPILED), len(frontend.EAGER)
+    mark = len(pipeline.COMPILED), len(pipeline.EAGER)
     compiled = torch.compile(lambda x, w: torch.softmax(x @ w, -1) * x.sum(-1, keepdim=True), backend="lens",
                              dynamic=True)
     for n in (7, 13, 40):
@@ -146,7 +146,7 @@ def test_batch_norm_training_over_changing_batch_sizes_compiles_natively(dtype):
     ref = torch.nn.BatchNorm2d(6).to(dtype)
     ref.load_state_dict(bn.state_dict())
     torch._dynamo.reset()
-    mark = len(frontend.COMPILED), len(frontend.EAGER)
+    mark = len(pipeline.COMPILED), len(pipeline.EAGER)
     compiled = torch.compile(lambda x: torch.relu(bn(x)), backend="lens", dynamic=True)
     for n in (3, 5, 8):
         x = torch.randn(n, 6, 5, 7, dtype=dtype)

@@ -3,6 +3,7 @@ graph's outermost), skips the graph cache when a tool says so, and runs nothing 
 import torch
 
 from compiler import hooks
+from compiler import pipeline
 from compiler.frontend import dynamo_backend as frontend
 from compiler.frontend import graph_cache
 
@@ -36,7 +37,7 @@ def test_an_active_tool_wraps_the_code_the_graph_and_the_dynamo_graph(monkeypatc
     hooks.register(probe_tool(calls))
     x = torch.randn(8)
     torch.testing.assert_close(compile_and_call(x), x * 2 + 1)
-    graph_id = frontend.COMPILED[-1].graph_id
+    graph_id = pipeline.COMPILED[-1].graph_id
     assert calls == ["wrapped 1 graph(s), eager True", "dynamo graph", "graph", f"code of {graph_id}"]
 
 

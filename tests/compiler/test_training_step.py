@@ -11,7 +11,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from compiler import config
-from compiler.frontend import dynamo_backend as frontend
+from compiler import pipeline
 
 # before lens kept Dynamo out of its own code these hung (a deadlock on Dynamo's callback lock): fail instead
 pytestmark = pytest.mark.timeout(300)
@@ -63,7 +63,7 @@ def _optimizer_steps(backend, steps: int = 3) -> tuple[torch.nn.Module, int]:
     """`steps` Adam steps with only `opt.step` compiled by `backend` (None: eager); the model and the graphs
     lens compiled."""
     torch._dynamo.reset()
-    first = len(frontend.COMPILED)
+    first = len(pipeline.COMPILED)
     model, opt = _model_and_optimizer("adam")
     opt_step = opt.step if backend is None else torch.compile(opt.step, backend=backend)
     x, y = torch.randn(8, 16), torch.randn(8, 4)
@@ -71,7 +71,7 @@ def _optimizer_steps(backend, steps: int = 3) -> tuple[torch.nn.Module, int]:
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt_step()
         opt.zero_grad()
-    return model, len(frontend.COMPILED) - first
+    return model, len(pipeline.COMPILED) - first
 
 
 def _assert_models_equal(a: torch.nn.Module, b: torch.nn.Module) -> None:
@@ -106,7 +106,7 @@ WHOLE_STEP = STEP_PROGRAM.format(momentum="") + textwrap.dedent("""
     from compiler import frontend
     losses = [float(step(x, y).detach()) for _ in range(4)]
     assert losses == sorted(losses, reverse=True), losses
-    ids = [g.graph_id for g in frontend.COMPILED]
+    ids = [g.graph_id for g in pipeline.COMPILED]
     print("OK", len(ids), losses)
 """)
 
@@ -129,14 +129,14 @@ def test_whole_step_matches_eager_over_steps_and_compiles_each_graph_once(optimi
     eager_model, eager_opt = _model_and_optimizer(optimizer)
     model, opt = _model_and_optimizer(optimizer)
     eager, compiled = _step(eager_model, eager_opt), torch.compile(_step(model, opt), backend="lens")
-    first = len(frontend.COMPILED)
+    first = len(pipeline.COMPILED)
     x, y = torch.randn(8, 16), torch.randn(8, 4)
     for _ in range(4):
         torch.testing.assert_close(compiled(x, y), eager(x, y), atol=1e-5, rtol=1e-4)
     _assert_models_equal(eager_model, model)
     # the same graphs AOTAutograd gives any backend (SGD's momentum buffers appear at the second step): none
     # compiled twice, none from tracing lens's own code
-    assert len(frontend.COMPILED) - first == expected_graphs >= 3
+    assert len(pipeline.COMPILED) - first == expected_graphs >= 3
     assert not _lens_frames_traced()
 
 
@@ -153,11 +153,11 @@ def test_compiled_model_with_backward_outside_matches_eager():
             loss.backward()
             o.step()
             o.zero_grad()
-        first = first or len(frontend.COMPILED)
+        first = first or len(pipeline.COMPILED)
     _assert_models_equal(eager_model, model)
-    kinds = {g.kernel_map.graph_kind for g in frontend.COMPILED[-2:] if g.kernel_map is not None}
+    kinds = {g.kernel_map.graph_kind for g in pipeline.COMPILED[-2:] if g.kernel_map is not None}
     assert kinds == {"forward", "backward"}
-    assert len(frontend.COMPILED) == first
+    assert len(pipeline.COMPILED) == first
 
 
 def test_optimizer_step_compiled_on_its_own_matches_eager_and_compiles_each_graph_once():

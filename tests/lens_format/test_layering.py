@@ -104,7 +104,7 @@ def _circles(edges: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circles_anywhere():
     edges = _module_imports()
-    assert len(edges) > 100 and edges["compiler.frontend.dynamo_backend"]  # the walk saw the packages and their imports
+    assert len(edges) > 100 and edges["compiler.pipeline"]  # the walk saw the packages and their imports
     assert _circles(edges) == []
     # the check finds a circle where there is one
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -112,6 +112,15 @@ def test_no_import_circles_anywhere():
 
 # compiler/'s roles: the entry points may import anything; the rest of compiler/ is the pipeline
 ENTRY_POINTS = {"compiler.cli", "compiler.__main__", "compiler.backend"}
+# the only modules on compiler/'s and lsp_server/'s top level (ARCHITECTURE.md names them): entry points, the pipeline
+# and its one-file stage, and the leaves the folders share; every other module sits in a folder named for its stage/role
+TOP_LEVEL = {
+    "compiler": {"__init__", "__main__", "backend", "cli",  # entry points
+                 "pipeline", "scheduler",  # the stage list and its loop, the one stage that is one file
+                 "config", "decisions", "hooks", "dynamo_skip", "compiled_graph"},  # shared leaves
+    "lsp_server": {"__init__", "__main__", "server",  # entry points
+                   "index", "model", "settings", "protocol", "protocol_ts", "jobs", "json_answer"},  # shared
+}
 # what the machine side may import outside compiler/machine/: settings, Dynamo's skip list, and the C++ text
 # (prelude, vector math and the erf it links, size variants' markers) it precompiles, builds and links, never the
 # frontend, the stages' IR or the tools
@@ -152,11 +161,26 @@ def _layer_violations(edges: dict[str, set[str]]) -> dict[str, list[str]]:
     return found
 
 
+def test_the_top_levels_hold_only_entry_points_the_pipeline_and_shared_leaves():
+    for package, allowed in TOP_LEVEL.items():
+        assert {p.stem for p in (ROOT / package).glob("*.py")} == allowed
+
+
+def test_the_stage_order_comes_from_the_pipeline():
+    from compiler import pipeline
+    assert [s.name for s in pipeline.STAGES] == ["lower", "schedule", "generate", "map", "build"]
+    assert list(STAGES) == ["compiler.decompositions", "compiler.lowering", "compiler.scheduler", "compiler.codegen",
+                            "compiler.codegen.wrapper", "compiler.debug.kernel_map"]
+    # and each stage's debug files are files of the format (docs/debug-directory.md names them all)
+    documented = (ROOT / "docs" / "debug-directory.md").read_text()
+    assert all(f"`{name}`" in documented for s in pipeline.STAGES for name in s.files)
+
+
 def test_the_pipeline_imports_no_tool_and_the_machine_neither_the_frontend_nor_the_tools():
     edges = _module_imports()
     # the walk saw each role and the arrows that are allowed: pipeline -> machine, tools -> pipeline and machine
-    assert "compiler.machine.runtime" in edges["compiler.frontend.dynamo_backend"] and "compiler.hooks" in edges["compiler.frontend.dynamo_backend"]
-    assert "compiler.frontend.dynamo_backend" in edges["compiler.tools.accuracy"]
+    assert "compiler.machine.runtime" in edges["compiler.pipeline"] and "compiler.hooks" in edges["compiler.pipeline"]
+    assert "compiler.pipeline" in edges["compiler.tools.accuracy"]
     assert "compiler.machine.gemm" in edges["compiler.tools.profiling"]
     assert "compiler.tools.accuracy" in edges["compiler.backend"]
     assert _layer_violations(edges) == {}
@@ -175,10 +199,16 @@ def test_the_layer_check_finds_an_import_against_the_arrows():
         "compiler.tools.minifier": ["compiler.cli"]}
 
 
-# the pipeline's stages in the order data moves through them (frontend.compile_to_graph runs one after another); the
-# machine (build, load, run, what the CPU has) is no stage: any may call it, and its own arrows are checked above
-STAGES = {"compiler.decompositions.table": 0, "compiler.lowering": 1, "compiler.scheduler": 2, "compiler.codegen": 3,
-          "compiler.codegen.wrapper": 4}
+def _stage_order() -> dict[str, int]:
+    """The pipeline's stages in the order data moves through them, read from compiler/pipeline.py (TRACE_TO_ATEN, then
+    each stage's modules); the machine (build, load, run, what the CPU has) is the build stage's code but no stage of
+    the data's order: any stage may call it, and its own arrows are checked above."""
+    from compiler import pipeline
+    modules = [pipeline.TRACE_TO_ATEN] + [m for stage in pipeline.STAGES for m in stage.modules]
+    return {m: i for i, m in enumerate(m for m in modules if _role(m) == "pipeline")}
+
+
+STAGES = _stage_order()
 
 
 def _stage(module: str) -> int | None:

@@ -22,10 +22,10 @@ from lens_format.notes import GraphNotes
 # eagerly. `dynamic`: compiled dynamic from the first call, so it never had kernels. (The compiler compiles
 # symbolic sizes now; the program refuses them the way it did before, so real eager graphs get written.)
 PROGRAM = '''import torch
-import compiler.frontend.dynamo_backend
+import compiler.pipeline
 from compiler.lowering import EagerGraph
 
-_lower = compiler.frontend.dynamo_backend.lower_graph
+_lower = compiler.pipeline.lower_graph
 
 
 def _refuse_symbolic_sizes(gm):
@@ -36,7 +36,7 @@ def _refuse_symbolic_sizes(gm):
     return _lower(gm)
 
 
-compiler.frontend.dynamo_backend.lower_graph = _refuse_symbolic_sizes
+compiler.pipeline.lower_graph = _refuse_symbolic_sizes
 
 
 def mixed(x, w):

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch._dynamo.utils import counters
 
-import compiler.frontend.dynamo_backend as frontend
+from compiler import pipeline
 from compiler import config
 from compiler.frontend import aot_cache
 
@@ -19,13 +19,13 @@ def compiles(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "graph_cache", True)
     monkeypatch.setattr(config, "debug", False)
     seen = []
-    inner = frontend.compile_to_graph
+    inner = pipeline.compile_to_graph
 
     def counting(gm, example_inputs, kind="inference"):
         seen.append(kind)
         return inner(gm, example_inputs, kind)
 
-    monkeypatch.setattr(frontend, "compile_to_graph", counting)
+    monkeypatch.setattr(pipeline, "compile_to_graph", counting)
     counters.clear()
     return seen
 
@@ -97,14 +97,14 @@ def test_the_backward_compiles_at_the_first_backward_pass_and_torchs_settings_co
 
 def test_a_backward_that_runs_eagerly_saves_nothing_and_restores_torchs_settings(compiles, monkeypatch):
     import torch._functorch.config as functorch_config
-    lower_graph = frontend.lower_graph
+    lower_graph = pipeline.lower_graph
 
     def forward_only(gm):
         if any(n.name.startswith("tangents") for n in gm.graph.nodes):
             raise RuntimeError("a lowering bug in the backward")
         return lower_graph(gm)
 
-    monkeypatch.setattr(frontend, "lower_graph", forward_only)
+    monkeypatch.setattr(pipeline, "lower_graph", forward_only)
     model, x = Net(), torch.randn(6, 12)
     assert_step_equal(step(model, x), eager_step(model, x), rtol=1e-4, atol=1e-5)
     assert counters["aot_autograd"]["autograd_cache_saved"] == 0
@@ -155,12 +155,12 @@ def test_a_graph_that_runs_eagerly_is_not_saved(compiles, monkeypatch):
     def failing(gm):
         raise RuntimeError("a lowering bug")
 
-    lower_graph = frontend.lower_graph
-    monkeypatch.setattr(frontend, "lower_graph", failing)
+    lower_graph = pipeline.lower_graph
+    monkeypatch.setattr(pipeline, "lower_graph", failing)
     model, x = Net(), torch.randn(6, 12)
     assert_step_equal(step(model, x), eager_step(model, x), rtol=1e-4, atol=1e-5)
     assert counters["aot_autograd"]["autograd_cache_saved"] == 0
-    monkeypatch.setattr(frontend, "lower_graph", lower_graph)
+    monkeypatch.setattr(pipeline, "lower_graph", lower_graph)
     compiles.clear()
     step(model, x)
     assert len(compiles) == 2 and counters["aot_autograd"]["autograd_cache_hit"] == 0

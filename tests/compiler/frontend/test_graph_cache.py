@@ -6,7 +6,7 @@ import pathlib
 import pytest
 import torch
 
-import compiler.frontend.dynamo_backend as frontend
+from compiler import pipeline
 from compiler import config
 from compiler.frontend import graph_cache
 
@@ -18,13 +18,13 @@ def traced(monkeypatch, tmp_path):
     monkeypatch.setattr(config, "graph_cache", True)
     monkeypatch.setattr(config, "debug", False)
     count = {"n": 0}
-    inner = frontend.compile_to_graph
+    inner = pipeline.compile_to_graph
 
     def counting(*args, **kwargs):
         count["n"] += 1
         return inner(*args, **kwargs)
 
-    monkeypatch.setattr(frontend, "compile_to_graph", counting)
+    monkeypatch.setattr(pipeline, "compile_to_graph", counting)
     return count
 
 

@@ -4,7 +4,7 @@ then run in the half dtype, with norm_first and either activation; a padding mas
 import pytest
 import torch
 
-from compiler.frontend import dynamo_backend as frontend
+from compiler import pipeline
 
 HALF = {"bf16": (torch.bfloat16, 5e-2, 2e-2), "fp16": (torch.float16, 1e-2, 1e-2)}
 
@@ -17,10 +17,10 @@ def _layer(norm_first: bool, activation: str) -> torch.nn.Module:
 
 def _compiled_graph_code(run, *args):
     torch._dynamo.reset()
-    mark = len(frontend.COMPILED)
+    mark = len(pipeline.COMPILED)
     with torch.no_grad():
         out = torch.compile(run, backend="lens")(*args)
-    graph, = frontend.COMPILED[mark:]
+    graph, = pipeline.COMPILED[mark:]
     return out, graph.gm.code
 
 

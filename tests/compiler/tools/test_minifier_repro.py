@@ -8,7 +8,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import compiler.config as config
-from compiler.frontend.dynamo_backend import compile_quietly
+from compiler.pipeline import compile_quietly
 from compiler.tools.minifier import minify, write_repro
 
 

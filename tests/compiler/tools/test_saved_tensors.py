@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import compiler.config as config
-from compiler.frontend.dynamo_backend import compile_graph_module
+from compiler.pipeline import compile_graph_module
 from compiler.tools import saved_tensors
 from compiler.tools.kernel_subgraph import load_named_graph
 

@@ -22,10 +22,10 @@ PROGRAMS = {
 def _compile(fn, args, on: bool, monkeypatch):
     monkeypatch.setattr(config.cpp, "half_lanes", on)
     torch._dynamo.reset()
-    from compiler.frontend import dynamo_backend as frontend
-    mark = len(frontend.COMPILED)
+    from compiler import pipeline
+    mark = len(pipeline.COMPILED)
     out = torch.compile(fn, backend="lens")(*args)
-    code = "".join(g.code.text.split(PRELUDE_END, 1)[1] for g in frontend.COMPILED[mark:])
+    code = "".join(g.code.text.split(PRELUDE_END, 1)[1] for g in pipeline.COMPILED[mark:])
     return out, code
 
 
