@@ -110,7 +110,7 @@ def _upsample_vec(original: Callable, cubic: bool) -> Callable:
     return run
 
 
-def _upsample_default(original: Callable, cubic: bool) -> Callable:
+def upsample_default(original: Callable, cubic: bool) -> Callable:
     def run(x, output_size, align_corners, *scales):
         scales = list(scales) + [None] * (len(output_size) - len(scales))
         out = _eager_upsample(x, list(output_size), align_corners, scales, cubic)
@@ -128,7 +128,7 @@ def eager_upsample_kernels():
     swapped = []
     for op, cubic in ((aten.upsample_linear1d, False), (aten.upsample_trilinear3d, False),
                       (aten.upsample_bicubic2d, True)):
-        for overload, wrap in ((op.vec, _upsample_vec), (op.default, _upsample_default)):
+        for overload, wrap in ((op.vec, _upsample_vec), (op.default, upsample_default)):
             for key in (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd):
                 if key in overload.py_kernels:
                     swapped.append((overload, key, overload.py_kernels[key]))

@@ -23,7 +23,6 @@ here). A transformer encoder layer's warm compile (Dynamo tracing it again, lens
 """
 from __future__ import annotations
 
-import operator
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import torch
@@ -31,15 +30,11 @@ import torch.fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from compiler import config
+from compiler.graph_passes.fx_calls import mutates
 
 if TYPE_CHECKING:
     from compiler.compiled_graph import CompiledGraph
 
-_IN_PLACE_OPERATORS = {
-    operator.setitem, operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
-    operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor, operator.ilshift, operator.irshift,
-    operator.imatmul,
-}
 
 
 def direct_inference_call(dynamo_gm: torch.fx.GraphModule, example_inputs: Sequence,
@@ -52,7 +47,7 @@ def direct_inference_call(dynamo_gm: torch.fx.GraphModule, example_inputs: Seque
     if graph.gm is None or graph.kernel_map is None or graph.kernel_map.graph_kind != "inference":
         return None
     if not all(type(t) in (torch.Tensor, torch.nn.Parameter, int, torch.SymInt) for t in example_inputs) or \
-            _mutates(dynamo_gm):
+            mutates(dynamo_gm):
         return None
     aten = graph.gm
     if any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable
@@ -102,23 +97,6 @@ def direct_run(call: Callable) -> Callable:
 def _outputs(gm: torch.fx.GraphModule) -> list:
     out = gm.graph.output_node().args[0]
     return list(out) if isinstance(out, (tuple, list)) else [out]
-
-
-def _mutates(gm: torch.fx.GraphModule) -> bool:
-    """Whether Dynamo's graph changes a tensor in place (data or metadata: `add_`, `t_`, `x[i] = v`, `out=`)."""
-    for n in gm.graph.nodes:
-        if n.op == "call_method" and n.target.endswith("_") and not n.target.startswith("_"):
-            return True
-        if n.op == "call_function":
-            name = getattr(n.target, "__name__", "")
-            if getattr(n.target, "__module__", None) in ("_operator", "operator"):
-                name = ""  # and_, or_, not_, is_: Python operators, in place only if in _IN_PLACE_OPERATORS
-            if ((name.endswith("_") and not name.startswith("_")) or n.target in _IN_PLACE_OPERATORS
-                    or "out" in n.kwargs):
-                return True
-        if n.op == "call_module":
-            return True
-    return False
 
 
 _SAVED_MARKERS: list[bool] = []  # the user's record_runtime_overhead while a lens frame compiles

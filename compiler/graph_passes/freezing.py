@@ -23,13 +23,9 @@ import torch
 import torch.fx
 
 from compiler import config
-from compiler.frontend.direct_call import _mutates
 from compiler.graph_passes import freezing_concat
-from compiler.graph_passes.freezing_autocast import CONV as _CONV
-from compiler.graph_passes.freezing_autocast import LINEAR as _LINEAR
 from compiler.graph_passes.freezing_autocast import autocast_casts
-from compiler.graph_passes.freezing_autocast import call_arg as _arg
-from compiler.graph_passes.freezing_autocast import set_constant_arg as _constant_arg
+from compiler.graph_passes.fx_calls import CONV, LINEAR, call_arg, mutates, set_constant_arg
 from compiler.machine import gemm_packed
 
 log = logging.getLogger(__name__)
@@ -82,16 +78,16 @@ def _fold_batch_norms(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
         if bn.op != "call_function" or bn.target not in _BATCH_NORM:
             continue
         conv = bn.args[0]
-        stats = [_arg(bn, i, n) for i, n in ((1, "running_mean"), (2, "running_var"), (3, "weight"), (4, "bias"))]
-        if (_arg(bn, 5, "training", False) or not isinstance(conv, torch.fx.Node) or conv.op != "call_function"
-                or conv.target not in _CONV or len(conv.users) != 1 or not all(s is None or s in const for s in stats)
+        stats = [call_arg(bn, i, n) for i, n in ((1, "running_mean"), (2, "running_var"), (3, "weight"), (4, "bias"))]
+        if (call_arg(bn, 5, "training", False) or not isinstance(conv, torch.fx.Node) or conv.op != "call_function"
+                or conv.target not in CONV or len(conv.users) != 1 or not all(s is None or s in const for s in stats)
                 or stats[0] is None or stats[1] is None):
             continue
-        weight, bias = _arg(conv, 1, "weight"), _arg(conv, 2, "bias")
+        weight, bias = call_arg(conv, 1, "weight"), call_arg(conv, 2, "bias")
         if weight not in const or not (bias is None or bias in const):
             continue
         with graph.inserting_before(conv):
-            pair = graph.call_function(bn_folded, (weight, bias, *stats, float(_arg(bn, 7, "eps", 1e-5))))
+            pair = graph.call_function(bn_folded, (weight, bias, *stats, float(call_arg(bn, 7, "eps", 1e-5))))
             new_w = graph.call_function(_getitem, (pair, 0))
             new_b = graph.call_function(_getitem, (pair, 1))
         for node, like in ((new_w, weight), (new_b, stats[0])):  # (the folds' layouts: freezing_autocast reads them)
@@ -119,12 +115,12 @@ def _relayout(graph: torch.fx.Graph, const: set[torch.fx.Node], targets: set, in
     for node in list(graph.nodes):
         if node.op != "call_function" or node.target not in targets:
             continue
-        weight = _arg(node, index, name)
+        weight = call_arg(node, index, name)
         if weight not in const:
             continue
         with graph.inserting_before(node):
             new = graph.call_function(layout, (weight,))
-        _constant_arg(node, index, name, new, const)
+        set_constant_arg(node, index, name, new, const)
         changed += 1
     return changed
 
@@ -147,18 +143,18 @@ def _conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
         return 0
     op, changed = torch.ops.mkldnn._convolution_pointwise.default, 0
     for conv in list(graph.nodes):
-        if conv.op != "call_function" or conv.target not in _CONV:
+        if conv.op != "call_function" or conv.target not in CONV:
             continue
-        x, weight, bias = conv.args[0], _arg(conv, 1, "weight"), _arg(conv, 2, "bias")
-        geometry = [_pair(_arg(conv, i, n, d)) for i, n, d in ((4, "padding", 0), (3, "stride", 1), (5, "dilation", 1))]
-        groups = _arg(conv, 6, "groups", 1)
+        x, weight, bias = conv.args[0], call_arg(conv, 1, "weight"), call_arg(conv, 2, "bias")
+        geometry = [_pair(call_arg(conv, i, n, d)) for i, n, d in ((4, "padding", 0), (3, "stride", 1), (5, "dilation", 1))]
+        groups = call_arg(conv, 6, "groups", 1)
         val = getattr(x, "meta", {}).get("example_value")
         if (weight not in const or None in geometry or not isinstance(groups, int) or not isinstance(val, torch.Tensor)
                 or val.dim() != 4 or val.dtype != torch.float32):
             continue
         (user,) = conv.users if len(conv.users) == 1 else (None,)
         relu = (user if user is not None and user.op == "call_function" and user.target in _RELU
-                and not _arg(user, 1, "inplace", False) else None)
+                and not call_arg(user, 1, "inplace", False) else None)
         with graph.inserting_before(conv):
             w = graph.call_function(channels_last, (weight,))
             x_cl = graph.call_method("contiguous", (x,), {"memory_format": torch.channels_last})
@@ -178,7 +174,7 @@ def _conv_weights_channels_last(graph: torch.fx.Graph, const: set[torch.fx.Node]
     between convolutions (lowering keeps eager's channels-last layout). Conv net inference 0.79-0.83 -> 0.72-0.74
     of Inductor's time (in-process A/B). A 4-d output the graph returned contiguous is made contiguous again, so
     callers see eager's layout (a `.view` of it works as in eager); returns how many weights."""
-    changed = _relayout(graph, const, _CONV, 1, "weight", channels_last)
+    changed = _relayout(graph, const, CONV, 1, "weight", channels_last)
     if changed:
         out = next(n for n in graph.nodes if n.op == "output")
 
@@ -267,7 +263,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
     freezing off, a graph that changes tensors in place, nothing to fold). `concat`: Linear layers sharing an
     input merged into one product (compiler/graph_passes/freezing_concat.py); `conv_channels_last`: convolution weights kept
     channels-last (`_conv_weights_channels_last`)."""
-    if not config.freezing or torch.is_grad_enabled() or gm.meta.get("lens_frozen") or _mutates(gm):
+    if not config.freezing or torch.is_grad_enabled() or gm.meta.get("lens_frozen") or mutates(gm):
         return None
     from torch._subclasses.fake_tensor import FakeTensor
     if not all(isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) for t in example_inputs):
@@ -294,7 +290,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
     if config.freezing_conv_onednn:
         folds["conv as oneDNN channels-last"] = _conv_onednn(graph, const)
     if config.freezing_linear_transposed:
-        folds["linear weight K-major"] = _relayout(graph, const, _LINEAR, 1, "weight", _transposed_storage)
+        folds["linear weight K-major"] = _relayout(graph, const, LINEAR, 1, "weight", _transposed_storage)
     if concat and config.freezing_concat_linears:
         folds["linears sharing an input as one product"] = merged = freezing_concat.concat_linears(graph, const)
         if merged and not freezing_concat.traces(gm, graph, example_inputs):

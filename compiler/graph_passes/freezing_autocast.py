@@ -1,4 +1,4 @@
-"""Autocast's casts of frozen weights as constants, and the call-argument helpers the freezing passes share.
+"""Autocast's casts of frozen weights as constants.
 
 Inside an enabled CPU autocast region, autocast casts every float32 tensor argument of its lower-precision ops
 (linear, the convolutions, addmm, mm, matmul, bmm, baddbmm) to its dtype on each call. A frozen graph's weights are
@@ -14,8 +14,8 @@ import operator
 import torch
 import torch.fx
 
-CONV = {torch.conv2d, torch.nn.functional.conv2d}
-LINEAR = {torch.nn.functional.linear, torch._C._nn.linear}
+from compiler.graph_passes.fx_calls import CONV, LINEAR, call_arg, set_constant_arg
+
 # autocast's lower-precision ops that a Dynamo graph calls as functions, with their tensor arguments (position,
 # keyword): autocast casts each float32 one
 _CASTS_ARGS: dict = {
@@ -27,22 +27,6 @@ _CASTS_ARGS: dict = {
     torch.matmul: ((0, "input"), (1, "other")),
     operator.matmul: ((0, ""), (1, "")),
 }
-
-
-def call_arg(node: torch.fx.Node, index: int, name: str, default=None):
-    """Argument `index` of a call node, or its keyword `name`."""
-    if len(node.args) > index:
-        return node.args[index]
-    return node.kwargs.get(name, default)
-
-
-def set_constant_arg(node: torch.fx.Node, index: int, name: str, value: torch.fx.Node, const: set) -> None:
-    """`node` reads constant node `value` as its argument `index` (or keyword `name`)."""
-    const.add(value)
-    if len(node.args) > index:
-        node.args = node.args[:index] + (value,) + node.args[index + 1:]
-    else:
-        node.kwargs = {**node.kwargs, name: value}
 
 
 def autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
