@@ -49,13 +49,11 @@ unfuse_addmm_bias: bool = os.environ.get("LENS_UNFUSE_BIAS", "1") not in ("", "0
 # skips AOTAutograd's tracing (compiler/frontend/graph_cache.py; also LENS_GRAPH_CACHE=0 to turn off).
 graph_cache: bool = os.environ.get("LENS_GRAPH_CACHE", "1") not in ("", "0")
 # Dynamo wraps the bytecode that calls a compiled graph in two calls recording a "Pregraph bytecode" event for
-# torch.profiler (torch._dynamo.config.record_runtime_overhead), ~11 us a call after a kernel that streamed
-# 32 MiB, whether or not a profiler runs. Frames whose graphs lens compiles are generated without them unless
+# torch.profiler (torch._dynamo.config.record_runtime_overhead), whether or not a profiler runs. Frames whose graphs lens compiles are generated without them unless
 # this is set (also LENS_PREGRAPH_MARKERS=1); other frames keep Dynamo's setting (compiler/frontend/direct_call.py).
 pregraph_markers: bool = _env_flag("LENS_PREGRAPH_MARKERS")
 # After tracing a frame Dynamo checks that its guards pass on that frame and times them once, flushing the
-# caches first (for TORCH_LOGS=guards' latency line): 18-20 ms per compiled frame here, where the flush writes
-# a buffer the size of the 260 MiB L3. Frames whose graphs lens compiles skip both unless this is set (also
+# caches first (for TORCH_LOGS=guards' latency line), a flush the size of the L3 per compiled frame. Frames whose graphs lens compiles skip both unless this is set (also
 # LENS_GUARD_CHECK=1); a guard that failed on its own frame, a Dynamo bug, would then show as a recompile
 # instead of an AssertionError (compiler/frontend/direct_call.py).
 guard_check: bool = _env_flag("LENS_GUARD_CHECK")
@@ -96,15 +94,9 @@ class cpp:
     # op name -> C++ format string ({x}, {y}, {z} are the operands), replacing the emitted expression.
     # Exists to reproduce codegen bugs on purpose, e.g. {"neg": "decltype({x})(2 * {x})"}.
     op_overrides: dict[str, str] = _json_env("LENS_OP_OVERRIDES")
-    # The C++ compiler and its flags. (-fno-exceptions: kernels throw nothing, and without unwinding
-    # tables for C++ exceptions the shared library links in ~30 ms instead of ~70 ms. -O2 with -O3's
-    # vectorizer cost model: kernels' hot loops are `omp simd` loops, vectorized at either level; -O3's
-    # further passes made a masked softmax's kernel build in 126-156 ms instead of 82-86 ms, and no kernel of
-    # the benchmarks faster: 0.97-1.06x of -O3's run time, within noise, on the device's Xeon. -fpeel-loops,
-    # the one -O3 pass that mattered: a row reduction's lane accumulators (`acc[64]`, codegen/strategies/lane_reduction.py)
-    # stayed in memory across the row, a store-to-load chain per vector, until the vector loop over them was
-    # peeled (a 1024-float row sum 68 -> 23 ns; layer_norm (8192,1024) 1.81/1.26/1.22 -> 1.61/1.13/0.93 ms in
-    # float32/bfloat16/float16, softmax 1.97/2.31/2.25 -> 1.56/1.99/1.86; cold builds unchanged.)
+    # The C++ compiler and its flags: no exceptions (kernels throw none; links faster), -O2 with -O3's vectorizer
+    # cost model and -fpeel-loops, the one -O3 pass that mattered (row reductions' lane accumulators stay in
+    # registers). Measurements: docs/performance.md, "Why the settings are what they are".
     cxx: str = os.environ.get("CXX", "g++")
     flags: tuple[str, ...] = ("-O2", "-fpeel-loops", "-fvect-cost-model=dynamic", "-march=native", "-fopenmp",
                               "-shared", "-fPIC", "-std=c++17", "-fno-math-errno", "-fno-trapping-math",
@@ -158,8 +150,7 @@ class cpp:
     # compiler's kernels, not two libraries' rounding of the same float32 product.
     # Float32 products split by rows over one OpenMP region of our own (compiler/machine/gemm_rows.py;
     # LENS_GEMM_ROWS=1): fewer waits between threads on cores shared with other processes, but on a quiet machine
-    # ATen's own threading is as fast or faster (model_bench side by side: BERT 1.06 -> 1.02x Inductor with ATen,
-    # DistilBERT 1.08 -> 1.02, MobileBERT 1.30 -> 1.15, ViT 0.99 -> 0.96; only GPT-2 lost, 0.95 -> 0.98).
+    # ATen's own threading is as fast or faster (docs/performance.md, "Why the settings are what they are").
     gemm_rows: bool = os.environ.get("LENS_GEMM_ROWS", "") not in ("", "0")
     # Products whose weight is a frozen constant computed from MKL's packed copy of it, made once
     # (compiler/machine/gemm_packed.py; LENS_GEMM_PACKED=0 keeps ATen's mm).
