@@ -32,6 +32,8 @@ from lens_format.notes import EagerNote
 
 log = logging.getLogger(__name__)
 _GRAPH_IDS = itertools.count()
+_QUIET_IDS = itertools.count()  # compile_quietly's graphs: the program's own keep consecutive numbers
+_quiet = False
 COMPILED: list[CompiledGraph] = []  # every graph this process compiled, in order
 EAGER: list[tuple[str, str]] = []  # (graph id, why) of every graph that runs eagerly instead, in order
 
@@ -172,7 +174,7 @@ STAGES: tuple[Stage, ...] = (
 
 
 def next_graph_id() -> str:
-    return f"graph_{next(_GRAPH_IDS)}"
+    return f"quiet_{next(_QUIET_IDS)}" if _quiet else f"graph_{next(_GRAPH_IDS)}"
 
 
 def compile_to_graph(gm: torch.fx.GraphModule, example_inputs, kind: str = "inference") -> CompiledGraph:
@@ -303,13 +305,14 @@ def compile_for_cache(gm: torch.fx.GraphModule, example_inputs, kind: str) -> tu
 
 
 def compile_quietly(gm: torch.fx.GraphModule, example_inputs) -> Callable:
-    """Compile without a debug directory (instrumented or minified graphs)."""
-    old = config.debug
-    config.debug = False
+    """Compile without a debug directory or a graph number (instrumented or minified graphs)."""
+    global _quiet
+    old, was_quiet = config.debug, _quiet
+    config.debug, _quiet = False, True
     try:
         return compile_graph_module(gm, example_inputs)
     finally:
-        config.debug = old
+        config.debug, _quiet = old, was_quiet
 
 
 def compile_graph_module(gm: torch.fx.GraphModule, example_inputs) -> Callable:

@@ -7,28 +7,15 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.fx
 
-from compiler import hooks
 from lens_format.accuracy import AccuracyReport
 
 DEFAULT_TOL = 1e-4
-
-
-def accuracy_settings() -> float | None:
-    """The tolerance when running under `kernel-lens check-accuracy` (LENS_CHECK_ACCURACY=tol)."""
-    spec = os.environ.get("LENS_CHECK_ACCURACY")
-    if not spec:
-        return None
-    try:
-        return float(spec)
-    except ValueError:
-        return DEFAULT_TOL
 
 
 @dataclass
@@ -238,81 +225,3 @@ def accuracy_report(graph, node: DivergingNode | None, tol: float) -> AccuracyRe
                           graph.readable.lines.get(node.name), kernel.name if kernel else "",
                           graph.readable.sources.get(node.name),
                           **difference_fields(node.difference))
-
-
-def _as_list(x):
-    return list(x) if isinstance(x, (tuple, list)) else x
-
-
-def compare_on_first_call(eager: Callable, compiled: Callable, tol: float,
-                          on_result: Callable[[Difference | None], None]) -> Callable:
-    """Wrap a compiled graph: its first call also runs `eager` on cloned inputs and hands the difference
-    (None when they match) to `on_result`; later calls run the compiled graph alone."""
-    done = False
-
-    def run(*args):
-        nonlocal done
-        if done:
-            return compiled(*args)
-        done = True
-        expected = eager(*clone_args(args))
-        got = compiled(*args)
-        on_result(compare(_as_list(expected), _as_list(got), tol))
-        return got
-
-    return run
-
-
-def check_on_first_call(eager: Callable, compiled: Callable, graphs: list, tol: float,
-                        compile_fn: Callable[[torch.fx.GraphModule, list], Callable]) -> Callable:
-    """On a mismatch at the first call, each lens graph the Dynamo graph produced is searched for its
-    first diverging node; accuracy.json is written either way."""
-    def report(mismatch: Difference | None) -> None:
-        for g in graphs:
-            node = None
-            if mismatch is not None and getattr(g, "recorded_inputs", None) is not None:
-                node = first_diverging_node(g.gm, g.recorded_inputs, tol, compile_fn)
-            _report(g, node, tol, mismatch)
-
-    return compare_on_first_call(eager, compiled, tol, report)
-
-
-def _report(graph, node: DivergingNode | None, tol: float, mismatch: Difference | None) -> None:
-    report = accuracy_report(graph, node, tol)
-    if mismatch is not None and node is None:
-        report = AccuracyReport(graph.graph_id, "mismatch", tol, tol, **difference_fields(mismatch))
-    if graph.debug:
-        graph.debug.accuracy(report.to_json())
-        if report.status == "mismatch" and graph.kernel_map is not None:
-            graph.kernel_map.status = "accuracy_error"
-            graph.debug.kernel_map(graph.kernel_map.to_json())
-    if report.status == "mismatch":
-        src = report.source
-        where = f" at {src.file}:{src.line} `{src.code}`" if src else ""
-        found = (f"first diverging node {report.node} ({report.target}){where}" if report.node
-                 else "no single diverging node found; the graph's outputs")
-        print(f"kernel-lens accuracy: {graph.graph_id}: MISMATCH; {found}: {report.summary}", flush=True)
-    else:
-        print(f"kernel-lens accuracy: {graph.graph_id}: ok (atol {tol:g}, rtol {tol:g})", flush=True)
-
-
-def _recording_inputs(graph, call: Callable) -> Callable:
-    """Keeps a graph's first real inputs, for the node search after a mismatch."""
-    def run(args):
-        if graph.recorded_inputs is None:
-            graph.recorded_inputs = clone_args(args)
-        return call(args)
-
-    run._boxed_call = True  # type: ignore[attr-defined]
-    return run
-
-
-def _checking(eager: Callable, compiled: Callable, graphs: list) -> Callable:
-    from compiler.frontend.dynamo_backend import (
-        compile_quietly,  # (not at the top: `kernel-lens diff` compares without compiling)
-    )
-    return check_on_first_call(eager, compiled, graphs, accuracy_settings(), compile_quietly)
-
-
-TOOL = hooks.Tool("accuracy", active=lambda: accuracy_settings() is not None, wrap_graph=_recording_inputs,
-                  wrap_dynamo_graph=_checking, uses_graph_cache=False)

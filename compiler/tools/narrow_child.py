@@ -1,6 +1,7 @@
 """Runs a user script with every `torch.compile` forced onto one backend (LENS_NARROW_BACKEND) and each
-compiled graph checked against eager on its first call; writes the outcome to LENS_NARROW_REPORT.
-Used by `kernel-lens narrow` in a child process: `python -m compiler.tools.narrow_child SCRIPT [ARGS]`."""
+compiled graph's first call checked against eager, forward and backward (first_call.py); writes the outcome
+to LENS_NARROW_REPORT. Used by `kernel-lens narrow` in a child process:
+`python -m compiler.tools.narrow_child SCRIPT [ARGS]`."""
 from __future__ import annotations
 
 import atexit
@@ -11,10 +12,11 @@ import sys
 
 import torch
 
-from compiler.tools.accuracy import DEFAULT_TOL, compare_on_first_call
+from compiler.tools.accuracy import DEFAULT_TOL
+from compiler.tools.first_call import FirstCallCheck, checking_first_call, placeholder_names
 
 _REPORT = {"backend": os.environ.get("LENS_NARROW_BACKEND", "lens"), "graphs": 0, "mismatches": [],
-           "compile_errors": []}
+           "compile_errors": [], "gradients_checked": 0}
 
 
 def _checked_backend(name: str):
@@ -23,17 +25,22 @@ def _checked_backend(name: str):
 
     def backend(gm: torch.fx.GraphModule, example_inputs):
         _REPORT["graphs"] += 1
+        graph = _REPORT["graphs"]
         try:
             compiled = inner(gm, example_inputs)
         except Exception as e:
             _REPORT["compile_errors"].append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
             raise
 
-        def record(d) -> None:
-            if d is not None:
-                _REPORT["mismatches"].append({"graph": _REPORT["graphs"], "max_abs_error": d.max_abs_error})
+        def record(check: FirstCallCheck) -> None:
+            _REPORT["gradients_checked"] += check.gradients_compared
+            first = check.first()
+            if first is not None:
+                what, d = first
+                _REPORT["mismatches"].append({"graph": graph, "what": what, "max_abs_error": d.max_abs_error,
+                                              "summary": check.describe(what, d)})
 
-        return compare_on_first_call(gm.forward, compiled, DEFAULT_TOL, record)
+        return checking_first_call(gm.forward, compiled, DEFAULT_TOL, record, placeholder_names(gm.forward))
 
     return backend
 
