@@ -124,8 +124,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
     result = run_script(args.script, args.script_args, env)
     code, runs = result.exit_code, result.runs
     profiles = sorted(p for run in runs for p in glob.glob(os.path.join(run, files.LENS_FOLDER, "*", files.PROFILE)))
-    from compiler.tools.profile_report import print_profiles
+    from compiler.tools.profile_report import print_profiles, report_missing
     print_profiles(profiles)
+    for line in report_missing(runs, files.PROFILE, "profiled"):
+        print(line)
     if code != 0:
         print(f"the script exited with code {code}", file=sys.stderr)
         return EXIT_USER_FAILURE
@@ -153,6 +155,9 @@ def cmd_check_accuracy(args: argparse.Namespace) -> int:
     print(f"checked {len(reports)} graph(s): {len(bad)} mismatch(es)")
     for path in bad:
         print(f"  {path}")
+    from compiler.tools.profile_report import report_missing
+    for line in report_missing(runs, files.ACCURACY, "checked"):
+        print(line)
     if code != 0:
         print(f"the script exited with code {code}", file=sys.stderr)
     return EXIT_USER_FAILURE if bad or code != 0 or not reports else EXIT_OK

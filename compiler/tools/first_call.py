@@ -47,7 +47,7 @@ class FirstCallCheck:
         return text
 
 
-def _copies(args: Sequence) -> list:
+def input_copies(args: Sequence) -> list:
     """Inputs of the same values, layouts and requires_grad. A leaf stays a leaf (the gradient's place); an input
     that is no leaf (an activation) is a copy of a fresh leaf, so the graph may still write into it in place."""
     out = []
@@ -154,7 +154,7 @@ def graph_attributes(eager: Callable) -> list[tuple[str, torch.Tensor]]:
     return found
 
 
-class _Attributes:
+class AttributeSnapshot:
     """A graph's attribute tensors, put back after each side's run: the check leaves them as it found them (the
     program's own call changes them once)."""
 
@@ -177,8 +177,8 @@ def check_first_call(eager: Callable, compiled: Callable, args: Sequence, tol: f
     inputs and attribute tensors changed in place, and (grad mode on) the gradients. The random state and the
     attributes are left as they were."""
     state = torch.random.get_rng_state()
-    attrs = _Attributes(graph_attributes(eager))
-    copies_e, copies_c = _copies(args), _copies(args)
+    attrs = AttributeSnapshot(graph_attributes(eager))
+    copies_e, copies_c = input_copies(args), input_copies(args)
     names = list(input_names) + [name for name, _ in attrs.attrs]
     try:
         out_e = eager(*copies_e)
