@@ -58,12 +58,13 @@ def write_run(debug_dir: Path, name: str, source: Path, graphs: int, kernels_per
             names = [f"neg_{k}_{n}" for n in range(NODES_PER_KERNEL)]
             for n, node in enumerate(names):
                 src_line = first_source + k * NODES_PER_KERNEL + n
-                readable.append(f"        # File: {source}:{src_line} in fn_{g}, code: x = torch.neg(x)")
+                text = f"x = torch.neg(x) + {g * kernels_per_graph + k * NODES_PER_KERNEL + n}"  # the line's text
+                readable.append(f"        # File: {source}:{src_line} in fn_{g}, code: {text}")
                 readable.append(f'        {node}: "f32[8]" = torch.ops.aten.neg.default(arg0_1)')
                 readable.append("")
                 nodes.append({"name": node, "target": "aten.neg.default", "readable_line": len(readable) - 1,
                               "source": {"file": str(source), "line": src_line, "function": f"fn_{g}",
-                                         "code": "x = torch.neg(x)"}})
+                                         "code": text}})
             kernel_name = f"cpp_fused_neg{tag}_{g}_{k}"
             start = len(code) + 1
             code.append(f"{kernel_name} = load_kernel('{kernel_name}', r'''")

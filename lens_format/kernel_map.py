@@ -23,15 +23,21 @@ class MappedNode:
     target: str
     readable_line: int | None
     source: SourceRef | None
+    callers: list[SourceRef] = field(default_factory=list)  # the user frames that called `source`'s, outermost first
 
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "target": self.target, "readable_line": self.readable_line,
+        data = {"name": self.name, "target": self.target, "readable_line": self.readable_line,
                 "source": source_ref_json(self.source)}
+        if self.callers:
+            data["callers"] = [c.to_json() for c in self.callers]
+        return data
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MappedNode:
+        callers = d.get("callers")
         return cls(as_str(d.get("name")), as_str(d.get("target")), as_int(d.get("readable_line")),
-                   parse_source_ref(d.get("source")))
+                   parse_source_ref(d.get("source")),
+                   [c for v in callers if (c := parse_source_ref(v)) is not None] if isinstance(callers, list) else [])
 
 
 @dataclass

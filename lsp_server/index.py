@@ -98,6 +98,10 @@ class RunView:
     why_by_line: dict[SourceKey, list[WhyHit]] = field(default_factory=dict)
     line_ms: dict[SourceKey, float] = field(default_factory=dict)  # ms per iteration, split as line_share is
     memo: dict = field(default_factory=dict)  # answers features derive from this view; dropped with it
+    line_text: dict[SourceKey, str] = field(default_factory=dict)  # each recorded line's text at compile time
+    nodes_by_line: dict[SourceKey, list[tuple[Graph, str]]] = field(default_factory=dict)  # every graph's nodes
+    # a caller's line (an outer frame of a node's stack) -> the kernels of the code it called, with the callee frame
+    by_caller_line: dict[SourceKey, list[tuple[LineHit, SourceLocation]]] = field(default_factory=dict)
 
 
 def function_graphs(graph: Graph) -> dict[tuple[str, str], FunctionGraph]:
@@ -131,13 +135,10 @@ def build_view(run: Run) -> RunView:
                 for frame in node.frames:
                     key = (frame.file, frame.line)
                     view.files.add(frame.file)
-                    hits = view.by_source_line.setdefault(key, [])
-                    same = next((h for h in hits if h.ref.kernel is kernel and h.ref.graph is graph), None)
-                    if same is None:
-                        hits.append(LineHit(ref, sorted(set(generated)), [name]))
-                    else:
-                        same.generated_lines = sorted(set(same.generated_lines) | set(generated))
-                        same.nodes.append(name)
+                    if node.source is not None and frame != node.source:  # a caller's line: via its call
+                        add_hit(view.by_caller_line.setdefault(key, []), ref, generated, name, node.source)
+                        continue
+                    add_hit(view.by_source_line.setdefault(key, []), ref, generated, name)
                     refs = view.by_function.setdefault((frame.file, frame.function), [])
                     if not any(r.kernel is kernel and r.graph is graph for r in refs):
                         refs.append(ref)
@@ -150,11 +151,44 @@ def build_view(run: Run) -> RunView:
                 for key in lines_touched:
                     view.line_ms[key] = view.line_ms.get(key, 0.0) + kernel.time_ms / len(lines_touched)
         add_why(view, graph)
+        add_nodes(view, graph)
     for graph in sorted(run.graphs, key=lambda g: compile_order(g.id)):
         for key, entry in function_graphs(graph).items():
             view.files.add(key[0])  # a run that ran the file's code eagerly answers for it too
             view.graphs_by_function.setdefault(key, []).append(entry)
     return view
+
+
+def function_label(name: str) -> str:
+    """A frame's function as the user wrote it: Dynamo's continuation `torch_dynamo_resume_in_f_at_N` is `f`
+    (after its graph break at line N)."""
+    function, line = resumed_function(name)
+    return name if line is None else f"{function} (after its graph break at line {line})"
+
+
+def add_hit(hits: list, ref: KernelRef, generated: list[int], name: str,
+            callee: SourceLocation | None = None) -> None:
+    """One more node of `ref`'s kernel on a line: the kernel's entry grows (by_caller_line entries carry the
+    callee's frame: one per kernel and callee line)."""
+    for entry in hits:
+        hit = entry[0] if callee is not None else entry
+        if hit.ref.kernel is ref.kernel and hit.ref.graph is ref.graph and (callee is None or entry[1] == callee):
+            hit.generated_lines = sorted(set(hit.generated_lines) | set(generated))
+            hit.nodes.append(name)
+            return
+    hit = LineHit(ref, sorted(set(generated)), [name])
+    hits.append(hit if callee is None else (hit, callee))
+
+
+def add_nodes(view: RunView, graph: Graph) -> None:
+    """Every node of the graph (kernels or not: an eager graph's too) on its source line, and each recorded
+    line's text at compile time (positions follow edits through it)."""
+    for node in graph.nodes.values():
+        for frame in node.frames:
+            if frame.code:
+                view.line_text.setdefault((frame.file, frame.line), frame.code.strip())
+        if node.source is not None:
+            view.nodes_by_line.setdefault((node.source.file, node.source.line), []).append((graph, node.name))
 
 
 def add_why(view: RunView, graph: Graph) -> None:

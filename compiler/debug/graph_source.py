@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.fx
@@ -15,15 +15,18 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>[^\n
 _TORCH_DIR = os.path.dirname(torch.__file__)
 
 
-def source_of(node: torch.fx.Node) -> SourceRef | None:
-    """The innermost user frame of the node's stack trace (frames inside torch itself are skipped)."""
+def user_frames(node: torch.fx.Node) -> list[SourceRef]:
+    """The user frames of the node's stack trace, outermost first (frames inside torch itself are skipped)."""
     trace = node.meta.get("stack_trace") or ""
     frames = [m for m in _FRAME.finditer(trace)]
-    if not frames:
-        return None
-    user = [m for m in frames if not os.path.abspath(m["file"]).startswith(_TORCH_DIR)]
-    m = (user or frames)[-1]
-    return SourceRef(os.path.abspath(m["file"]), int(m["line"]), m["fn"].strip(), m["code"].strip())
+    user = [m for m in frames if not os.path.abspath(m["file"]).startswith(_TORCH_DIR)] or frames[-1:]
+    return [SourceRef(os.path.abspath(m["file"]), int(m["line"]), m["fn"].strip(), m["code"].strip()) for m in user]
+
+
+def source_of(node: torch.fx.Node) -> SourceRef | None:
+    """The innermost user frame of the node's stack trace (frames inside torch itself are skipped)."""
+    frames = user_frames(node)
+    return frames[-1] if frames else None
 
 
 @dataclass
@@ -33,6 +36,7 @@ class ReadableGraph:
     sources: dict[str, SourceRef]
     targets: dict[str, str]  # FX node name -> "aten.neg.default"
     op_names: dict[str, str]  # FX node name -> short op name for kernel names (original aten op)
+    callers: dict[str, list[SourceRef]] = field(default_factory=dict)  # the frames calling `sources`', outermost first
 
 
 def target_name(target) -> str:
@@ -56,6 +60,7 @@ def readable_graph(gm: torch.fx.GraphModule) -> ReadableGraph:
     sources: dict[str, SourceRef] = {}
     targets: dict[str, str] = {}
     op_names: dict[str, str] = {}
+    callers: dict[str, list[SourceRef]] = {}
     search_from = 0
     for node in gm.graph.nodes:
         if node.op != "call_function":
@@ -66,9 +71,11 @@ def readable_graph(gm: torch.fx.GraphModule) -> ReadableGraph:
                 lines[node.name] = i + 1
                 search_from = i + 1
                 break
-        src = source_of(node)
-        if src is not None:
-            sources[node.name] = src
+        frames = user_frames(node)
+        if frames:
+            sources[node.name] = frames[-1]
+            if len(frames) > 1:
+                callers[node.name] = frames[:-1]
         targets[node.name] = target_name(node.target)
         op_names[node.name] = _short_op(node)
-    return ReadableGraph(text if text.endswith("\n") else text + "\n", lines, sources, targets, op_names)
+    return ReadableGraph(text if text.endswith("\n") else text + "\n", lines, sources, targets, op_names, callers)

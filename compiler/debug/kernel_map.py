@@ -75,7 +75,8 @@ def kernel_args(graph: ScheduledGraph, code: OutputCode) -> dict[str, list[Kerne
 
 def build_kernel_map(graph_id: str, readable: ReadableGraph, code: OutputCode, status: str = "ok",
                      graph_kind: str = "inference", graph: ScheduledGraph | None = None) -> KernelMap:
-    nodes = [MappedNode(name, readable.targets.get(name, ""), line, readable.sources.get(name))
+    nodes = [MappedNode(name, readable.targets.get(name, ""), line, readable.sources.get(name),
+                        list(readable.callers.get(name, [])))
              for name, line in readable.lines.items()]
     try:  # the arguments are for readers: a gap in them is logged, never a graph run eagerly
         args = kernel_args(graph, code) if graph is not None else {}

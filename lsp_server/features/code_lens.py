@@ -7,7 +7,9 @@ from lsprotocol import types
 
 from lsp_server.features.describe import count_label, newest_eager, node_split, short_kernel_names, trace_lens_titles
 from lsp_server.features.failsafe import failsafe
+from lsp_server.features.function_kernels import function_kernels
 from lsp_server.features.lookup import def_lines, path_of, trace_functions_at
+from lsp_server.features.source_lines import file_lines
 from lsp_server.index import Index, KernelRef
 
 SHOW_KERNELS_COMMAND = "kernelLens.showKernelsForFunction"  # the extension's command: opens the kernels beside
@@ -35,7 +37,8 @@ def profile_label(refs: list[KernelRef]) -> str | None:
 
 def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:
     path = path_of(uri)
-    functions = index.functions_in(path)
+    lines = file_lines(server, index, uri)
+    spans = {span.line - 1: span for span in lines.spans} if lines is not None else {}
     lenses = []
     for line0, name, column in def_lines(server, uri):
         where = types.Range(types.Position(line0, column), types.Position(line0, column + len(name)))
@@ -45,25 +48,33 @@ def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:
             lenses += [types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND,
                                                            arguments=[argument]))
                        for title in trace_lens_titles(traced)]
-        graphs = index.graphs_of_function(path, name)
+        span = spans.get(line0)
+        if lines is None or span is None:
+            continue
+        owned = function_kernels(lines, span)
+        refs, graphs = owned.refs, owned.graphs
         eager = newest_eager(graphs)
         if eager is not None:  # every later call runs eagerly: say so before any older graph's kernels
             title = f"runs eagerly: {eager.eager}"
             title = title if len(title) <= MAX_TITLE else title[:MAX_TITLE - 1] + "…"
             lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND,
                                                               arguments=[argument])))
-        refs = functions.get(name)
-        if not refs:
-            continue
-        title = f"{count_label(len(refs), 'kernel')} · {short_kernel_names(refs)}"
-        lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND, arguments=[argument])))
-        split = node_split(graphs)
-        if split is not None:  # beside the kernels: "2 kernels · ... | 5 nodes native, 2 ATen"
-            lenses.append(types.CodeLens(where, types.Command(title=split, command=SHOW_KERNELS_COMMAND,
+        if refs:
+            title = f"{count_label(len(refs), 'kernel')} · {short_kernel_names(refs)}"
+            lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND,
                                                               arguments=[argument])))
-        timing = profile_label(refs)
+            split = node_split(graphs)
+            if split is not None:  # beside the kernels: "2 kernels · ... | 5 nodes native, 2 ATen"
+                lenses.append(types.CodeLens(where, types.Command(title=split, command=SHOW_KERNELS_COMMAND,
+                                                                  arguments=[argument])))
+        if owned.via_calls:
+            title = f"via calls: {count_label(len(owned.via_calls), 'kernel')}"
+            lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND,
+                                                              arguments=[argument])))
+        timing = profile_label(refs) if refs else None
         if timing is not None:
-            lenses.append(types.CodeLens(where, types.Command(title=timing, command=SHOW_KERNELS_COMMAND, arguments=[argument])))
+            lenses.append(types.CodeLens(where, types.Command(title=timing, command=SHOW_KERNELS_COMMAND,
+                                                              arguments=[argument])))
     return lenses
 
 

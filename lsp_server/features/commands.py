@@ -8,7 +8,8 @@ from typing import Any
 from lsprotocol import types
 
 from lsp_server.features.failsafe import failsafe
-from lsp_server.features.lookup import kernels_at, path_of, uri_of
+from lsp_server.features.function_kernels import kernels_at
+from lsp_server.features.lookup import path_of, uri_of
 from lsp_server.index import Index, RunView, source_of
 from lsp_server.jobs import JobError, run_job
 from lsp_server.model import Run

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from lsp_server.features.lookup import uri_of
-from lsp_server.index import FunctionGraph, KernelRef
+from lsp_server.index import FunctionGraph, KernelRef, function_label
 from lsp_server.model import FxNode, Graph, Kernel, SourceLocation, TraceDiagnostic, TraceFunction
 
 FENCE_LANGUAGE = {"cpp": "cpp", "triton": "python", "python": "python"}
@@ -118,7 +118,7 @@ def node_block(graph: Graph, node: FxNode) -> str:
 
 def source_block(source: SourceLocation) -> str:
     where = link(source.file, source.line, f"{source.file.rsplit('/', 1)[-1]}:{source.line}")
-    function = f" in `{source.function}`" if source.function else ""
+    function = f" in `{function_label(source.function)}`" if source.function else ""
     code = f"\n```python\n{source.code}\n```" if source.code else ""
     return f"source {where}{function}{code}"
 

@@ -18,12 +18,15 @@ from lsp_server.features.describe import (
     newest_eager,
     node_block,
     node_split,
+    short_kernel_names,
     notes_block,
     source_block,
     trace_function_block,
 )
 from lsp_server.features.failsafe import failsafe
+from lsp_server.features.function_kernels import function_kernels
 from lsp_server.features.lookup import def_name_at, path_of, trace_functions_at
+from lsp_server.features.source_lines import FileLines, file_lines
 from lsp_server.features.why_text import dynamic_block, settings_block, symbol_block, why_block
 from lsp_server.index import Index
 
@@ -39,22 +42,29 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
     if index.readable_graph(path) is not None:
         found = index.node_at_readable_line(path, line0 + 1)
         return node_block(*found) if found else None
-    function = def_name_at(server, uri, line0)
+    lines = file_lines(server, index, uri)
+    span = lines.span_at(line0 + 1) if lines is not None else None
+    function = span.name if span is not None else def_name_at(server, uri, line0)
     if function is not None:
         parts = []
         traced = trace_functions_at(index, path, function, line0 + 1)
         if traced:
             findings = [d for d in index.trace.findings_in(path) if d.function == function]
             parts.append(trace_function_block(traced, findings))
-        refs = index.kernels_of_function(path, function)
-        graphs = index.graphs_of_function(path, function)
+        owned = function_kernels(lines, span) if lines is not None and span is not None else None
+        refs, graphs = (owned.refs, owned.graphs) if owned is not None else ([], [])
+        label = span.qualname if span is not None else function
         eager = newest_eager(graphs)
         if eager is not None:
-            parts.append(eager_head(function, eager, len(refs)))
+            parts.append(eager_head(label, eager, len(refs)))
         elif refs:
             split = node_split(graphs)
-            parts.append(f"**Kernel Lens** — `{function}` compiled into {count_label(len(refs), 'kernel')}"
-                         + (f" · {split}" if split else ""))
+            parts.append(f"**Kernel Lens** — `{label}` compiled into {count_label(len(refs), 'kernel')}"
+                         f" ({lines_label(sorted(owned.lines))})" + (f" · {split}" if split else ""))
+        if owned is not None and owned.via_calls:
+            if not refs and eager is None:
+                parts.append(f"**Kernel Lens** — `{label}`: its own lines became no kernels; its calls did")
+            parts.append(via_calls_block(owned))
         notes = notes_block(graphs)
         if notes:
             parts.append(notes)
@@ -63,10 +73,33 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
         for block in (dynamic_block(graphs), settings_block(graphs)) if parts else ():
             if block:
                 parts.append(block)
-        parts += kernel_blocks(index, path, function, refs)
+        if span is not None:
+            parts += kernel_blocks(index, path, span, refs)
         if parts:
             return "\n\n".join(parts)
-    return source_line_text(index, path, line0 + 1)
+    return source_line_text(index, path, line0 + 1, lines)
+
+
+def lines_label(lines: list[int]) -> str:
+    """"line 12" / "lines 12, 14-15": the function's lines that became kernels."""
+    runs: list[list[int]] = []
+    for line in lines:
+        if runs and line == runs[-1][-1] + 1:
+            runs[-1].append(line)
+        else:
+            runs.append([line])
+    text = ", ".join(f"{r[0]}" if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+    return f"line{'s' if len(lines) > 1 else ''} {text}"
+
+
+def via_calls_block(owned) -> str:
+    """What the calls on a function's lines became, apart from its own kernels, with the lines called into."""
+    callees = ", ".join(link(file, line, f"{file.rsplit('/', 1)[-1]}:{line}") + (f" `{fn}`" if fn else "")
+                        for file, line, fn in owned.callee_lines[:8])
+    more = f" … {len(owned.callee_lines) - 8} more" if len(owned.callee_lines) > 8 else ""
+    names = "\n".join(f"- {kernel_line(ref)}" for ref in owned.via_calls[:MAX_KERNEL_SOURCES * 2])
+    return (f"**Via calls: {count_label(len(owned.via_calls), 'kernel')}** (the code its lines call: "
+            f"{callees}{more})\n{names}")
 
 
 # A function's hover shows the source of its first kernels only: fifty kernels' code is no hover to read, and its
@@ -74,10 +107,10 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
 MAX_KERNEL_SOURCES = 8
 
 
-def kernel_blocks(index: Index, path: str, function: str, refs: list) -> list[str]:
+def kernel_blocks(index: Index, path: str, span, refs: list) -> list[str]:
     """Each kernel's section of a function's hover, rendered once per run view (its kernels never change)."""
     view = index.view_for_file(path)
-    key = ("kernel_blocks", path, function)
+    key = ("kernel_blocks", path, span, tuple(id(r.kernel) for r in refs))
     blocks = view.memo.get(key) if view is not None else None
     if blocks is None:
         blocks = [kernel_block(ref) for ref in refs[:MAX_KERNEL_SOURCES]]
@@ -130,15 +163,31 @@ def symbol_at(graph, text: str, character: int):
     return None
 
 
-def source_line_text(index: Index, path: str, line: int) -> str | None:
-    hits = index.hits_at(path, line)
-    why = why_block(index.why_at(path, line))
+def source_line_text(index: Index, path: str, line: int, lines: FileLines | None = None) -> str | None:
+    """What current line `line` became: the recorded line whose text it still is (the lines above may have moved
+    it); a line whose text changed since the compile says its kernels are from the older text."""
+    if lines is not None and line in lines.stale:
+        old = lines.stale[line]
+        text = lines.view.line_text.get((lines.file, old), "")
+        hits = lines.view.by_source_line.get((lines.file, old), [])
+        became = f" became {short_kernel_names([h.ref for h in hits], 4)}" if hits else " has answers"
+        return (f"**Kernel Lens** — line {line} changed since the compile: its older version `{text}`{became} "
+                f"(run `{lines.view.run.id}`); compile again for this text's kernels")
+    recorded = line if lines is None else lines.to_recorded.get(line)
+    if recorded is None:
+        return None
+    hits = index.hits_at(path, recorded)
+    why = why_block(index.why_at(path, recorded))
+    calls = lines.view.by_caller_line.get((lines.file, recorded), []) if lines is not None else []
     if not hits:
-        return f"**Kernel Lens** — line {line}\n\n{why}" if why else None
+        text = f"**Kernel Lens** — line {line}" if why or calls else None
+        return "\n\n".join(p for p in (text, calls_block(calls), why) if p) or None
     parts = [f"**Kernel Lens** — line {line} became {count_label(len(hits), 'kernel')}"]
-    share, ms = index.line_share(path, line), index.line_ms(path, line)
+    share, ms = index.line_share(path, recorded), index.line_ms(path, recorded)
     if share:
         parts[0] += f" · {line_cost_text(share, ms)}"
+    if calls:
+        parts.append(calls_block(calls))
     for hit in hits:
         graph, kernel = hit.ref.graph, hit.ref.kernel
         code = "\n".join(f"{graph.code_line(n).strip()}" for n in hit.generated_lines[:8])
@@ -157,6 +206,17 @@ def source_line_text(index: Index, path: str, line: int) -> str | None:
     if node is not None and node.source is not None:
         parts.append(source_block(node.source))
     return "\n\n".join(parts)
+
+
+def calls_block(calls: list) -> str:
+    """The kernels of the code a call on this line went into (its callee's lines)."""
+    if not calls:
+        return ""
+    refs = {(id(h.ref.graph), id(h.ref.kernel)): h.ref for h, _ in calls}
+    callees = sorted({(frame.file, frame.line) for _, frame in calls})
+    where = ", ".join(link(f, n, f"{f.rsplit('/', 1)[-1]}:{n}") for f, n in callees[:6])
+    return (f"via calls: {count_label(len(refs), 'kernel')} · {short_kernel_names(list(refs.values()), 4)} "
+            f"(from {where}{' …' if len(callees) > 6 else ''})")
 
 
 def _loop_lines(kernel, lines: list[int]) -> list[int]:

@@ -9,19 +9,24 @@ from lsprotocol import types
 from lsp_server.features.describe import format_ms, short_kernel_names
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import document_lines, path_of
+from lsp_server.features.source_lines import file_lines
 from lsp_server.index import Index
 
 
 def inlay_hints(server: Any, index: Index, uri: str, first0: int, last0: int) -> list[types.InlayHint]:
     path = path_of(uri)
     text = document_lines(server, uri)
+    lines = file_lines(server, index, uri)
+    if lines is None:
+        return []
     hints = []
-    for line, hits in sorted(index.lines_in(path).items()):
+    for line, hits in sorted(lines.lines().items()):  # a line whose text changed since the compile has none
         line0 = line - 1
         if not (first0 <= line0 <= last0) or line0 >= len(text):
             continue
         label = "→ " + short_kernel_names([h.ref for h in hits])
-        share, ms = index.line_share(path, line), index.line_ms(path, line)
+        recorded = lines.to_recorded[line]
+        share, ms = index.line_share(path, recorded), index.line_ms(path, recorded)
         if share:
             label += f" · {share:.1f}%"
         if ms:

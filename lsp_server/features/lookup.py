@@ -8,7 +8,7 @@ from urllib.parse import unquote
 
 from pygls.uris import from_fs_path, to_fs_path
 
-from lsp_server.index import Index, KernelRef
+from lsp_server.index import Index
 from lsp_server.model import TraceFunction, normalize_path
 
 MAX_DECORATOR_LINES = 8  # a decorated function's code object starts at its first decorator
@@ -76,25 +76,6 @@ def def_lines(server: Any, uri: str) -> list[tuple[int, str, int]]:
         if match:
             found.append((number, match["name"], match.start("name")))
     return found
-
-
-def kernels_at(server: Any, index: Index, uri: str, line0: int) -> list[tuple[KernelRef, int]]:
-    """Kernels for a position: all of a function's on its `def`, else those computing the source line;
-    in an output_code.py, the kernel around the line. Paired with the generated line (1-based)."""
-    path = path_of(uri)
-    generated = index.generated_file(path)
-    if generated is not None:
-        kernel = generated.kernel_at(line0 + 1)
-        if kernel is None:
-            return []
-        return [(KernelRef(generated.run, generated.graph, kernel), line0 + 1)]
-    function = def_name_at(server, uri, line0)
-    if function is not None:
-        refs = index.kernels_of_function(path, function)
-        if refs:
-            return [(ref, ref.kernel.start_line) for ref in refs]
-    return [(hit.ref, hit.generated_lines[0] if hit.generated_lines else hit.ref.kernel.start_line)
-            for hit in index.hits_at(path, line0 + 1)]
 
 
 def trace_functions_at(index: Index, path: str, name: str, line: int) -> list[TraceFunction]:

@@ -7,19 +7,22 @@ from lsprotocol import types
 
 from lsp_server.features.definition import line_location
 from lsp_server.features.failsafe import failsafe
-from lsp_server.features.lookup import def_name_at, path_of
+from lsp_server.features.function_kernels import function_kernels
+from lsp_server.features.source_lines import file_lines
 from lsp_server.index import Index
 
 
 def generated_references(server: Any, index: Index, uri: str, line0: int) -> list[types.Location]:
-    path = path_of(uri)
-    function = def_name_at(server, uri, line0)
-    if function is not None:
-        refs = index.kernels_of_function(path, function)
+    lines = file_lines(server, index, uri)
+    if lines is None:
+        return []
+    span = lines.span_at(line0 + 1)
+    if span is not None:
+        refs = function_kernels(lines, span).refs
         if refs:
             return [line_location(ref.graph.output_code, ref.kernel.start_line) for ref in refs]
     locations = []
-    for hit in index.hits_at(path, line0 + 1):
+    for hit in lines.hits(line0 + 1):
         locations += [line_location(hit.ref.graph.output_code, n) for n in hit.generated_lines]
     return locations
 

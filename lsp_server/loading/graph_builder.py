@@ -156,6 +156,8 @@ def merge_kernel_map_nodes(graph: Graph, kernel_map: KernelMap) -> None:
         frames = list(known.frames) if known else []
         if source is not None and source not in frames:
             frames.append(source)
+        callers = [loc for ref in mapped.callers if (loc := to_location(ref)) is not None and loc not in frames]
+        frames = callers + frames  # outermost first: the lines whose calls reached the node's own line
         line = mapped.readable_line if mapped.readable_line is not None else (known.readable_line if known else None)
         graph.nodes[mapped.name] = FxNode(mapped.name, mapped.target or (known.target if known else ""),
                                           line, source, frames)

@@ -1,0 +1,176 @@
+"""A user file's answers where its lines are now: the run's source lines re-anchored through the document's
+current text (open buffer, saved or not) against the line texts recorded at compile time, and each `def`'s own
+lines (Python's `ast` on that text), so a function owns the kernels of the lines of its body.
+
+A recorded line keeps its answers only where a line of the same text is found at its place in the current
+text (the lines before it may have moved it); a line whose text changed since the compile is `stale`: its
+kernels are from an older version of the line, and it gets no inlay, lens or diagnostic.
+"""
+from __future__ import annotations
+
+import ast
+import bisect
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from lsp_server.index import Index, LineHit, RunView
+from lsp_server.model import normalize_path
+from lsp_server.features.lookup import document_lines, path_of
+
+DEF_NODES = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+@dataclass(frozen=True)
+class DefSpan:
+    """A `def` of the document: its name, enclosing classes/functions (`Net.forward`), the line of `def` and
+    the last line of its body (1-based), and the spans of the defs nested in it (theirs, not its)."""
+
+    name: str
+    qualname: str
+    line: int
+    column: int
+    first: int  # the first decorator's line (the code object's first line), else `line`
+    last: int
+    nested: tuple[tuple[int, int], ...] = ()
+
+    def owns(self, line: int) -> bool:
+        return self.line <= line <= self.last and not any(a <= line <= b for a, b in self.nested)
+
+
+def def_spans(lines: Sequence[str]) -> list[DefSpan]:
+    """Every `def` of the text, outermost first; an unparsable text (mid-edit) by indentation."""
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return spans_by_indent(lines)
+    found: list[DefSpan] = []
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, DEF_NODES):
+                nested = tuple((d.lineno, d.end_lineno or d.lineno) for d in ast.walk(child)
+                               if d is not child and isinstance(d, DEF_NODES + (ast.ClassDef,)))
+                first = min([child.lineno] + [d.lineno for d in child.decorator_list])
+                column = len(lines[child.lineno - 1]) - len(lines[child.lineno - 1].lstrip()) if \
+                    child.lineno <= len(lines) else 0
+                column += len("async def ") if isinstance(child, ast.AsyncFunctionDef) else len("def ")
+                found.append(DefSpan(child.name, prefix + child.name, child.lineno, column, first,
+                                     child.end_lineno or child.lineno, nested))
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            else:
+                visit(child, prefix)
+    visit(tree, "")
+    return sorted(found, key=lambda d: d.line)
+
+
+def spans_by_indent(lines: Sequence[str]) -> list[DefSpan]:
+    """`def` lines and the lines indented under them, for a text `ast` cannot parse."""
+    found = []
+    for number, text in enumerate(lines, start=1):
+        stripped = text.lstrip()
+        if not stripped.startswith(("def ", "async def ")):
+            continue
+        indent = len(text) - len(stripped)
+        name = stripped.split("def ", 1)[1].split("(", 1)[0].strip()
+        last = number
+        for later in range(number, len(lines)):
+            body = lines[later]
+            if body.strip() and len(body) - len(body.lstrip()) <= indent:
+                break
+            if body.strip():
+                last = later + 1
+        found.append(DefSpan(name, name, number, indent + stripped.index("def ") + 4, number, last))
+    return found
+
+
+def recorded_texts(view: RunView, file: str) -> dict[int, str]:
+    """Each recorded line of `file` in the run and its text at compile time (stripped)."""
+    return {line: text for (f, line), text in view.line_text.items() if f == file}
+
+
+def align(recorded: dict[int, str], current: Sequence[str]) -> dict[int, int]:
+    """Recorded line -> current line (1-based) for the recorded lines whose text is found in order: each at the
+    line of its text nearest to where the lines matched before it put it (an insertion above moves them all)."""
+    stripped = [text.strip() for text in current]
+    if all(0 < line <= len(stripped) and stripped[line - 1] == text for line, text in recorded.items()):
+        return {line: line for line in recorded}
+    where: dict[str, list[int]] = {}
+    for number, text in enumerate(stripped, start=1):
+        where.setdefault(text, []).append(number)
+    moved: dict[int, int] = {}
+    offset, after = 0, 0
+    for line in sorted(recorded):
+        candidates = where.get(recorded[line], [])
+        at = bisect.bisect_right(candidates, after)
+        later = candidates[at:]
+        if not later:
+            continue
+        expected = line + offset
+        best = min(later, key=lambda n: (abs(n - expected), n))
+        moved[line] = best
+        offset, after = best - line, best
+    return moved
+
+
+@dataclass
+class FileLines:
+    """The answering run's lines of one document, where they are in its current text."""
+
+    view: RunView
+    file: str
+    to_current: dict[int, int] = field(default_factory=dict)  # recorded line -> current line
+    to_recorded: dict[int, int] = field(default_factory=dict)  # current line -> recorded line
+    stale: dict[int, int] = field(default_factory=dict)  # current line -> recorded line whose text it was
+    spans: list[DefSpan] = field(default_factory=list)
+
+    def hits(self, line: int) -> list[LineHit]:
+        """The kernels of current line `line` (none where its text changed since the compile)."""
+        recorded = self.to_recorded.get(line)
+        return self.view.by_source_line.get((self.file, recorded), []) if recorded is not None else []
+
+    def lines(self) -> dict[int, list[LineHit]]:
+        """Current line -> its kernels, for every recorded line still in the text."""
+        return {self.to_current[line]: hits for (f, line), hits in self.view.by_source_line.items()
+                if f == self.file and line in self.to_current}
+
+    def current(self, recorded: int) -> int | None:
+        return self.to_current.get(recorded)
+
+    def span_at(self, line: int) -> DefSpan | None:
+        """The innermost `def` whose `def` line (or decorator) is `line`."""
+        return next((d for d in reversed(self.spans) if d.first <= line <= d.line), None)
+
+    def owner(self, line: int) -> DefSpan | None:
+        """The innermost `def` whose body holds `line`."""
+        return next((d for d in reversed(self.spans) if d.owns(line)), None)
+
+
+def file_lines(server: Any, index: Index, uri: str) -> FileLines | None:
+    """The document's lines re-anchored (once per version of its text and per answering run)."""
+    path = path_of(uri)
+    view = index.view_for_file(path)
+    if view is None:
+        return None
+    text = document_lines(server, uri)
+    key = ("file_lines", path)
+    cached = view.memo.get(key)
+    if cached is not None and cached[0] is text:
+        return cached[1]
+    file = normalize_path(path)
+    recorded = recorded_texts(view, file)
+    moved = align(recorded, text)
+    found = FileLines(view, file, moved, {new: old for old, new in moved.items()}, spans=def_spans(text))
+    taken = set(found.to_recorded)
+    offsets = sorted(moved.items())
+    for line in recorded:
+        if line in moved:
+            continue
+        before = [new - old for old, new in offsets if old < line]
+        at = line + (before[-1] if before else 0)
+        if 0 < at <= len(text) and at not in taken and text[at - 1].strip():
+            found.stale[at] = line
+    view.memo[key] = (text, found)
+    return found
