@@ -164,21 +164,20 @@ def cmd_check_accuracy(args: argparse.Namespace) -> int:
 
 
 def cmd_minify(args: argparse.Namespace) -> int:
-    from compiler.pipeline import compile_quietly
     from compiler.tools.minifier import NothingToMinify, load_repro, minify, write_repro
     if not os.path.isdir(args.debug_dir):
         print(f"kernel-lens: no such debug directory: {args.debug_dir}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        gm, inputs = load_repro(args.debug_dir)
-        best, failure = minify(gm, inputs, compile_quietly, tol=args.tol)
+        gm, inputs, symbols = load_repro(args.debug_dir)
+        best, failure = minify(gm, inputs, symbols.compile, tol=args.tol)
     except FileNotFoundError as e:
         print(f"kernel-lens: {e}", file=sys.stderr)
         return EXIT_USAGE
     except NothingToMinify as e:
         print(f"kernel-lens minify: {e}")
         return EXIT_USER_FAILURE
-    path = write_repro(args.debug_dir, best, failure)
+    path = write_repro(args.debug_dir, best, failure, symbols)
     print(f"wrote {path} (run it with: python {path})")
     return EXIT_OK
 

@@ -11,6 +11,7 @@ import torch
 import torch.fx
 
 from compiler import config
+from compiler.tools.repro_compile import SymbolicGraph
 
 
 @dataclass
@@ -61,6 +62,12 @@ def load_named_graph(debug_dir: str) -> tuple[torch.fx.GraphModule, list]:
     """The graph and inputs of `fx_graph_runnable.py`, its nodes named as in kernel_map.json (tracing
     the script's `Repro` renames nodes after their ops; the script's variables are the original names).
     Runs the script's definitions, not its __main__ block; `config.cpp.op_overrides` is left as it was."""
+    gm, inputs, _ = load_named_repro(debug_dir)
+    return gm, inputs
+
+
+def load_named_repro(debug_dir: str) -> tuple[torch.fx.GraphModule, list, SymbolicGraph]:
+    """load_named_graph's graph and inputs, and which of its values are over size symbols (by node name)."""
     path = os.path.join(debug_dir, "fx_graph_runnable.py")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found: expected a lens debug directory (run_*/lens/graph_N)")
@@ -79,7 +86,8 @@ def load_named_graph(debug_dir: str) -> tuple[torch.fx.GraphModule, list]:
             if node.name != name:
                 node._rename(name)
         gm.recompile()
-    return gm, list(namespace["load_args"]())
+    inputs = list(namespace["load_args"]())
+    return gm, inputs, SymbolicGraph.of(gm, inputs, namespace.get("SYMBOLIC_INPUTS"), namespace.get("SIZES"))
 
 
 def forward_variables(text: str) -> list[str]:

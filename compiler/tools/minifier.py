@@ -14,6 +14,7 @@ import torch.fx
 
 from compiler.debug.compile_error import LensCompileError
 from compiler.tools.accuracy import DEFAULT_TOL, clone_args, compare
+from compiler.tools.repro_compile import SymbolicGraph
 
 Candidate = tuple[torch.fx.GraphModule, list]
 
@@ -36,15 +37,16 @@ class NothingToMinify(Exception):
     """The graph in the debug directory does not fail: there is nothing to shrink."""
 
 
-def load_repro(debug_dir: str) -> Candidate:
-    """The graph and inputs of `fx_graph_runnable.py` in a debug directory (this runs that script's
-    definitions, as the user would; its __main__ block is not run)."""
+def load_repro(debug_dir: str) -> tuple[torch.fx.GraphModule, list, SymbolicGraph]:
+    """The graph and inputs of `fx_graph_runnable.py` in a debug directory, and which of its values are over
+    size symbols (this runs that script's definitions, as the user would; its __main__ block is not run)."""
     path = os.path.join(debug_dir, "fx_graph_runnable.py")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} not found: minify needs a lens debug directory (run_*/lens/graph_N)")
     namespace = runpy.run_path(path, run_name="kernel_lens_repro")
     gm = torch.fx.symbolic_trace(namespace["Repro"]())
-    return gm, list(namespace["load_args"]())
+    inputs = list(namespace["load_args"]())
+    return gm, inputs, SymbolicGraph.of(gm, inputs, namespace.get("SYMBOLIC_INPUTS"), namespace.get("SIZES"))
 
 
 def node_count(gm: torch.fx.GraphModule) -> int:
@@ -157,7 +159,8 @@ def minify(gm: torch.fx.GraphModule, inputs: list, compile_fn: Callable, log: Ca
                 log(f"SUCCESS: {name}: went from {before[0]} to {node_count(result[0])} nodes")
                 best, improved = result, True
     log(f"Made it down to {node_count(best[0])} nodes (from {start})")
-    return best, original
+    own = failure_of(best[0], best[1], compile_fn, tol)  # repro.py's header gives its own error, not the graph's
+    return best, own if own is not None and own.kind == original.kind else original
 
 
 def _truncate_suffix(best: Candidate, values, fails) -> Candidate | None:
@@ -214,14 +217,16 @@ STRATEGIES = [
 ]
 
 
-def write_repro(debug_dir: str, candidate: Candidate, failure: Failure) -> str:
-    """`repro.py` + `repro_inputs.pt` beside the debug files; running it reproduces the failure."""
-    from compiler.debug.repro_code import input_specs, runnable_graph_code
+def write_repro(debug_dir: str, candidate: Candidate, failure: Failure, symbols: SymbolicGraph | None = None) -> str:
+    """`repro.py` + `repro_inputs.pt` beside the debug files; running it reproduces the failure (over the size
+    symbols of the graph it was cut from, `symbols`)."""
+    from compiler.debug.repro_code import runnable_graph_code
     gm, inputs = candidate
     torch.save(inputs, os.path.join(debug_dir, "repro_inputs.pt"))
     path = os.path.abspath(os.path.join(debug_dir, "repro.py"))
     title = f"Minified repro of {failure.describe()}; written by kernel-lens minify"
-    text = runnable_graph_code(gm, input_specs(inputs), title, tensors_file="repro_inputs.pt", run_path=path)
+    text = runnable_graph_code(gm, (symbols or SymbolicGraph()).repro_inputs(gm, inputs), title,
+                               tensors_file="repro_inputs.pt", run_path=path)
     with open(path, "w") as f:
         f.write(text)
     return path

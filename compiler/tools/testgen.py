@@ -12,13 +12,13 @@ from pathlib import Path
 
 import torch
 
-from compiler.codegen.wrapper import py_repr
+from compiler.debug.repro_code import ReproInputs
 from compiler.tools.accuracy import DEFAULT_TOL
 from compiler.tools.kernel_subgraph import (
     KernelBoundary,
     kernel_boundary,
     kernel_subgraph,
-    load_named_graph,
+    load_named_repro,
     recorded_op_overrides,
 )
 from compiler.tools.saved_tensors import boundary_values, load_kernel_tensors
@@ -69,7 +69,7 @@ def generate_tests(debug_dir: str, out_dir: str, tol: float = DEFAULT_TOL
     used: set[str] = set()
     for graph_dir in graph_dirs(debug_dir):
         kmap = read_kernel_map(Path(graph_dir) / files.KERNEL_MAP)
-        gm, graph_inputs = load_named_graph(graph_dir)
+        gm, graph_inputs, symbols = load_named_repro(graph_dir)
         overrides = recorded_op_overrides(graph_dir)
         boundaries = [(k, kernel_boundary(gm, k.name, k.nodes)) for k in kmap.kernels]
         values = boundary_values(gm, graph_inputs, [b for _, b in boundaries])
@@ -78,8 +78,8 @@ def generate_tests(debug_dir: str, out_dir: str, tol: float = DEFAULT_TOL
             if not b.nodes:
                 skipped.append(SkippedKernel(graph_dir, b.kernel, "none of its nodes is in fx_graph_runnable.py"))
                 continue
-            if not all(isinstance(values.get(n), torch.Tensor) for n in b.inputs):
-                skipped.append(SkippedKernel(graph_dir, b.kernel, "an input is not a tensor"))
+            if not all(isinstance(values.get(n), (torch.Tensor, int)) for n in b.inputs):
+                skipped.append(SkippedKernel(graph_dir, b.kernel, "an input is neither a tensor nor a size"))
                 continue
             stem = _unique_stem(used, f"test_{kmap.graph_id}_{b.kernel}")
             saved = load_kernel_tensors(graph_dir, b.kernel)
@@ -87,9 +87,9 @@ def generate_tests(debug_dir: str, out_dir: str, tol: float = DEFAULT_TOL
             if saved is not None and saved.input_names == b.inputs:
                 inputs_file = f"{stem}_inputs.pt"
                 torch.save(saved.inputs, os.path.join(out_dir, inputs_file))
-            specs = [(tuple(values[n].shape), tuple(values[n].stride()), values[n].dtype) for n in b.inputs]
-            code = kernel_test_code(kernel, b, kernel_subgraph(gm, b).code, specs, inputs_file, overrides,
-                                    graph_dir, sources, tol)
+            sub = kernel_subgraph(gm, b)
+            inputs = symbols.repro_inputs(sub, [values[n] for n in b.inputs])
+            code = kernel_test_code(kernel, b, sub.code, inputs, inputs_file, overrides, graph_dir, sources, tol)
             path = os.path.join(out_dir, f"{stem}.py")
             with open(path, "w") as f:
                 f.write(code)
@@ -118,12 +118,14 @@ def _source_lines(b: KernelBoundary, sources: dict[str, SourceRef | None]) -> li
     return seen
 
 
-def kernel_test_code(kernel: MappedKernel, b: KernelBoundary, forward_code: str, specs: list,
+def kernel_test_code(kernel: MappedKernel, b: KernelBoundary, forward_code: str, inputs: ReproInputs,
                      inputs_file: str | None, overrides: dict[str, str], graph_dir: str,
                      sources: dict[str, SourceRef | None], tol: float) -> str:
-    """The text of one generated pytest file."""
+    """The text of one generated pytest file (a kernel of a graph over size symbols is compiled over them)."""
     forward = textwrap.indent(forward_code.strip("\n"), "    ")
-    random_args = ", ".join(f"rand_strided({py_repr(s)}, {py_repr(st)}, {d})" for s, st, d in specs)
+    random_args = ", ".join(s.random_text() for s in inputs.specs)
+    bound = "".join(f"    {name} = SIZES[{name!r}]\n" for name in inputs.sizes)
+    symbolic = ", ".join(s.symbolic_text() for s in inputs.specs)
     where = "\n".join(f"#   {line}" for line in _source_lines(b, sources)) or "#   (no source location recorded)"
     saved = repr(inputs_file) if inputs_file else "None"
     test_name = re.sub(r"\W", "_", b.kernel)
@@ -139,13 +141,15 @@ from math import inf, nan
 
 import compiler.config
 from compiler.tools.accuracy import compare
-from compiler.pipeline import compile_graph_module
 from compiler.machine.runtime import rand_strided
+from compiler.tools.repro_compile import compile_repro
 
 KERNEL = {b.kernel!r}
 OP_OVERRIDES = {overrides!r}  # compiler.config.cpp.op_overrides of the run (recorded in fx_graph_runnable.py)
 TOL = {tol!r}  # atol = rtol for floating outputs; integers and bools must be equal
 _SAVED_INPUTS = {saved}  # the kernel's real inputs, saved by kernel-lens compile --save-tensors
+SIZES = {inputs.sizes!r}  # the graph's size symbols, bound to the sizes of the call that compiled it
+SYMBOLIC_INPUTS = [{symbolic}]  # each input over the symbols: lens compiles the kernel for every size
 
 
 class KernelGraph(torch.nn.Module):
@@ -155,7 +159,7 @@ class KernelGraph(torch.nn.Module):
 def kernel_inputs():
     if _SAVED_INPUTS:
         return torch.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), _SAVED_INPUTS))
-    torch.manual_seed(0)
+{bound}    torch.manual_seed(0)
     return [{random_args}]
 
 
@@ -165,7 +169,7 @@ def test_{test_name}_matches_eager():
     try:
         gm = torch.fx.symbolic_trace(KernelGraph())
         expected = gm(*kernel_inputs())
-        got = compile_graph_module(gm, kernel_inputs())(kernel_inputs())
+        got = compile_repro(gm, kernel_inputs(), SYMBOLIC_INPUTS, SIZES)(kernel_inputs())
     finally:
         compiler.config.cpp.op_overrides = old
     diff = compare(list(expected), list(got), TOL)
