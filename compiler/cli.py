@@ -8,8 +8,10 @@ import contextlib
 import glob
 import json
 import os
+import queue
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -58,36 +60,74 @@ def run_script(script: str, script_args: list[str], extra_env: dict[str, str] | 
                launcher: tuple[str, ...] = (), progress: bool = False) -> ScriptRun:
     """Run the user's script in a child Python (its own cwd = its folder), showing its output live;
     `launcher` runs it through a module first (e.g. ("-m", "compiler.tools.narrow_child")); `progress` prints a
-    line per graph as its debug folder lands (compile_progress.py)."""
+    line per graph as its debug folder lands (compile_progress.py), before any line the script printed after."""
     from compiler.tools.compile_progress import CompileProgress
     script = os.path.abspath(script)
     folder = os.path.dirname(script)
     before = _runs(debug_root(folder))
-    watcher = CompileProgress(debug_root(folder), before) if progress else contextlib.nullcontext()
+    watcher = CompileProgress(debug_root(folder), before) if progress else None
+    env = script_env(script, extra_env)
+    if watcher is not None:
+        env["PYTHONUNBUFFERED"] = "1"  # its stdout is relayed too: line by line, as on a terminal
     tail: list[str] = []
-    with watcher:
-        proc = subprocess.Popen([sys.executable, *launcher, script, *script_args], cwd=folder,
-                                env=script_env(script, extra_env),
+    with watcher or contextlib.nullcontext():
+        proc = subprocess.Popen([sys.executable, *launcher, script, *script_args], cwd=folder, env=env,
+                                stdout=subprocess.PIPE if watcher is not None else None,
                                 stderr=subprocess.PIPE, text=True, errors="replace")
         size = 0
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            sys.stderr.write(line)
-            sys.stderr.flush()  # whole lines, so the progress thread's lines never land inside one
-            tail.append(line)
-            size += len(line)
-            while size > STDERR_KEEP and len(tail) > 1:
-                size -= len(tail.pop(0))
+        for stream, line in _relayed_lines(proc, watcher):
+            if stream is sys.stderr:
+                tail.append(line)
+                size += len(line)
+                while size > STDERR_KEEP and len(tail) > 1:
+                    size -= len(tail.pop(0))
         code = proc.wait()
     return ScriptRun(code, sorted(_runs(debug_root(folder)) - before), "".join(tail))
+
+
+def _relayed_lines(proc: subprocess.Popen, watcher=None):
+    """Each line the child writes, written to our own stream and yielded as (stream, line). Lines are read by a
+    thread per pipe; before a batch of them is written, `watcher` polls once, so a graph whose files landed before
+    the script printed a line is reported before that line (the files are written before the call returns)."""
+    lines: queue.Queue = queue.Queue()
+    pipes = [(p, ours) for p, ours in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)) if p is not None]
+
+    def read(pipe, ours) -> None:
+        for line in pipe:
+            lines.put((ours, line))
+        lines.put((ours, None))
+
+    for pipe, ours in pipes:
+        threading.Thread(target=read, args=(pipe, ours), daemon=True).start()
+    open_pipes = len(pipes)
+    while open_pipes:
+        batch = [lines.get()]
+        while not lines.empty():
+            batch.append(lines.get())
+        if watcher is not None:
+            watcher.poll()
+        for ours, line in batch:
+            if line is None:
+                open_pipes -= 1
+                continue
+            ours.write(line)
+            ours.flush()  # whole lines, so the progress thread's lines never land inside one
+            yield ours, line
 
 
 def _trace_logs(trace_dir: str) -> set[str]:
     return set(glob.glob(os.path.join(trace_dir, "**", "*.log"), recursive=True))
 
 
+# a warm cache hit writes no debug folder (Inductor's FX graph and AOTAutograd caches; lens's own stay off in debug
+# mode): `compile` runs with them off, as TORCH_COMPILE_DEBUG needs
+NO_GRAPH_CACHES = {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"}
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
-    env = {"LENS_SAVE_TENSORS": "1"} if args.save_tensors else {}
+    env = dict(NO_GRAPH_CACHES)
+    if args.save_tensors:
+        env["LENS_SAVE_TENSORS"] = "1"
     if args.save_tensors_max_bytes is not None:
         env["LENS_SAVE_TENSORS_MAX_BYTES"] = str(args.save_tensors_max_bytes)
     # the three outputs, named before the script runs: a long run can be inspected while it goes
@@ -103,11 +143,14 @@ def cmd_compile(args: argparse.Namespace) -> int:
     code, runs = result.exit_code, result.runs
     for path in write_inductor_compile_errors(result.stderr, runs):
         print(f"Inductor C++ compile error mapped to source: {path}")
+    folders = 0
     for run in runs:
         graphs = sorted(glob.glob(os.path.join(run, "*", "*", "")))
+        folders += len(graphs)
         print(f"debug directory: {run} ({len(graphs)} graph folder(s))")
-    if not runs:
-        print("no debug directory was written (did the script call torch.compile?)")
+    if not folders:
+        print("the script compiled nothing: no graph folder was written (no function compiled with "
+              "torch.compile ran, or every one ran in a way that compiles no graph)")
     logs = sorted(_trace_logs(trace_dir) - logs_before)
     print(f"TORCH_TRACE: {trace_dir} ({len(logs)} new log(s)" + (f": {', '.join(map(os.path.basename, logs))})"
                                                                    if logs else ")"))

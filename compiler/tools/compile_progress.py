@@ -1,5 +1,6 @@
 """Live progress of `kernel-lens compile`: a thread in the CLI process polls the debug run folders the script
-creates and prints one plain line per graph as its files land. The script itself is left untouched."""
+creates and prints one plain line per graph as its files land; the CLI also polls before relaying each line the
+script prints, so a graph's line comes before the output of its call. The script itself is left untouched."""
 from __future__ import annotations
 
 import glob
@@ -72,6 +73,7 @@ class CompileProgress:
     clock: Callable[[], float] = time.monotonic
     graphs: dict[str, GraphFolder] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # the thread's polls and the relay's (cli.py)
     _thread: threading.Thread | None = None
 
     def __enter__(self) -> "CompileProgress":
@@ -96,6 +98,10 @@ class CompileProgress:
         return sum(1 for g in self.graphs.values() if g.done)
 
     def poll(self) -> None:
+        with self._lock:
+            self._poll()
+
+    def _poll(self) -> None:
         now = self.clock()
         runs = sorted(set(glob.glob(os.path.join(self.root, "run_*"))) - self.existing_runs)
         for run in runs:
