@@ -267,7 +267,9 @@ def diff_runs(path_a: str, graphs_a: list[DiffGraph], path_b: str, graphs_b: lis
                "graphs_removed": sum(1 for g in graphs if not g["b"]),
                "kernels_same": count["same"], "code_changed": count["code_changed"],
                "fused_differently": sum(count[c] for c in FUSED_DIFFERENTLY),
-               "kernels_added": count["added"], "kernels_removed": count["removed"],
+               # kernels, not changes: a graph only one run has is one change of all its kernels
+               "kernels_added": sum(len(k["b"]) for k in kernels if k["change"] == "added"),
+               "kernels_removed": sum(len(k["a"]) for k in kernels if k["change"] == "removed"),
                "outputs_changed": sum(1 for g in graphs if g["outputs"]["status"] == "changed")}
     return {"version": VERSION, "a": path_a, "b": path_b,
             "changed": any(g["change"] != "same" for g in graphs), "summary": summary, "graphs": graphs}

@@ -112,5 +112,11 @@ def format_diff(doc: dict, show_code: bool = True) -> str:
             out.append(f"  outputs: {o['status'].replace('_', ' ')}: max abs error {o['max_abs_error']}, "
                        f"max rel error {o['max_rel_error']}")
     s = doc["summary"]
-    out.append("\nsummary: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in s.items() if v))
+    out.append("\nsummary: " + ", ".join(_count(v, k) for k, v in s.items() if v))
     return "\n".join(out)
+
+
+def _count(n: int, key: str) -> str:
+    """`3 kernels added`, `1 kernel added` (a summary key of the diff document in words)."""
+    words = key.replace("_", " ")
+    return f"{n} {words.replace('graphs ', 'graph ').replace('kernels ', 'kernel ') if n == 1 else words}"

@@ -28,7 +28,8 @@ def graph_json(graph: Graph) -> dict[str, Any]:
             return None
         return {"file": node.source.file, "line": node.source.line, "function": node.source.function,
                 "code": node.source.code}
-    return {"id": graph.id, "path": str(graph.path), "status": graph.status, "problems": graph.problems,
+    return {"id": graph.id, "path": str(graph.path), "direction": graph.direction, "status": graph.status,
+            "problems": graph.problems,
             "nodes": [{"name": n.name, "target": n.target, "readable_line": n.readable_line,
                        "source": source(n.name)} for n in graph.nodes.values()],
             "compile_error": None if graph.compile_error is None else {
@@ -66,7 +67,8 @@ def print_index(folder: str, as_json: bool) -> int:
     for run in runs:
         print(f"{run.id}  [{run.kind}]  {run.time.isoformat()}  {len(run.graphs)} graphs, {run.kernel_count} kernels")
         for graph in run.graphs:
-            print(f"  {graph.id}  status={graph.status}  {len(graph.nodes)} nodes")
+            kind = f" ({graph.direction})" if graph.direction else ""  # forward | backward | inference
+            print(f"  {graph.id}{kind}  status={graph.status}  {len(graph.nodes)} nodes")
             for problem in graph.problems:
                 print(f"    ! {problem}")
             for d in graph.compile_error.diagnostics if graph.compile_error else []:

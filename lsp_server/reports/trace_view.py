@@ -35,6 +35,19 @@ def _compile_line(fc: FrameCompile) -> str:
     return f"    frame {fc.compile_id:<7} {fc.co_name or '?'}  " + " · ".join(figures)
 
 
+def _entry(head: str, text: str, shown_hints: set[str] = frozenset()) -> list[str]:
+    """`head` and a message of Dynamo's that may run over several lines: its first line beside the head, the
+    others indented under it, blank lines and hints already shown left out."""
+    first, *rest = text.strip().splitlines() or [""]
+    indent = " " * (len(head) - len(head.lstrip()) + 4)
+    lines = [f"{head}{first.strip()}"]
+    for line in rest:
+        line = line.strip()
+        if line and not (line.startswith("Hint:") and line[len("Hint:"):].strip() in shown_hints):
+            lines.append(f"{indent}{line}")
+    return lines
+
+
 def _function_lines(f: FunctionSummary) -> list[str]:
     lines = [f"  {f.name}  {f.file}:{f.def_line}  {f.lens_text()}"]
     hinted: set[tuple[str | None, int | None]] = set()  # a recompile logs the same break again
@@ -43,16 +56,19 @@ def _function_lines(f: FunctionSummary) -> list[str]:
         for guard in fc.recompile_reasons:
             lines.append(f"      recompile: {guard.reason}" + (f"  (guard of {guard.cache_entry})"
                                                                if guard.cache_entry else ""))
+        shown: set[str] = set()  # each hint once per compile (the break and its restart both carry them)
         for gb in fc.graph_breaks:
-            lines.append(f"      graph break at {gb.file}:{gb.line}: {gb.reason}")
+            lines.extend(_entry(f"      graph break at {gb.file}:{gb.line}: ", gb.reason))
+            hints = list(dict.fromkeys(h.strip() for h in gb.hints))
             if (gb.file, gb.line) not in hinted:
-                lines.extend(f"        hint: {h}" for h in gb.hints)
+                lines.extend(f"        hint: {h}" for h in hints)
                 hinted.add((gb.file, gb.line))
+            shown.update(hints)
         if fc.failed:
             where = f" at {fc.fail_file}:{fc.fail_line}" if fc.fail_file else ""
             lines.append(f"      FAILED{where}: {fc.failure_headline()}")
         for reason in fc.restart_reasons:
-            lines.append(f"      restart: {reason}")
+            lines.extend(_entry("      restart: ", reason, shown))
     return lines
 
 
