@@ -116,12 +116,12 @@ def test_a_consumer_reading_another_outer_iteration_says_other_iteration(tmp_pat
 
 
 def test_a_graph_that_runs_eagerly_has_one_record(tmp_path, monkeypatch):
-    from compiler.frontend import dynamo_backend as frontend
+    from compiler import pipeline
     from compiler.lowering import EagerGraph
 
     def refuse(gm):
         raise EagerGraph("node arg0_1 has symbolic sizes")
-    monkeypatch.setattr(frontend, "lower_graph", refuse)
+    monkeypatch.setattr(pipeline, "lower_graph", refuse)
     _, folder = compile_with_debug(tmp_path, lambda x: torch.relu(x) * 2, torch.randn(16, 16))
     (record,) = _records(folder)
     assert record["kind"] == "eager_graph" and record["reason"] == "eager_dynamic_shapes"

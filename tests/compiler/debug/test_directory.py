@@ -11,10 +11,9 @@ import pytest
 import torch
 
 import compiler
-from compiler import config
+from compiler import config, pipeline
 from compiler.debug import directory as debug
 from compiler.debug import kernel_map
-from compiler.frontend import dynamo_backend as frontend
 
 
 def _fn(x):
@@ -60,7 +59,7 @@ def test_a_file_where_the_graph_folder_should_be(debug_root, caplog, tmp_path, m
     (run / "lens").mkdir(parents=True)
     monkeypatch.setattr(debug, "run_dir", lambda: str(run))
     # graph ids count from 0 for this compile (the process's count depends on how many graphs ran before it)
-    monkeypatch.setattr(frontend, "_GRAPH_IDS", itertools.count())
+    monkeypatch.setattr(pipeline, "_GRAPH_IDS", itertools.count())
     for i in range(8):  # whichever of the first ids this compile takes
         (run / "lens" / f"graph_{i}").write_text("in the way")
     warnings = _compile_and_check(caplog)
