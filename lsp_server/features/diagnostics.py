@@ -14,7 +14,9 @@ from typing import Any, Callable
 
 from lsprotocol import types
 
+from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import def_line_above, uri_of
+from lsp_server.features.source_lines import file_lines
 from lsp_server.features.trace_diagnostics import trace_diagnostics_by_uri
 from lsp_server.index import Index
 from lsp_server.model import Graph, Run, SourceLocation, normalize_path
@@ -25,6 +27,7 @@ SEVERITY = {"error": types.DiagnosticSeverity.Error, "warning": types.Diagnostic
 SOURCE_NAME = "kernel-lens"
 LINE_END = 1000  # clients clamp the range to the line's length
 DefLineOf = Callable[[str, str, int], "int | None"]  # (file, function, a line in it) -> its `def` line
+MovedLine = Callable[[str, int], "int | None"]  # (file, recorded line) -> where it is now (None: changed since)
 
 
 @dataclass
@@ -36,6 +39,7 @@ class Finding:
     message: str
     code: str
     severity: str | None = None  # None: the configured severity of compile errors and mismatches
+    current: bool = False  # its line is the document's now (an eager graph's `def`), not a recorded one
 
 
 def line_range(line: int, column: int = 0) -> types.Range:
@@ -94,7 +98,8 @@ WHY_CODES = {"aten_call": "extern-call", "not_fused": "not-fused", "not_vectoriz
              "eager_graph": "runs-eagerly"}
 
 
-def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLineOf | None) -> list[Finding]:
+def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLineOf | None,
+                  moved: MovedLine | None = None) -> list[Finding]:
     """The graph's why-records (why.json, else notes.txt; g++'s scalar loops): each on its first node's line, an
     eager graph on its function's `def` line."""
     found = []
@@ -105,8 +110,11 @@ def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLi
         if record.kind == "eager_graph":
             frame = next((n.frames[0] for n in graph.nodes.values() if n.frames), None)
             if frame is not None:
-                line = (def_line_of(frame.file, frame.function, frame.line) if def_line_of else None) or frame.line
-                found.append(Finding(run, frame.file, line, 0, record.message, code, note_severity))
+                now = moved(frame.file, frame.line) if moved is not None else frame.line
+                if now is None:  # the line changed since the compile: its `def` is not known to be this one
+                    continue
+                line = (def_line_of(frame.file, frame.function, now) if def_line_of else None) or now
+                found.append(Finding(run, frame.file, line, 0, record.message, code, note_severity, current=True))
             continue
         node = next((graph.nodes[n] for n in record.nodes if n in graph.nodes and graph.nodes[n].source), None)
         if node is not None and node.source is not None:
@@ -116,9 +124,12 @@ def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLi
 
 
 def compute_diagnostics(index: Index, severity: str, note_severity: str = "information",
-                        def_line_of: DefLineOf | None = None) -> dict[str, list[types.Diagnostic]]:
+                        def_line_of: DefLineOf | None = None,
+                        moved: MovedLine | None = None) -> dict[str, list[types.Diagnostic]]:
+    """Each file's diagnostics from the run answering for it; `moved` re-anchors a user file's recorded lines to
+    the document's text now (a finding on a line that changed since the compile is left out)."""
     findings = [f for view in index.views.values() for g in view.run.graphs
-                for f in graph_findings(view.run, g) + note_findings(view.run, g, note_severity, def_line_of)]
+                for f in graph_findings(view.run, g) + note_findings(view.run, g, note_severity, def_line_of, moved)]
     newest: dict[str, Run] = {}
     for finding in findings:
         if finding.file not in newest or finding.run.time > newest[finding.file].time:
@@ -135,7 +146,12 @@ def compute_diagnostics(index: Index, severity: str, note_severity: str = "infor
             owner = newest[finding.file]
         if owner is not finding.run:
             continue
-        diagnostic = types.Diagnostic(line_range(finding.line, finding.column), finding.message,
+        line = finding.line
+        if moved is not None and generated is None and not finding.current:
+            line = moved(finding.file, finding.line)
+            if line is None:
+                continue
+        diagnostic = types.Diagnostic(line_range(line, finding.column), finding.message,
                                       severity=SEVERITY.get(finding.severity or "", level), code=finding.code,
                                       source=SOURCE_NAME)
         published = by_uri.setdefault(uri_of(finding.file), [])
@@ -152,13 +168,18 @@ class DiagnosticsPublisher:
     def def_line_of(self, file: str, function: str, line: int) -> int | None:
         return def_line_above(self.server, uri_of(file), function, line)
 
+    def moved(self, file: str, line: int) -> int | None:
+        """Where recorded line `line` of a user file is in the document now (None: changed since the compile)."""
+        lines = file_lines(self.server, self.server.index, uri_of(file))
+        return line if lines is None else lines.moved_line(line)
+
     def publish(self) -> None:
         settings = self.server.settings
         current = compute_diagnostics(self.server.index, settings.diagnostic_severity, settings.note_severity,
-                                      self.def_line_of)
+                                      self.def_line_of, self.moved)
         try:
             for uri, found in trace_diagnostics_by_uri(self.server.index, self.server.settings).items():
-                current.setdefault(uri, []).extend(found)
+                current.setdefault(uri, []).extend(d for d in map(self.trace_moved(uri), found) if d is not None)
         except Exception:  # the debug-directory diagnostics are still published
             log.exception("trace diagnostics failed")
         for uri in set(self.published) - set(current):
@@ -168,7 +189,31 @@ class DiagnosticsPublisher:
                 self.server.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri, diagnostics))
         self.published = current
 
+    def trace_moved(self, uri: str) -> Callable[[types.Diagnostic], "types.Diagnostic | None"]:
+        """A trace finding's line re-anchored as the debug directory's lines are (the trace records no text)."""
+        lines = file_lines(self.server, self.server.index, uri)
+
+        def move(diagnostic: types.Diagnostic) -> types.Diagnostic | None:
+            if lines is None:
+                return diagnostic
+            line = lines.moved_line(diagnostic.range.start.line + 1)
+            if line is None:
+                return None
+            shift = line - 1 - diagnostic.range.start.line
+            if shift:
+                diagnostic.range = types.Range(types.Position(line - 1, diagnostic.range.start.character),
+                                               types.Position(diagnostic.range.end.line + shift,
+                                                              diagnostic.range.end.character))
+            return diagnostic
+        return move
+
 
 def register(server: Any) -> None:
     publisher = DiagnosticsPublisher(server)
     server.index_changed_hooks.append(publisher.publish)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    @failsafe(server, "didChange")
+    def republish(params: types.DidChangeTextDocumentParams) -> None:
+        """An edit (saved or not) moves the lines the diagnostics sit on: they follow the document's text."""
+        publisher.publish()

@@ -11,6 +11,7 @@ from lsprotocol import types
 from lsp_server.features.commands import first_argument
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import path_of, uri_of
+from lsp_server.features.source_lines import file_lines
 from lsp_server.index import Index
 from lsp_server.json_answer import JsonAnswer
 from lsp_server.model import Graph, normalize_path
@@ -130,6 +131,24 @@ def folding_ranges(index: Index, uri: str) -> list[types.FoldingRange] | None:
     return ranges
 
 
+def follow_edits(server: Any, index: Index, uri: str, answer: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The answer's source lines where they are in the user file's text now (a line changed since the compile
+    has no band and no cost): `kernelLens.linkedLines` / `lineCosts` for a user file."""
+    if answer is None or index.generated_file(path_of(uri)) is not None:
+        return answer
+    lines = file_lines(server, index, uri)
+    if lines is None or lines.unchanged:
+        return answer
+    moved = JsonAnswer(answer)
+    if "links" in answer:
+        moved["links"] = [dict(link, source_line=lines.to_current[link["source_line"] + 1] - 1)
+                          for link in answer["links"] if link["source_line"] + 1 in lines.to_current]
+    if "lines" in answer:
+        moved["lines"] = [dict(entry, line=lines.to_current[entry["line"] + 1] - 1)
+                          for entry in answer["lines"] if entry["line"] + 1 in lines.to_current]
+    return moved
+
+
 def register(server: Any) -> None:
     @server.command(LINKED_LINES_COMMAND)
     @failsafe(server, LINKED_LINES_COMMAND)
@@ -138,13 +157,15 @@ def register(server: Any) -> None:
         graph_id = where.get("graph_id")
         if not isinstance(where.get("uri"), str):
             return None
-        return linked_lines_json(server.index, where["uri"], graph_id if isinstance(graph_id, str) else None)
+        answer = linked_lines_json(server.index, where["uri"], graph_id if isinstance(graph_id, str) else None)
+        return follow_edits(server, server.index, where["uri"], answer)
 
     @server.command(LINE_COSTS_COMMAND)
     @failsafe(server, LINE_COSTS_COMMAND)
     def line_costs(*args: Any) -> dict[str, Any] | None:
         uri = first_argument(args).get("uri")
-        return line_costs_json(server.index, uri) if isinstance(uri, str) else None
+        return follow_edits(server, server.index, uri, line_costs_json(server.index, uri)) if isinstance(uri, str) \
+            else None
 
     @server.feature(types.TEXT_DOCUMENT_FOLDING_RANGE)
     @failsafe(server, "foldingRange")

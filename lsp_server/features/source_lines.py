@@ -125,6 +125,8 @@ class FileLines:
     to_recorded: dict[int, int] = field(default_factory=dict)  # current line -> recorded line
     stale: dict[int, int] = field(default_factory=dict)  # current line -> recorded line whose text it was
     spans: list[DefSpan] = field(default_factory=list)
+    unchanged: bool = False  # every recorded line is where it was, with its text
+
 
     def hits(self, line: int) -> list[LineHit]:
         """The kernels of current line `line` (none where its text changed since the compile)."""
@@ -138,6 +140,19 @@ class FileLines:
 
     def current(self, recorded: int) -> int | None:
         return self.to_current.get(recorded)
+
+    def moved_line(self, line: int) -> int | None:
+        """Where recorded line `line` is now: its own place when its text was recorded (None where it changed);
+        a line with no recorded text (a `print` that broke the graph) moves as the recorded lines around it
+        moved when they agree (None where they do not: an edit between them)."""
+        if line in self.to_current:
+            return self.to_current[line]
+        if (self.file, line) in self.view.line_text:
+            return None
+        before = max((old for old in self.to_current if old < line), default=None)
+        after = min((old for old in self.to_current if old > line), default=None)
+        shifts = {self.to_current[old] - old for old in (before, after) if old is not None}
+        return line + shifts.pop() if len(shifts) == 1 else None
 
     def span_at(self, line: int) -> DefSpan | None:
         """The innermost `def` whose `def` line (or decorator) is `line`."""
@@ -162,7 +177,8 @@ def file_lines(server: Any, index: Index, uri: str) -> FileLines | None:
     file = normalize_path(path)
     recorded = recorded_texts(view, file)
     moved = align(recorded, text)
-    found = FileLines(view, file, moved, {new: old for old, new in moved.items()}, spans=def_spans(text))
+    found = FileLines(view, file, moved, {new: old for old, new in moved.items()}, spans=def_spans(text),
+                      unchanged=len(moved) == len(recorded) and all(old == new for old, new in moved.items()))
     taken = set(found.to_recorded)
     offsets = sorted(moved.items())
     for line in recorded:
