@@ -40,3 +40,61 @@ def test_calls_that_do_not_fit_the_kernels_share_the_op_evenly():
     prof = profiled(lambda: (torch.mm(a, a), torch.mm(a, a), torch.mm(a, a)))  # 3 calls, 2 kernels
     rows, _ = kernel_times(prof, KINDS, EXTERNS, 4, 1.0)
     assert rows[0].total_ms == rows[1].total_ms > 0
+
+
+TRAINING = """
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+step = torch.compile(opt.step, backend="lens")
+x, y = torch.randn(16, 32), torch.randn(16, 8)
+
+
+@torch.compile(backend="lens")
+def loss_fn(x, y):
+    return torch.nn.functional.mse_loss(model(x), y)
+
+
+for i in range(2):
+    opt.zero_grad()
+    loss = loss_fn(x, y)
+    loss.backward()
+    step()
+print("weight sum", repr(model[0].weight.sum().item()))
+"""
+
+
+def test_profile_times_every_graph_of_a_training_iteration(tmp_path):
+    """forward, backward and the optimizer step's graphs each get a profile; the progress line's speedup is the
+    table's; without a terminal no kernel name or path is cut; the step's parameters end as without profiling."""
+    import json
+    import pathlib
+    import subprocess
+    import sys
+    prog = tmp_path / "train.py"
+    prog.write_text(TRAINING)
+    plain = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "compiler", "profile", str(prog), "--warmup", "1", "--iters", "3"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr[-2000:]
+    (run,) = tmp_path.glob("torch_compile_debug/run_*")
+    kinds = {g.name: json.loads((g / "kernel_map.json").read_text())["graph_kind"]
+             for g in sorted((run / "lens").glob("graph_*"))}
+    assert sorted(kinds.values()) == ["backward", "forward", "inference", "inference"]  # 2 step graphs
+    for graph, kind in kinds.items():
+        path = run / "lens" / graph / "profile.json"
+        assert path.exists(), f"{graph} ({kind}) has no profile.json:\n{out}"
+        profile = json.loads(path.read_text())
+        assert profile["eager_ms"] > 0 and profile["compiled_ms"] > 0
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"kernel-lens profile: {graph} ({kind}):"))
+        assert line.endswith(f"speedup {profile['speedup']:.2f}x")  # was "speedup n/a"
+        assert f"{graph} ({kind}): eager" in out  # the table's title
+        assert f"  {path}" in out.splitlines()  # the path whole, on its own line
+        for k in profile["kernels"]:
+            assert f" {k['name']} " in out  # no name cut into look-alike rows
+    assert "not profiled" not in out
+    weight = next(ln for ln in plain.stdout.splitlines() if ln.startswith("weight sum"))
+    assert weight in out.splitlines()
