@@ -8,11 +8,12 @@ from dataclasses import dataclass, replace
 import sympy
 import torch
 
+from compiler import config
 from compiler.codegen import half, loop_nest, plan_passes, plan_record
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, merge_loops
-from compiler.codegen.plan import DeferredPass, KernelPlan, NodeBody, RowPrefetch
+from compiler.codegen.plan import DeferredPass, InnerLoops, KernelPlan, NodeBody, PlanError, RowPrefetch
 from compiler.codegen.strategies import (
     column_reduction,
     exp_lanes,
@@ -66,6 +67,7 @@ class KernelRenderer(ExpressionRenderer):
         self.sizes = self.context.sizes
         self.assume = assume
         self.plan = KernelPlan(kernel.name)  # (built by render: codegen/plan_passes.py)
+        self._printed_inner: set[str] = set()  # nodes whose planned inner loops were checked (config.verify_plan)
         self.init_expressions()
 
     # -- what the plan decided (codegen/plan.py) ---------------------------------
@@ -258,28 +260,25 @@ class KernelRenderer(ExpressionRenderer):
         self.emit("{")
         self.indent += 1
         store = sympy.expand(b.store)
-        if ivars:
-            ivars, isizes, subst = merge_loops(ivars, isizes, loop_nest.index_exprs(self.flat, b.body) + [store])
-            b.body = substitute(b.body, subst)
-            store = sympy.expand(store.xreplace(subst))
+        planned = self.plan.inner.get(n.name)  # (plan_passes.inner_loops)
+        pragmas: list[str | None] = []
+        if planned is None and ivars and config.verify_plan:
+            raise PlanError(self.k.name, "inner loops", f"{n.name}'s own loops {isizes} were not planned")
+        if planned is not None:
+            self._check_inner_loops(n, b, store, planned, parallel_inner)
+            ivars, isizes, pragmas = planned.vars, planned.sizes, planned.pragmas
+            b.body = substitute(b.body, planned.subst)
+            store = sympy.expand(store.xreplace(planned.subst))
         if n.reduction_type:
             self._render_reduction(n, b, store)
         else:
-            work = 1
-            for s in isizes:
-                work *= s
             rows = n.name in self.streamed and bool(ivars)  # (streaming kernels' outer loops run on threads)
             opened = 0
             for depth, (v, s) in enumerate(zip(ivars, isizes)):
                 last = depth == len(ivars) - 1
                 if last and rows and streaming.render_row(self, n, b, v, s, store):
                     break
-                pragma = None
-                if depth == 0 and parallel_inner and symbolic.worth_threads(work):
-                    pragma = "#pragma omp parallel for" + (" simd" if last else "") + symbolic.parallel_if(work)
-                elif last:
-                    pragma = "#pragma omp simd"
-                self.open_loop(v, s, pragma, n.origins)
+                self.open_loop(v, s, pragmas[depth], n.origins)
                 opened += 1
             else:
                 if mirror is not None:
@@ -293,6 +292,20 @@ class KernelRenderer(ExpressionRenderer):
         self.emit("}")
         if mirror is not None:
             self.mirrors[n.name] = (store, mirror)
+
+    def _check_inner_loops(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr, planned: InnerLoops,
+                           parallel_inner: bool) -> None:
+        """With config.verify_plan (on in the tests): the node's loops as planned are the ones its body and the
+        caller's threads call for when it is printed first (a later print of the same body sees it merged)."""
+        if not config.verify_plan or n.name in self._printed_inner:
+            return
+        self._printed_inner.add(n.name)
+        ivars, isizes = b.inner
+        merged = merge_loops(ivars, isizes, loop_nest.index_exprs(self.flat, b.body) + [store])
+        on_threads = any(p and "parallel" in p for p in planned.pragmas)
+        if (merged[0], merged[1]) != (planned.vars, planned.sizes) or (on_threads and not parallel_inner):
+            raise PlanError(self.k.name, "inner loops", f"{n.name}'s loops were planned as {planned.sizes} "
+                            f"{planned.pragmas} but print as {merged[1]} (threads allowed: {parallel_inner})")
 
     def local_index(self, flat: sympy.Expr) -> sympy.Expr:
         """A local array holds one outer iteration: its index is the flat index without the outer part."""

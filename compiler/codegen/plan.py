@@ -56,6 +56,18 @@ class NodeBody:
 
 
 @dataclass
+class InnerLoops:
+    """A node's own pointwise loops inside the outer ones, as planned (plan_passes.inner_loops): merged where every
+    index walks adjacent loops as one (`subst` rewrites its body and store), and each loop's pragma (the first on
+    threads where the outer loop is not and the work is enough, the last `omp simd`)."""
+
+    vars: list[sympy.Symbol]
+    sizes: list[Size]
+    subst: dict
+    pragmas: list[str | None]
+
+
+@dataclass
 class LoopNest:
     """The outer loops every node of the kernel shares."""
 
@@ -134,6 +146,7 @@ class KernelPlan:
     deferred: DeferredPass | None = None
     pairs: dict[str, NodeBody] = field(default_factory=dict)  # producer -> its reduction's body in its loop
     reduction_loops: dict[str, str] = field(default_factory=dict)  # reduction node -> how its loop runs
+    inner: dict[str, InnerLoops] = field(default_factory=dict)  # node -> its own pointwise loops, as printed
     assumptions: list[str] = field(default_factory=list)  # a size variant's checks the plan relies on
     decisions: list[Decision] = field(default_factory=list)
 

@@ -13,7 +13,7 @@ from compiler import decisions as why
 from compiler.codegen import half, loop_nest, plan_verify
 from compiler.codegen.cpp_ops import simd_reduction_op
 from compiler.codegen.index import merge_loops
-from compiler.codegen.plan import KernelPlan, PlanContext
+from compiler.codegen.plan import InnerLoops, KernelPlan, PlanContext
 from compiler.codegen.strategies import column_reduction, lane_reduction, prefetch, streaming
 from compiler.codegen.strategies import deferred_output as pipeline
 from compiler.codegen.strategies import symbolic_sizes as symbolic
@@ -188,6 +188,39 @@ def reduction_loop(plan: KernelPlan, n, red: tuple[list, list]) -> tuple[str, st
                       f"{n.reduction_type}'s semantics for {str(n.dtype).replace('torch.', '')}")
 
 
+def inner_loops(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Each node's own pointwise loops as the printer opens them (a producer fused into its reduction's loop has its
+    loop planned by the sibling pass): adjacent ones every index walks as one merged, the first on threads where the
+    nest's outer loop is not (the nest's nodes; a column reduction's and the deferred pass's run on the outer
+    loop's thread), the last `omp simd`."""
+    paired = set(plan.pairs) | {ctx.kernel.nodes[i + 1].name for i, n in enumerate(ctx.kernel.nodes)
+                                if n.name in plan.pairs}
+    deferred = plan.deferred.node.name if plan.deferred else None
+    for n, b in zip(ctx.kernel.nodes, plan.bodies):
+        ivars, isizes = b.inner
+        if not ivars or n.name in paired or (n.reduction_type and plan.strategy != "nest"):
+            continue  # (a column reduction's and a total's reductions run in loops of their strategy's)
+        exprs = loop_nest.index_exprs(ctx.flat, b.body) + [sympy.expand(b.store)]
+        vars_, sizes, subst = merge_loops(ivars, isizes, exprs)
+        if len(vars_) < len(ivars):
+            plan.decide("merge loops", n.name, f"inner loops {_sizes(isizes)} -> {_sizes(sizes)}",
+                        "every index steps through them as through one loop")
+        on_threads = plan.strategy == "nest" and not plan.nest.parallel and n.name != deferred
+        work = 1
+        for s in sizes:
+            work *= s
+        pragmas: list[str | None] = []
+        for depth in range(len(vars_)):
+            last = depth == len(vars_) - 1
+            if depth == 0 and on_threads and symbolic.worth_threads(work) and not n.reduction_type:
+                pragmas.append("#pragma omp parallel for" + (" simd" if last else "") + symbolic.parallel_if(work))
+                plan.decide("threads", n.name, "its own first loop on threads",
+                            f"the outer loop runs on one thread and {work} elements of work are enough")
+            else:
+                pragmas.append("#pragma omp simd" if last else None)
+        plan.inner[n.name] = InnerLoops(vars_, sizes, subst, pragmas)
+
+
 def size_assumptions(plan: KernelPlan, ctx: PlanContext) -> None:
     """A size variant's decisions on symbolic sizes, the run-time check its plan relies on."""
     if ctx.assume is not None:
@@ -205,6 +238,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("deferred output pass", deferred_output_pass),
     ("sibling loops", sibling_pairs),
     ("reduction loops", reduction_loops),
+    ("inner loops", inner_loops),
     ("size assumptions", size_assumptions),
 ]
 

@@ -11,6 +11,7 @@ import torch
 import torch.fx
 
 from compiler import config, hooks, pipeline
+from compiler.codegen.plan import PlanError
 from compiler.debug.compile_error import LensCompileError
 from compiler.debug.directory import DebugDir
 from compiler.debug.graph_source import readable_graph
@@ -82,8 +83,8 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
             compiled = aot_module_simplified(gm, example_inputs, decompositions=decomposition_table(), **compilers)
     except DATA_DEPENDENT_ERRORS as e:
         return _eager_dynamo_graph(gm, e, "tracing it to aten needs data-dependent values")
-    except (LensCompileError, torch._dynamo.exc.TorchDynamoException):  # (Dynamo's restarts are its control flow)
-        raise
+    except (LensCompileError, PlanError, torch._dynamo.exc.TorchDynamoException):
+        raise  # (a bug reproduced on purpose; a planning bug under config.verify_plan; Dynamo's restarts)
     except Exception as e:  # noqa: BLE001 (a bug of ours or of AOTAutograd: the graph runs, op by op)
         log.debug("kernel-lens: tracing to aten failed", exc_info=True)
         return _eager_dynamo_graph(gm, e, "tracing it to aten failed")

@@ -199,9 +199,9 @@ def test_the_pipeline_imports_no_tool_and_the_machine_neither_the_frontend_nor_t
     edges = _module_imports()
     # the walk saw each role and the arrows that are allowed: pipeline -> machine, tools -> pipeline and machine
     assert "compiler.machine.runtime" in edges["compiler.pipeline"] and "compiler.hooks" in edges["compiler.pipeline"]
-    assert "compiler.pipeline" in edges["compiler.tools.accuracy"]
+    assert "compiler.pipeline" in edges["compiler.tools.accuracy_mode"]
     assert "compiler.machine.gemm" in edges["compiler.tools.profiling"]
-    assert "compiler.tools.accuracy" in edges["compiler.backend"]
+    assert "compiler.tools.accuracy_mode" in edges["compiler.backend"]
     assert _layer_violations(edges) == {}
 
 

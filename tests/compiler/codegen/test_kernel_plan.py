@@ -150,3 +150,26 @@ def test_the_verifier_names_the_pass_that_broke_the_plan(monkeypatch, name, chan
     assert e.value.pass_name == name and problem in str(e.value) and f"after pass '{name}'" in str(e.value)
     monkeypatch.setattr(config, "verify_plan", False)  # off: nothing checks
     build_plan(plan_context(*_pointwise_kernel()), _broken(name, change))
+
+
+def test_a_nodes_own_loops_are_merged_by_the_plan_and_printed_as_planned(tmp_path):
+    """The loops of a node inside the outer ones (the epilogue of a row sum over (16, 64)) are planned, merged and
+    with their pragmas, before printing (plan_passes.inner_loops); kernel_plans.json records the merge."""
+    _, graph = compile_with_debug(tmp_path, lambda x: x - x.sum((1, 2), keepdim=True), torch.randn(4, 16, 64))
+    plan = only_plan(graph)
+    assert ("buf1", "inner loops 16×64 -> 1024") in decisions(plan, "merge loops")
+    code = (graph / "output_code.py").read_text()
+    assert "#pragma omp simd\n" in code and "< 1024; " in code
+
+
+def test_the_printer_refuses_inner_loops_other_than_planned(tmp_path, monkeypatch):
+    from compiler.codegen import plan_passes
+
+    def unmerged(plan, ctx):
+        plan_passes.inner_loops(plan, ctx)
+        for name, loops in plan.inner.items():
+            loops.sizes = [*loops.sizes, 1]  # a plan the body's indices do not call for
+    monkeypatch.setattr(plan_passes, "PASSES", [(name, unmerged if name == "inner loops" else run)
+                                                for name, run in plan_passes.PASSES])
+    with pytest.raises(Exception, match="plan inconsistent after pass 'inner loops'"):  # (Dynamo wraps it)
+        compile_with_debug(tmp_path, lambda x: x - x.sum((1, 2), keepdim=True), torch.randn(4, 16, 64))
