@@ -1,5 +1,7 @@
-"""Quick fixes for graph breaks whose Dynamo hint names an API or config (e.g. "Use `torch.cond` ..."):
-a config is switched on after the file's imports; an API is noted above the breaking line with the hint.
+"""Quick fixes for graph breaks whose Dynamo hint names an API or config (e.g. "Use `torch.cond` ..."), or whose
+reason a setting removes (`.item()`: capture_scalar_outputs; data-dependent sizes: capture_dynamic_output_shape_ops):
+a setting gets a value of its own type after the file's imports (a flag True, `reorderable_logging_functions` the
+breaking call's function added); an API is noted above the breaking line with the hint.
 And for the compiler's own decisions whose why-record names a fix: `compiler.config.<setting> = <value>`
 after the imports (with `import compiler` where the file has none)."""
 from __future__ import annotations
@@ -30,14 +32,50 @@ def last_import_line0(lines: list[str]) -> int:
     return after
 
 
+# Dynamo's settings by the type of their value: a set of functions gets the breaking call's function added, a
+# flag is switched on; a setting not named here is never assigned a guessed value (the hint becomes a note).
+SET_SETTINGS = frozenset({"torch._dynamo.config.reorderable_logging_functions"})
+FLAG_SETTINGS = frozenset({"torch._dynamo.config.capture_scalar_outputs",
+                           "torch._dynamo.config.capture_dynamic_output_shape_ops",
+                           "torch._dynamo.config.capture_func_transforms",
+                           "torch._dynamo.config.trace_numpy", "torch._dynamo.config.inline_inbuilt_nn_modules"})
+# Breaks whose reason names the setting that removes them, where Dynamo's hint names none: `.item()` and ops whose
+# output size depends on the data (nonzero, unique, boolean masks).
+SETTING_FOR_REASON = (("Tensor.item()", "torch._dynamo.config.capture_scalar_outputs"),
+                      ("capture_scalar_outputs=False", "torch._dynamo.config.capture_scalar_outputs"),
+                      ("Dynamic shape operator", "torch._dynamo.config.capture_dynamic_output_shape_ops"))
+CALLED = re.compile(r"^\s*(?:[\w.,\s]+=\s*)?(?P<function>[A-Za-z_][\w.]*)\s*\(")
+LOGGING_CALLS = re.compile(r"^(?:print|logging\.\w+|warnings\.warn)$")
+
+
+def setting_edit(setting: str, finding: TraceDiagnostic, lines: list[str]) -> tuple[str, types.TextEdit] | None:
+    """`setting = True` / `setting.add(function)` after the file's imports, as the setting's type wants."""
+    at = types.Position(last_import_line0(lines), 0)
+    where = types.Range(at, at)
+    if setting in FLAG_SETTINGS:
+        return f"Set {setting} = True", types.TextEdit(where, f"{setting} = True\n")
+    if setting in SET_SETTINGS:
+        line0 = finding.line - 1
+        called = CALLED.match(lines[line0]) if 0 <= line0 < len(lines) else None
+        if called is None or not LOGGING_CALLS.match(called["function"]):
+            return None
+        function = called["function"]
+        return (f"Let Dynamo move `{function}` after the graph ({setting}.add({function}))",
+                types.TextEdit(where, f"{setting}.add({function})\n"))
+    return None
+
+
 def fix_edit(finding: TraceDiagnostic, lines: list[str]) -> tuple[str, types.TextEdit] | None:
     fix = finding.quick_fix
+    for words, setting in SETTING_FOR_REASON:
+        if words in finding.message:
+            return setting_edit(setting, finding, lines)
     if fix is None:
         return None
     if fix.symbol.startswith(CONFIG_PREFIXES) and "(" not in fix.symbol:
-        at = types.Position(last_import_line0(lines), 0)
-        return (f"Set {fix.symbol} = True (Dynamo's hint)",
-                types.TextEdit(types.Range(at, at), f"{fix.symbol} = True\n"))
+        made = setting_edit(fix.symbol, finding, lines)
+        if made is not None:
+            return made
     line0 = finding.line - 1
     if not 0 <= line0 < len(lines):
         return None
