@@ -198,3 +198,31 @@ def test_one_token_edited_on_one_line_changes_only_its_nodes(tmp_path, monkeypat
     if not added:
         assert {k["change"] for k in graph["kernels"]} <= {"same", "code_changed"}
         assert doc["summary"]["code_changed"] >= 1
+
+
+ADDED_GRAPH = CHAIN + '''
+def later(x, w):
+    return torch.softmax(x @ w, dim=-1).sum(0) + x.mean()
+
+
+if ADD_GRAPH:
+    torch.compile(later, backend="lens")(torch.randn(16, 32), torch.randn(32, 8))
+'''
+
+
+def test_a_graph_only_one_run_has_counts_each_of_its_kernels(tmp_path):
+    runs = []
+    for name, add in (("a", False), ("b", True)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "prog.py").write_text(ADDED_GRAPH.replace("if ADD_GRAPH:", f"if {add}:"))
+        proc = kernel_lens_child("compile", str(folder / "prog.py"), cwd=folder)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (run,) = folder.glob("torch_compile_debug/run_*")
+        runs.append(run)
+    added = json.loads((runs[1] / "lens" / "graph_1" / "kernel_map.json").read_text())["kernels"]
+    assert len(added) > 1
+    doc = diff_runs(str(runs[0]), str(runs[1]))
+    assert doc["summary"]["graphs_added"] == 1 and doc["summary"]["kernels_added"] == len(added)  # was 1
+    proc = kernel_lens_child("diff", str(runs[0]), str(runs[1]), cwd=tmp_path)
+    assert f"{len(added)} kernels added" in proc.stdout and "1 graph added" in proc.stdout
