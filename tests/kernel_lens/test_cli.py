@@ -41,3 +41,50 @@ def test_the_command_lists_both_halves_and_the_compiler_alone_its_own():
     alone = subprocess.run([sys.executable, "-m", "compiler", "index", str(FOO1_RUNS)], capture_output=True,
                            text=True, cwd=REPO, timeout=120)
     assert alone.returncode == 2 and "invalid choice: 'index'" in alone.stderr
+
+
+BREAK_AND_TRAIN = """
+import torch
+
+
+def step(x, w):
+    y = torch.tanh(x @ w)
+    print("a graph break")
+    return y.sum()
+
+
+w = torch.randn(8, 4, requires_grad=True)
+torch.compile(step, backend="lens")(torch.randn(6, 8), w).backward()
+"""
+
+
+@pytest.fixture(scope="module")
+def training_run(tmp_path_factory) -> Path:
+    """A real `kernel-lens compile` of a training step with a graph break: its debug directory and trace."""
+    folder = tmp_path_factory.mktemp("train")
+    (folder / "prog.py").write_text(BREAK_AND_TRAIN)
+    proc = subprocess.run([sys.executable, "-m", "kernel_lens", "compile", str(folder / "prog.py")],
+                          capture_output=True, text=True, cwd=folder, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    return folder
+
+
+def test_index_marks_graphs_forward_and_backward(training_run, capsys):
+    assert cli.main(["index", str(training_run)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("  graph_")]
+    # the break splits the step in two Dynamo graphs: two forward graphs, then their backward graphs
+    assert [ln.split()[1] for ln in lines] == ["(forward)", "(forward)", "(backward)", "(backward)"], lines
+    assert cli.main(["index", str(training_run), "--json"]) == 0
+    graphs = json.loads(capsys.readouterr().out)["runs"][0]["graphs"]
+    assert [g["direction"] for g in graphs] == ["forward", "forward", "backward", "backward"]
+
+
+def test_trace_prints_each_hint_once_and_indents_dynamos_explanations(training_run, capsys):
+    assert cli.main(["trace", str(training_run / "torch_trace")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    hints = [ln.strip() for ln in lines if ln.strip().lower().startswith("hint:")]
+    assert hints and len(hints) == len(set(hints)), hints  # each once (a restart repeated them all)
+    restart = next(i for i, ln in enumerate(lines) if ln.startswith("      restart: "))
+    explanation = next(ln for ln in lines[restart:] if "Explanation:" in ln)
+    assert explanation.startswith("          Explanation: ")  # under its restart, not at the left margin
+    assert all(ln.startswith("  ") for ln in lines[3:] if ln)  # under "rank -": nothing back at column 0
