@@ -14,6 +14,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import default_converter
 from pygls.uris import to_fs_path
 
+from lsp_server.features.notebook import NOTEBOOK_SYNC
 from lsp_server.index import Index
 from lsp_server.json_answer import json_converter
 from lsp_server.loading.discovery import discover
@@ -31,13 +32,14 @@ log = logging.getLogger(__name__)
 # Each module has `register(server)`; the table is the server's feature list.
 FEATURE_MODULES = (
     "hover", "definition", "references", "code_lens", "inlay_hints", "document_symbols", "diagnostics",
-    "code_actions", "commands", "linked_lines", "compiles",
+    "code_actions", "commands", "linked_lines", "compiles", "notebook",
 )
 
 
 class KernelLensServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("kernel-lens", "0.1.0", converter_factory=json_converter(default_converter))
+        super().__init__("kernel-lens", "0.1.0", converter_factory=json_converter(default_converter),
+                         notebook_document_sync=NOTEBOOK_SYNC)
         self.index = Index()
         self.settings = Settings()
         self.watcher: RunWatcher | None = None

@@ -8,6 +8,7 @@ from urllib.parse import unquote
 
 from pygls.uris import from_fs_path, to_fs_path
 
+from lsp_server.features.notebook_cells import CELLS
 from lsp_server.index import Index
 from lsp_server.model import TraceFunction, normalize_path
 
@@ -16,12 +17,13 @@ DEF_LINE = re.compile(r"^(?P<indent>\s*)(?:async\s+)?def\s+(?P<name>[A-Za-z_]\w*
 
 
 def path_of(uri: str) -> str:
-    path = to_fs_path(uri)
+    # a notebook cell answers as the file its kernel compiled it under (features/notebook_cells.py)
+    path = to_fs_path(uri) or CELLS.file_of(uri)
     return normalize_path(path) if path else uri
 
 
 def uri_of(path: str | Any) -> str:
-    return from_fs_path(str(path)) or str(path)
+    return CELLS.cell_of(str(path)) or from_fs_path(str(path)) or str(path)
 
 
 # uri → (what the text was read from, its lines): pygls splits an open buffer, and reads a closed file from
