@@ -145,6 +145,8 @@ export class KernelLensServer implements vscode.Disposable {
       documentSelector: [
         { scheme: "file", language: "python" },
         { scheme: "file", pattern: "**/torch_compile_debug/**" },
+        // Jupyter notebooks' Python cells (the server matches each to the kernel file its compile came from)
+        { notebook: "*", language: "python" },
       ],
       outputChannel: this.output,
       revealOutputChannelOn: RevealOutputChannelOn.Never,
