@@ -1,5 +1,6 @@
 """`kernel-lens` end to end: real scripts in child processes, real debug directories, exit codes."""
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -212,3 +213,80 @@ def test_compile_reports_graphs_as_they_land_and_where_its_outputs_go(tmp_path):
     assert f"TORCH_TRACE:     {tmp_path / 'torch_trace'}/" in start and "compile_error.json" in start
     assert end.startswith(" (2 graph folder(s))")
     assert f"TORCH_TRACE: {tmp_path / 'torch_trace'} (1 new log(s): " in end
+
+
+INDUCTOR = """
+import torch
+
+
+@torch.compile
+def f(x):
+    return torch.relu(x) * 3
+
+
+print("SCRIPT:", f(torch.ones(4, 4)).sum().item())
+"""
+
+
+def test_compile_writes_inductors_debug_folder_on_a_warm_cache_too(tmp_path):
+    script = write_script(tmp_path, INDUCTOR)
+    cache = tmp_path / "inductor_cache"  # this test's own Inductor cache: cold at the first run, warm at the second
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    for attempt in ("cold", "warm"):
+        before = set(tmp_path.glob("torch_compile_debug/run_*"))
+        proc = subprocess.run([sys.executable, "-m", "compiler", "compile", str(script)], capture_output=True,
+                              text=True, cwd=tmp_path, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (run,) = set(tmp_path.glob("torch_compile_debug/run_*")) - before
+        assert list(run.glob("torchinductor/*/output_code.py")), f"{attempt} run wrote no graph folder"
+        assert "(1 graph folder(s))" in proc.stdout and "compiled nothing" not in proc.stdout
+    assert any(cache.iterdir())  # the cache was there to hit (Inductor's other caches still fill it)
+
+
+def test_compile_says_when_a_script_compiled_nothing(tmp_path):
+    script = write_script(tmp_path, "print('no torch.compile here')\n")
+    proc = kernel_lens("compile", str(script), cwd=tmp_path)
+    assert proc.returncode == 0 and "the script compiled nothing" in proc.stdout
+
+
+ORDER = """
+import torch
+
+f = torch.compile(lambda x: x * 2 + 1, backend="lens")
+for n in (4, 6, 9):
+    f(torch.ones(n))
+    print(f"SCRIPT: called with {n}")
+"""
+
+
+def on_a_terminal(args: list[str], cwd) -> tuple[int, str]:
+    """Run a command with a terminal as its stdout and stderr (the script's prints are line-buffered, as a user
+    sees them): its exit code and everything it wrote."""
+    import pty
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(args, stdout=slave, stderr=slave, cwd=cwd)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the terminal closed: the command and its children are done
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return proc.wait(timeout=600), b"".join(chunks).decode(errors="replace")
+
+
+def test_each_graph_is_reported_before_what_the_script_printed_after_its_call(tmp_path):
+    script = write_script(tmp_path, ORDER)
+    # the second run builds nothing (g++'s cache is warm): its graphs land milliseconds before the script prints
+    for _ in range(2):
+        code, out = on_a_terminal([sys.executable, "-m", "compiler", "compile", str(script)], tmp_path)
+        assert code == 0, out[-2000:]
+        lines = out.splitlines()
+        at = {text: lines.index(next(ln for ln in lines if text in ln)) for text in (
+            "compiled graph_0 (inference)", "SCRIPT: called with 4", "compiled graph_1 (inference)",
+            "SCRIPT: called with 6", "SCRIPT: called with 9")}
+        assert list(at.values()) == sorted(at.values()), lines  # was: a graph's line after the script's
