@@ -52,7 +52,7 @@ _MAX_CONSTANT_BYTES = 16 << 20  # (a graph lifting more is compiled at each star
 @functools.lru_cache(maxsize=1)
 def _compiler_source_hash() -> str:
     h = hashlib.sha256()
-    root = pathlib.Path(__file__).parent
+    root = pathlib.Path(__file__).parent.parent  # compiler/ (this module lives in compiler/frontend/)
     for path in sorted(root.rglob("*.py")):
         h.update(str(path.relative_to(root)).encode())
         h.update(path.read_bytes())
