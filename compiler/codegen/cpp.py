@@ -236,21 +236,15 @@ class KernelRenderer(ExpressionRenderer):
         if self.deferred:
             pipeline.end_row(self)
 
-    def _mirrored(self, n: ComputedBuffer, b: NodeBody) -> str | None:
-        """The scalar a buffer node stored once per outer iteration is kept in for later nodes of the kernel."""
-        if self.deferred or b.inner[0] or n.name in self.locals or n.name not in self.params or half.is_half(n.dtype) \
-                or n.name in self.stream_stage or (n.reduction_type and
-                                                   self.plan.reduction_loops.get(n.name) == "blocked"):
-            return None
-        later = self.k.nodes[self.k.nodes.index(n) + 1:]
-        if not any(ld.buffer == n.name for m in later for ld in m.reads()):
-            return None
-        return self.accumulator(n) if n.reduction_type else f"{self.params[n.name].param}_at"
+    def _mirrored(self, n: ComputedBuffer) -> str | None:
+        """The scalar the plan keeps node `n`'s stored value in for later nodes (plan_passes.mirrors), unless its
+        store goes to a staged line here (a streamed flat kernel's line block: later nodes read the line)."""
+        return None if n.name in self.stream_stage else self.plan.mirrors.get(n.name)
 
     def _render_node_block(self, n: ComputedBuffer, b: NodeBody, parallel_inner: bool) -> None:
         ivars, isizes = b.inner
         local = self.locals.get(n.name)
-        mirror = self._mirrored(n, b)
+        mirror = self._mirrored(n)
         if local is not None and local.scalar and not n.reduction_type:
             self.statement(f"{CTYPES[n.dtype]} {local.name};", n.origin)
         if mirror is not None and not n.reduction_type:

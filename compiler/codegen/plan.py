@@ -147,6 +147,7 @@ class KernelPlan:
     pairs: dict[str, NodeBody] = field(default_factory=dict)  # producer -> its reduction's body in its loop
     reduction_loops: dict[str, str] = field(default_factory=dict)  # reduction node -> how its loop runs
     inner: dict[str, InnerLoops] = field(default_factory=dict)  # node -> its own pointwise loops, as printed
+    mirrors: dict[str, str] = field(default_factory=dict)  # node -> the scalar later nodes read its stored value from
     assumptions: list[str] = field(default_factory=list)  # a size variant's checks the plan relies on
     decisions: list[Decision] = field(default_factory=list)
 

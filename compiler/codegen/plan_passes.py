@@ -221,6 +221,27 @@ def inner_loops(plan: KernelPlan, ctx: PlanContext) -> None:
         plan.inner[n.name] = InnerLoops(vars_, sizes, subst, pragmas)
 
 
+def mirrors(plan: KernelPlan, ctx: PlanContext) -> None:
+    """A value a node stores once per outer iteration that a later node of the kernel reads is kept in a scalar, and
+    the later node reads the scalar: a load through an output pointer inside a loop that stores through another stops
+    g++ vectorizing it (it cannot tell them apart in an OpenMP region). Not beside a deferred output pass (its rows
+    run a row late), for nodes with loops of their own, kernel-local or half-precision values, or a reduction run by
+    lines of the prefetching pass."""
+    if plan.deferred:
+        return
+    nodes = ctx.kernel.nodes
+    for i, (n, b) in enumerate(zip(nodes, plan.bodies)):
+        if b.inner[0] or n.name in ctx.locals or n.name not in ctx.params or half.is_half(n.dtype) or (
+                n.reduction_type and plan.reduction_loops.get(n.name) == "blocked"):
+            continue
+        if not any(ld.buffer == n.name for m in nodes[i + 1:] for ld in m.reads()):
+            continue
+        param = ctx.params[n.name].param
+        plan.mirrors[n.name] = f"acc_{param}" if n.reduction_type else f"{param}_at"
+        plan.decide("mirrors", n.name, f"later nodes read {plan.mirrors[n.name]}",
+                    "stored once per outer iteration and read again in this kernel")
+
+
 def size_assumptions(plan: KernelPlan, ctx: PlanContext) -> None:
     """A size variant's decisions on symbolic sizes, the run-time check its plan relies on."""
     if ctx.assume is not None:
@@ -239,6 +260,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("sibling loops", sibling_pairs),
     ("reduction loops", reduction_loops),
     ("inner loops", inner_loops),
+    ("mirrors", mirrors),
     ("size assumptions", size_assumptions),
 ]
 
