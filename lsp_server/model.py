@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -65,6 +66,7 @@ class Kernel:
     loops: list[CodeLoop] = field(default_factory=list)  # a C++ kernel's braced `for` loops
     args: list[KernelArg] = field(default_factory=list)  # kernel_map.json's arguments: role, dtype, shape (ours)
     plans: list[KernelPlanRecord] = field(default_factory=list)  # kernel_plans.json: generic plan, then variants'
+    gpu: Any = None  # loading.triton_kernels.KernelGpu: Triton cache entries, the launched one, autotuning (GPU runs)
 
     def loops_around(self, line: int) -> list[int]:
         """The header lines of the kernel's `for` loops whose body holds `line`."""

@@ -318,14 +318,51 @@ class GraphBreaks(TypedDict):
 
 
 # What protocol.ts declares, in its order: type aliases by name, then interfaces.
+class StageLinks(TypedDict):
+    uri: str
+    lines: list[int]  # 0-based lines of one IR stage file that came from the Triton line
+
+
+class TritonLine(TypedDict):
+    uri: str  # the graph's output_code.py, where Inductor embeds the kernel's file
+    line: int
+    kernel_file_line: int  # 1-based line of the kernel's own .py file (what the IR's loc records name)
+    text: str
+
+
+class TritonChain(TypedDict):
+    """`kernelLens.tritonChain` ({uri, line}): a Triton kernel's line in any stage (ttir ttgir llir ptx sass) or in
+    output_code.py, its Triton line, FX nodes and user line, and every stage's lines from that Triton line."""
+    kernel: str
+    graph_id: str
+    run_id: str
+    entry: str  # the Triton cache entry (hash folder)
+    stage: str  # triton | ttir | ttgir | llir | ptx | sass: where the asked line is
+    line: int
+    triton: TritonLine
+    nodes: list[str]
+    source: Union[SourceLocation, None]
+    stages: dict[str, StageLinks]
+
+
+class BenchmarkKernelResult(TypedDict):
+    """`kernelLens.benchmarkKernel` ({uri, line}): without a GPU (or not built), the message to show."""
+    error: str
+    kernel: NotRequired[str]
+
+
+TritonChainResult = Union[TritonChain, CommandError]
+
+
 ALIASES = {"RunKind": RunKind, "KernelKind": KernelKind, "JobKind": JobKind, "KernelChange": KernelChange,
-           "RunDiffResult": RunDiffResult}
+           "RunDiffResult": RunDiffResult, "TritonChainResult": TritonChainResult}
 DECLARATIONS = ["RunKind", "KernelKind", "JobKind", RunSummary, SelectRunResult, KernelLocation, SourceLocation, ProfiledKernel,
                 KindShare, GraphProfile, RunProfile, CostlyLine, LineLink, LineRange, GraphLink, LinkedLines,
                 LineCostKernel, LineCost, LineCosts, ReindexResult, JobResult, KernelSpan, "KernelChange", TimePair,
                 SourceRef, DiffNode, KernelDiffNode, KernelDiffEntry, OutputsComparison, GraphDiff, RunDiff, CommandError, "RunDiffResult", CompileGuard,
                 RecompileCause, CompileSummary,
-                GraphBreakSummary, GraphBreaks]
+                GraphBreakSummary, GraphBreaks, StageLinks, TritonLine, TritonChain, "TritonChainResult",
+                BenchmarkKernelResult]
 
 # executeCommand ID -> what its handler answers (None where there is nothing to say)
 COMMANDS: dict[str, object] = {
@@ -334,4 +371,5 @@ COMMANDS: dict[str, object] = {
     "kernelLens.getProfile": Union[RunProfile, None], "kernelLens.diffRuns": RunDiffResult,
     "kernelLens.runJob": JobResult, "kernelLens.profileInductor": JobResult,
     "kernelLens.linkedLines": Union[LinkedLines, None], "kernelLens.lineCosts": Union[LineCosts, None],
-    "kernelLens.listCompiles": list[CompileSummary], "kernelLens.listGraphBreaks": GraphBreaks}
+    "kernelLens.listCompiles": list[CompileSummary], "kernelLens.listGraphBreaks": GraphBreaks,
+    "kernelLens.tritonChain": TritonChainResult, "kernelLens.benchmarkKernel": BenchmarkKernelResult}

@@ -118,6 +118,10 @@ def refresh_editor(server: Any) -> None:
 
 
 def register(server: Any) -> None:
+    from lsp_server.features import gpu_kernels  # issue 47: tritonChain, benchmarkKernel
+
+    gpu_kernels.register(server)
+
     @server.command("kernelLens.reindex")
     @failsafe(server, "kernelLens.reindex")
     def reindex(*args: Any) -> dict[str, int]:

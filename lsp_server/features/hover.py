@@ -25,6 +25,7 @@ from lsp_server.features.describe import (
 )
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.function_kernels import function_kernels
+from lsp_server.features.gpu_kernels import gpu_hover_block
 from lsp_server.features.lookup import def_name_at, path_of, trace_functions_at
 from lsp_server.features.source_lines import FileLines, file_lines
 from lsp_server.features.why_text import dynamic_block, settings_block, symbol_block, why_block
@@ -140,6 +141,9 @@ def generated_line_text(index: Index, path: str, line: int) -> str | None:
     scalar = not_vectorized_block(graph, kernel, [line])
     if scalar:
         parts.append(scalar)
+    gpu = gpu_hover_block(kernel)  # a GPU run: what the Triton kernel compiled to, its autotuning
+    if gpu:
+        parts.append(gpu)
     return "\n\n".join(parts)
 
 

@@ -11,6 +11,8 @@ from lens_format.kernel_map import KernelMap
 from lens_format.kernel_plans import KernelPlansFile
 from lens_format.profile import GraphProfile
 from lsp_server.loading.benchmark_profile import benchmark_profile
+from lsp_server.loading.gpu_profile import attach_trace_profile
+from lsp_server.loading.triton_kernels import attach_triton
 from lsp_server.loading.cpp_statements import statement_nodes
 from lsp_server.loading.why_records import graph_why
 from lsp_server.model import FxNode, Graph, Kernel, KernelLine, SourceLocation, normalize_path
@@ -101,6 +103,8 @@ def build_graph(graph: Graph) -> bool:
         graph.status = "eager"
     graph.profile = files.parse("profile.json") or profile_from_benchmark(files)
     apply_profile(graph)
+    attach_trace_profile(graph)  # the user's own torch.profiler trace, where one times this graph's kernels
+    attach_triton(graph)  # Triton cache entries kept beside the run, autotuning logged beside the program
     return files.incomplete
 
 

@@ -140,6 +140,9 @@ def test_each_handler_answers_what_protocol_py_says(host: HandlerHost):
         "kernelLens.kernelsAt": [({"uri": uri_of(graph.output_code), "line": kernel.start_line},)],
         "kernelLens.diffRuns": [({"a": runs[0], "b": runs[-1]},), ({"a": "nope", "b": runs[0]},)],
         "kernelLens.selectRun": [({"run_id": runs[-1]},), ({"run_id": "nope"},)],
+        # a CPU run has no Triton kernel: both answer their error shape (the GPU answers: test_server_gpu_train.py)
+        "kernelLens.tritonChain": [({"uri": uri_of(graph.output_code), "line": kernel.start_line},)],
+        "kernelLens.benchmarkKernel": [({"uri": uri_of(graph.output_code), "line": kernel.start_line},)],
     }
     answered = set()
     for name, calls in requests.items():

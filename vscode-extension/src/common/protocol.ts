@@ -303,3 +303,37 @@ export interface GraphBreakSummary {
 export interface GraphBreaks {
   graph_breaks: GraphBreakSummary[];
 }
+
+export interface StageLinks {
+  uri: string;
+  lines: number[];
+}
+
+export interface TritonLine {
+  uri: string;
+  line: number;
+  kernel_file_line: number;
+  text: string;
+}
+
+/** `kernelLens.tritonChain` ({uri, line}): a Triton kernel's line in any stage (ttir ttgir llir ptx sass) or in output_code.py, its Triton line, FX nodes and user line, and every stage's lines from that Triton line. */
+export interface TritonChain {
+  kernel: string;
+  graph_id: string;
+  run_id: string;
+  entry: string;
+  stage: string;
+  line: number;
+  triton: TritonLine;
+  nodes: string[];
+  source: SourceLocation | null;
+  stages: Record<string, StageLinks>;
+}
+
+export type TritonChainResult = TritonChain | CommandError;
+
+/** `kernelLens.benchmarkKernel` ({uri, line}): without a GPU (or not built), the message to show. */
+export interface BenchmarkKernelResult {
+  error: string;
+  kernel?: string;
+}

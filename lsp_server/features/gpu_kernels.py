@@ -1,0 +1,192 @@
+"""GPU kernels in the editor (issue 47): the kernel hover's compiled facts and autotuning, the compiled chain of
+a Triton kernel (`kernelLens.tritonChain`: a PTX/SASS/TTIR/TTGIR/LLIR line or an output_code.py line ->
+Triton line -> FX nodes -> the user's line, and back to every stage's lines), and `kernelLens.benchmarkKernel`
+(a kernel's standalone benchmark; without a GPU, a clear message)."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from lsp_server.features.commands import first_argument
+from lsp_server.features.failsafe import failsafe
+from lsp_server.features.lookup import path_of, uri_of
+from lsp_server.index import Index, source_of
+from lsp_server.loading.triton_kernels import KernelGpu, TRITON_CACHE_FOLDER, kernel_file_offset
+from lsp_server.model import Graph, Kernel, Run
+from lsp_server.parsers.triton_cache import STAGES, StageLine, TritonEntry, stage_lines
+
+CHAIN_COMMAND = "kernelLens.tritonChain"
+BENCHMARK_COMMAND = "kernelLens.benchmarkKernel"
+NO_GPU = ("Benchmarking a kernel needs a CUDA GPU on this machine (none found: torch.cuda.is_available() is "
+          "False or torch is not installed). Run `python output_code.py -k` on a GPU machine, or "
+          "`kernel-lens profile-inductor` there, and open the results here.")
+MAX_TRIED_SHOWN = 6
+_stage_cache: dict[Path, tuple[float, list[StageLine]]] = {}
+
+
+def located_lines(path: Path, stage: str) -> list[StageLine]:
+    mtime = path.stat().st_mtime
+    cached = _stage_cache.get(path)
+    if cached is None or cached[0] != mtime:
+        cached = _stage_cache[path] = (mtime, stage_lines(path.read_text(encoding="utf-8", errors="replace"), stage))
+    return cached[1]
+
+
+def kernel_file(lines: list[StageLine]) -> str | None:
+    """The Triton kernel's own file: the file most of the stage's lines come from."""
+    counts: dict[str, int] = {}
+    for line in lines:
+        if line.source_file:
+            counts[line.source_file] = counts.get(line.source_file, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+def _mine(line: StageLine, own: str | None) -> bool:
+    return line.source_file is None or own is None or line.source_file == own
+
+
+def stage_links(entry: TritonEntry, triton_line: int) -> dict[str, dict[str, Any]]:
+    """Every stage's lines (0-based) that came from Triton line `triton_line` of the kernel's own file."""
+    links = {}
+    for stage in entry.stages:
+        path = entry.stage_path(stage)
+        lines = located_lines(path, stage)
+        own = kernel_file(lines)
+        links[stage] = {"uri": uri_of(str(path)),
+                        "lines": [s.line - 1 for s in lines if s.source_line == triton_line and _mine(s, own)]}
+    return links
+
+
+def kernel_for_entry(index: Index, folder: Path) -> tuple[Run, Graph, Kernel, TritonEntry] | None:
+    for view in index.views.values():
+        for graph in view.run.graphs:
+            for kernel in graph.kernels:
+                gpu: KernelGpu | None = kernel.gpu
+                entry = next((e for e in gpu.entries if e.key == folder.name), None) if gpu else None
+                if entry is not None:
+                    return view.run, graph, kernel, entry
+    return None
+
+
+def chain_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
+    path = Path(path_of(uri))
+    stage = path.name.rsplit(".", 1)[-1]
+    if stage in STAGES and path.parent.parent.name == TRITON_CACHE_FOLDER:
+        found = kernel_for_entry(index, path.parent)
+        if found is None:
+            return {"error": f"{path.parent.name}: no indexed kernel has this Triton cache entry"}
+        run, graph, kernel, entry = found
+        lines = located_lines(path, stage)
+        at = next((s for s in lines if s.line == line0 + 1), None)
+        if at is None:
+            return {"error": f"line {line0 + 1} of {path.name} has no location record"}
+        if not _mine(at, kernel_file(lines)):
+            return {"error": f"line {line0 + 1} is inlined Triton library code ({at.source_file}:{at.source_line})",
+                    "inlined_from": {"file": at.source_file, "line": at.source_line}}
+        return chain_from_triton_line(run, graph, kernel, entry, at.source_line, stage, line0)
+    generated = index.generated_file(str(path))
+    kernel = generated.kernel_at(line0 + 1) if generated else None
+    if generated is None or kernel is None or kernel.language != "triton":
+        return {"error": "not a line of a Triton kernel or of its Triton cache entry"}
+    offset = kernel_file_offset(generated.graph, kernel)
+    gpu: KernelGpu | None = kernel.gpu
+    entry = gpu.chosen if gpu else None
+    if offset is None or entry is None:
+        return {"error": f"`{kernel.name}`: no Triton cache entry kept beside this run (or none known as launched)"}
+    run = index.views[generated.graph.run_id].run
+    return chain_from_triton_line(run, generated.graph, kernel, entry, line0 + 1 - offset, "triton", line0)
+
+
+def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: TritonEntry, triton_line: int,
+                           stage: str, line0: int) -> dict[str, Any]:
+    offset = kernel_file_offset(graph, kernel) or 0
+    code_line = offset + triton_line  # 1-based in output_code.py
+    nodes = next((kl.nodes for kl in kernel.lines if kl.line == code_line), [])
+    source = source_of(graph, nodes) if nodes else None
+    return {"kernel": kernel.name, "graph_id": graph.id, "run_id": run.id, "entry": entry.key, "stage": stage,
+            "line": line0, "triton": {"uri": uri_of(str(graph.path / "output_code.py")), "line": code_line - 1,
+                                      "kernel_file_line": triton_line,
+                                      "text": graph.output_code_lines[code_line - 1].strip()
+                                      if 0 < code_line <= len(graph.output_code_lines) else ""},
+            "nodes": nodes, "source": {"uri": uri_of(source.file), "line": source.line - 1} if source else None,
+            "stages": stage_links(entry, triton_line)}
+
+
+def _bytes(value: int | None) -> str:
+    return "?" if value is None else f"{value} B"
+
+
+def gpu_hover_block(kernel: Kernel) -> str | None:
+    """Registers, spills, shared memory, warps, stages, block sizes of the launched config; autotuning."""
+    gpu: KernelGpu | None = kernel.gpu
+    if gpu is None:
+        return None
+    parts = []
+    chosen = gpu.chosen
+    if chosen is not None:
+        usage = chosen.usage
+        logged = gpu.autotune.best if gpu.autotune and gpu.autotune.best else None
+        spills = f"{logged.spills} spilled" if logged and logged.spills is not None else \
+            f"stack {_bytes(usage.stack if usage else None)}"
+        blocks = " · ".join(f"{k}={v}" for k, v in sorted(gpu.block_sizes().items()))
+        parts.append(f"**Triton** (cache entry `{chosen.key[:12]}`, {gpu.chosen_by}; {len(gpu.entries)} compiled): "
+                     f"{usage.registers if usage and usage.registers is not None else '?'} registers · {spills} · "
+                     f"shared {_bytes(chosen.shared)} · num_warps={chosen.num_warps} · num_stages={chosen.num_stages}"
+                     + (f" · {blocks}" if blocks else "")
+                     + f"\n\nStages: {', '.join(chosen.stages) or 'metadata only'} (`{CHAIN_COMMAND}`)")
+    elif gpu.entries:
+        parts.append(f"**Triton**: {len(gpu.entries)} compiled configs in the cache; which one launched is unknown")
+    if gpu.autotune and gpu.autotune.tried:
+        best = gpu.autotune.best
+        rows = [f"- `{t.config}`: {t.ms:.4f} ms, {t.registers} registers, {t.spills} spilled"
+                + (" **← chosen**" if best is not None and t.config == best.config else "")
+                for t in sorted(gpu.autotune.tried, key=lambda t: t.ms)[:MAX_TRIED_SHOWN]]
+        parts.append(f"**Autotuning**: {len(gpu.autotune.tried)} configs benchmarked\n" + "\n".join(rows))
+    elif gpu.best_config is not None:
+        how = "coordinate descent" if gpu.best_config.get("found_by_coordesc") else "autotuning"
+        parts.append(f"**Autotuning**: chosen by {how} in {gpu.best_config.get('time_taken_ms')} ms (.best_config)")
+    for table in gpu.gemm:
+        rows = [f"- `{c.name}` {c.ms:.4f} ms ({c.percent:.1f}%)" + (f" {c.description}" if c.description else "")
+                + (" **← chosen**" if i == 0 else "") for i, c in enumerate(table.choices[:MAX_TRIED_SHOWN])]
+        parts.append(f"**Max-autotune** `{table.op}({table.sizes})`: {len(table.choices)} choices shown by "
+                     f"Inductor, chosen `{table.chosen.name if table.chosen else '?'}`\n" + "\n".join(rows))
+    return "\n\n".join(parts) or None
+
+
+def cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def benchmark_kernel_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
+    generated = index.generated_file(path_of(uri))
+    kernel = generated.kernel_at(line0 + 1) if generated else None
+    if kernel is None or kernel.language != "triton":
+        return {"error": "not a line of a Triton kernel in an output_code.py"}
+    if not cuda_available() or shutil.which("nvidia-smi") is None:
+        return {"error": NO_GPU, "kernel": kernel.name}
+    return {"error": f"`{kernel.name}`: run `python output_code.py -k` in {generated.graph.path} (benchmarks each "
+                     "kernel: time and bandwidth); running it from the editor is not built yet", "kernel": kernel.name}
+
+
+def register(server: Any) -> None:
+    @server.command(CHAIN_COMMAND)
+    @failsafe(server, CHAIN_COMMAND)
+    def triton_chain(*args: Any) -> dict[str, Any]:
+        """{uri, line (0-based)}: a stage file's line or an output_code.py line of a Triton kernel."""
+        request = first_argument(args)
+        if not isinstance(request.get("uri"), str) or not isinstance(request.get("line"), int):
+            return {"error": "tritonChain expects {\"uri\": str, \"line\": int}"}
+        return chain_json(server.index, request["uri"], request["line"])
+
+    @server.command(BENCHMARK_COMMAND)
+    @failsafe(server, BENCHMARK_COMMAND)
+    def benchmark_kernel(*args: Any) -> dict[str, Any]:
+        request = first_argument(args)
+        if not isinstance(request.get("uri"), str) or not isinstance(request.get("line"), int):
+            return {"error": "benchmarkKernel expects {\"uri\": str, \"line\": int}"}
+        return benchmark_kernel_json(server.index, request["uri"], request["line"])

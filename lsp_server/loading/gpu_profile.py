@@ -1,0 +1,119 @@
+"""A graph's GPU profile from the user's own torch.profiler trace (`*.pt.trace.json` in the program's folder,
+up to three folders down): each call of the compiled graph (`## Call CompiledFxGraph ##`) is matched to the
+graph whose Triton kernels it launched; Triton kernels are timed by name, extern calls (cuBLAS, ...) through
+the CPU op that launched them, in the order the graph's `call()` makes them. Times are per call of the graph;
+shares are of the call's wall time (CPU start to the last kernel's end), busy % is the kernels' sum over it.
+A graph the trace times takes its kernels' times from the trace (the user's real loop) over `-p` output."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from lens_format.profile import CategoryTime, GraphProfile, KernelTime
+from lsp_server.model import Graph, Kernel
+from lsp_server.parsers.profiler_trace import TRACE_SUFFIX, GraphCall, ProfilerTrace, read_profiler_trace
+
+SEARCH_DEPTH = 3
+EXTERN_OP = {"extern_kernels.mm": "aten::mm", "extern_kernels.addmm": "aten::addmm", "extern_kernels.bmm": "aten::bmm",
+             "extern_kernels.baddbmm": "aten::baddbmm", "extern_kernels.convolution": "aten::convolution"}
+_parsed: dict[Path, tuple[float, ProfilerTrace]] = {}
+
+
+def program_dir(graph: Graph) -> Path:
+    """<program>/torch_compile_debug/run_*/torchinductor/<graph> -> <program>."""
+    return graph.path.parents[3] if len(graph.path.parents) > 3 else graph.path.parent
+
+
+def find_traces(folder: Path) -> list[Path]:
+    """`*.pt.trace.json` files in `folder` and up to SEARCH_DEPTH folders below, newest first."""
+    found: list[Path] = []
+    for depth in range(SEARCH_DEPTH + 1):
+        found += folder.glob("/".join(["*"] * depth + [f"*{TRACE_SUFFIX}"]))
+    return sorted((p for p in found if p.is_file()), key=lambda p: -p.stat().st_mtime)
+
+
+def trace_at(path: Path) -> ProfilerTrace:
+    """Parsed once per file version."""
+    mtime = path.stat().st_mtime
+    cached = _parsed.get(path)
+    if cached is None or cached[0] != mtime:
+        cached = _parsed[path] = (mtime, read_profiler_trace(path))
+    return cached[1]
+
+
+def graph_calls(trace: ProfilerTrace, graph: Graph) -> list[GraphCall]:
+    """The calls that launched this graph's Triton kernels and no Triton kernel of another graph."""
+    names = {k.name for k in graph.kernels if k.language == "triton"}
+    return [c for c in trace.calls if c.triton_names() and c.triton_names() <= names]
+
+
+def extern_kernels(graph: Graph) -> list[Kernel]:
+    """The graph's extern calls in the order `call()` makes them."""
+    externs = [k for k in graph.kernels if k.kind == "extern"]
+    return sorted(externs, key=lambda k: min(k.launch_lines or [k.start_line]))
+
+
+def extern_times(call: GraphCall, externs: list[Kernel]) -> dict[int, float] | None:
+    """Per extern Kernel (by position): µs of the device kernels its CPU op launched; None when the call's
+    extern ops do not line up with the graph's extern calls."""
+    launches: dict[tuple[str, float], float] = {}
+    for kernel in call.kernels:
+        if kernel.launcher is not None and kernel.launcher != kernel.name and kernel.launcher_ts is not None:
+            key = (kernel.launcher, kernel.launcher_ts)
+            launches[key] = launches.get(key, 0.0) + kernel.dur
+    ordered = sorted(launches.items(), key=lambda item: item[0][1])
+    if len(ordered) != len(externs):
+        return None
+    if any(EXTERN_OP.get(k.name, op) != op for k, ((op, _), _) in zip(externs, ordered)):
+        return None
+    return {i: us for i, (_, us) in enumerate(ordered)}
+
+
+def trace_profile(trace: ProfilerTrace, graph: Graph) -> GraphProfile | None:
+    """The graph's profile from the trace; sets each matched Kernel's time, share and calls."""
+    calls = graph_calls(trace, graph)
+    if not calls:
+        return None
+    n = len(calls)
+    wall_ms = sum(c.device_end - c.ts for c in calls) / n / 1000
+    triton: dict[str, tuple[int, float]] = {}
+    for call in calls:
+        for kernel in call.kernels:
+            if kernel.launcher == kernel.name:
+                count, us = triton.get(kernel.name, (0, 0.0))
+                triton[kernel.name] = (count + 1, us + kernel.dur)
+    externs = extern_kernels(graph)
+    per_call = [extern_times(call, externs) for call in calls]
+    extern_us = [sum(t[i] for t in per_call if t) / n if all(per_call) else None for i in range(len(externs))]
+    extern_at = {id(k): i for i, k in enumerate(externs)}
+    profile = GraphProfile(graph.id, compiled_ms=wall_ms, profiled_ms=wall_ms, iters=n, device="cuda", path=trace.path)
+    for kernel in graph.kernels:
+        kernel.time_ms = kernel.percent = kernel.calls = None
+        if kernel.language == "triton" and kernel.name in triton:
+            count, us = triton[kernel.name]
+            kernel.time_ms, kernel.calls = us / n / 1000, max(count // n, 1)
+        elif id(kernel) in extern_at and extern_us[extern_at[id(kernel)]] is not None:
+            kernel.time_ms, kernel.calls = extern_us[extern_at[id(kernel)]] / 1000, 1
+        if kernel.time_ms is not None:
+            kernel.percent = round(100.0 * kernel.time_ms / wall_ms, 2) if wall_ms else None
+            profile.kernels.append(KernelTime(kernel.name, kernel.kind, kernel.calls or 1, kernel.time_ms,
+                                              kernel.percent or 0.0))
+    categories: dict[str, CategoryTime] = {}
+    for timed in profile.kernels:
+        share = categories.setdefault(timed.kind, CategoryTime(timed.kind, 0.0, 0.0))
+        share.total_ms += timed.total_ms
+        share.percent += timed.percent
+    profile.categories = sorted(categories.values(), key=lambda c: -c.total_ms)
+    busy_ms = sum(t.total_ms for t in profile.kernels)
+    profile.busy_percent = round(min(100.0, 100.0 * busy_ms / wall_ms), 2) if wall_ms else None
+    return profile
+
+
+def attach_trace_profile(graph: Graph) -> None:
+    """Replace the graph's profile with the newest matching profiler trace's, if one times it."""
+    if not any(k.language == "triton" for k in graph.kernels):
+        return
+    for path in find_traces(program_dir(graph)):
+        profile = trace_profile(trace_at(path), graph)
+        if profile is not None:
+            graph.profile = profile
+            return

@@ -1,0 +1,141 @@
+"""What a real GPU run's Triton kernels compiled to and how they were autotuned, attached to each Kernel
+(`kernel.gpu`): the Triton cache entries kept beside the debug dir (`<run>/triton_cache/<hash>/`), the one
+Inductor launched (the only entry, else the `.best_config` record's triton_cache_hash, else the entry whose
+warps and registers match the logged best config), and the autotuning Inductor logged (a saved stderr /
+`*.log` in the program's folder) or recorded (`.best_config` under `<program>/inductor_cache/`).
+
+Also the link between a Triton kernel's own file (the `.py` the IR's loc records name) and output_code.py,
+where Inductor embeds the same text: line L of the file is line `opening + L - 1` of output_code.py, where
+`opening` is the line of `<name> = async_compile.triton('<name>', '''`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lsp_server.model import Graph, Kernel
+from lsp_server.parsers.autotune_log import AutotuneLog, GemmAutotune, KernelAutotune, parse_autotune_log, parse_best_config
+from lsp_server.parsers.triton_cache import TritonEntry, read_cache
+
+TRITON_CACHE_FOLDER = "triton_cache"
+LOG_GLOBS = ("*.log", "*stderr*.txt", "*.err")
+MAX_LOG_BYTES = 20_000_000
+AUTOTUNE_MARKS = ("Benchmark all input configs for", "AUTOTUNE ", "Best config for")
+_caches: dict[Path, tuple[float, dict[str, list[TritonEntry]]]] = {}
+_logs: dict[Path, tuple[tuple, "ProgramRecords"]] = {}
+
+
+@dataclass
+class ProgramRecords:
+    log: AutotuneLog = field(default_factory=AutotuneLog)
+    best_configs: dict[str, dict] = field(default_factory=dict)  # triton_cache_hash -> record
+
+
+@dataclass
+class KernelGpu:
+    entries: list[TritonEntry]  # every compiled config of the kernel
+    chosen: TritonEntry | None
+    chosen_by: str  # only entry | .best_config | logged best config | unknown
+    autotune: KernelAutotune | None = None
+    best_config: dict | None = None  # the .best_config record of the chosen entry
+    gemm: list[GemmAutotune] = field(default_factory=list)  # max-autotune tables of this extern/template op
+
+    def block_sizes(self) -> dict[str, str]:
+        """XBLOCK / R0_BLOCK / ... of the launched config: the .best_config record, else the logged best."""
+        if self.best_config:
+            return {k: str(v) for k, v in self.best_config.items() if k.endswith("BLOCK")}
+        if self.autotune and self.autotune.best:
+            return {k: v for k, v in self.autotune.best.settings().items() if k.endswith("BLOCK")}
+        return {}
+
+
+def run_dir_of(graph: Graph) -> Path:
+    return graph.path.parents[1] if len(graph.path.parents) > 1 else graph.path
+
+
+def program_dir_of(graph: Graph) -> Path:
+    return graph.path.parents[3] if len(graph.path.parents) > 3 else graph.path.parent
+
+
+def cache_entries(run_dir: Path) -> dict[str, list[TritonEntry]]:
+    folder = run_dir / TRITON_CACHE_FOLDER
+    if not folder.is_dir():
+        return {}
+    mtime = folder.stat().st_mtime
+    cached = _caches.get(folder)
+    if cached is None or cached[0] != mtime:
+        cached = _caches[folder] = (mtime, read_cache(folder))
+    return cached[1]
+
+
+def program_records(program: Path) -> ProgramRecords:
+    """The autotune log lines of the program's saved logs and its .best_config records (read once per version)."""
+    logs = [p for pattern in LOG_GLOBS for p in program.glob(pattern) if p.is_file() and p.stat().st_size < MAX_LOG_BYTES]
+    configs = sorted(program.glob("inductor_cache/*/*.best_config"))
+    key = tuple((p, p.stat().st_mtime) for p in sorted(set(logs)) + configs)
+    cached = _logs.get(program)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    records = ProgramRecords()
+    for path in sorted(set(logs)):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if any(mark in text for mark in AUTOTUNE_MARKS):
+            found = parse_autotune_log(text)
+            records.log.kernels.update(found.kernels)
+            records.log.gemms += found.gemms
+    for path in configs:
+        record = parse_best_config(path.read_text(encoding="utf-8", errors="replace"))
+        if record and isinstance(record.get("triton_cache_hash"), str):
+            records.best_configs[record["triton_cache_hash"]] = record
+    _logs[program] = (key, records)
+    return records
+
+
+def choose(entries: list[TritonEntry], autotune: KernelAutotune | None,
+           best_configs: dict[str, dict]) -> tuple[TritonEntry | None, str]:
+    if len(entries) == 1:
+        return entries[0], "only entry"
+    recorded = [e for e in entries if e.key in best_configs]
+    if len(recorded) == 1:
+        return recorded[0], ".best_config"
+    best = autotune.best if autotune else None
+    if best is not None:
+        warps = best.settings().get("num_warps")
+        matching = [e for e in entries if str(e.num_warps) == warps and e.usage and e.usage.registers == best.registers]
+        if len(matching) == 1:
+            return matching[0], "logged best config"
+    return None, "unknown"
+
+
+def gemm_tables(kernel: Kernel, log: AutotuneLog) -> list[GemmAutotune]:
+    """Max-autotune tables for an extern GEMM call (`extern_kernels.mm`) or a Triton template kernel."""
+    op = kernel.name.removeprefix("extern_kernels.") if kernel.kind == "extern" else None
+    if op is None and kernel.kind == "template":
+        op = next((g.op for g in log.gemms if f"_{g.op}" in kernel.name), None)
+    return [g for g in log.gemms if g.op == op]
+
+
+def attach_triton(graph: Graph) -> None:
+    """Set `kernel.gpu` for the graph's Triton kernels with cache entries, and extern GEMMs that were autotuned."""
+    if not any(k.language == "triton" for k in graph.kernels):
+        return
+    entries = cache_entries(run_dir_of(graph))
+    records = program_records(program_dir_of(graph))
+    for kernel in graph.kernels:
+        tables = gemm_tables(kernel, records.log) if kernel.kind in ("extern", "template") else []
+        mine = entries.get(kernel.name, [])
+        if not mine and not tables:
+            continue
+        autotune = records.log.kernels.get(kernel.name)
+        chosen, how = choose(mine, autotune, records.best_configs)
+        kernel.gpu = KernelGpu(mine, chosen, how, autotune,
+                               records.best_configs.get(chosen.key) if chosen else None, tables)
+
+
+def kernel_file_offset(graph: Graph, kernel: Kernel) -> int | None:
+    """0-based output_code.py line of `<name> = async_compile.triton('<name>', '''`: kernel-file line L is
+    output_code line (offset + L), 1-based."""
+    opening = f"{kernel.name} = async_compile.triton("
+    for number in range(max(kernel.start_line - 40, 0), min(kernel.start_line + 5, len(graph.output_code_lines))):
+        if graph.output_code_lines[number].startswith(opening):
+            return number
+    return next((n for n, text in enumerate(graph.output_code_lines) if text.startswith(opening)), None)
