@@ -1,9 +1,11 @@
 /** Entry point of the Kernel Lens extension: a thin client that starts the Python language server, wires
  * the palette commands and the profile view, and restarts the server when its inputs change. */
 
+import * as path from "path";
 import * as vscode from "vscode";
 import { registerCommands } from "./commands";
 import { CONFIG_SECTION, EXTENSION_NAME, Commands } from "./common/constants";
+import { InstallOffer } from "./common/installOffer";
 import { chooseInterpreter, Interpreter } from "./common/interpreter";
 import { onDidChangePythonInterpreter, selectedPythonInterpreter } from "./common/python";
 import { KernelLensServer } from "./common/server";
@@ -36,11 +38,15 @@ async function interpreterFor(resource?: vscode.Uri): Promise<Interpreter> {
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel(EXTENSION_NAME, { log: true });
+  // The wheel `npm run package` puts in the .vsix: offered for an interpreter without kernel-lens.
+  const installOffer = new InstallOffer(output, path.join(context.extensionPath, "wheels"), () => void server?.start());
   server = new KernelLensServer(output, {
     isTrusted: () => vscode.workspace.isTrusted,
     interpreter: () => interpreterFor(),
     settings: () => settingsFor(),
     workspaceFolder: () => folderOf()?.uri.fsPath,
+    canStart: (interpreter) => installOffer.ready(interpreter, folderOf()?.uri.fsPath),
+    forgetAsked: () => installOffer.forgetAsked(),
   });
   const running = server;
   const profileView = new ProfileView(running, async () => {

@@ -32,6 +32,10 @@ export interface ServerEnvironment {
   interpreter(): Promise<Interpreter>;
   settings(): KernelLensSettings;
   workspaceFolder(): string | undefined;
+  /** Whether the interpreter has the server; when not, the install offer is shown (`installOffer.ts`). */
+  canStart(interpreter: Interpreter): Promise<boolean>;
+  /** An explicit restart asks about installing again. */
+  forgetAsked(): void;
 }
 
 export class KernelLensServer implements vscode.Disposable {
@@ -71,6 +75,7 @@ export class KernelLensServer implements vscode.Disposable {
 
   restart(): Promise<void> {
     this.crashes.reset();
+    this.environment.forgetAsked();
     return this.lifecycle.restart();
   }
 
@@ -99,6 +104,9 @@ export class KernelLensServer implements vscode.Disposable {
       return;
     }
     const interpreter = await this.environment.interpreter();
+    if (!(await this.environment.canStart(interpreter))) {
+      return; // no kernel-lens there: the install offer says so
+    }
     const settings = this.environment.settings();
     const line = serverCommandLine(interpreter);
     this.output.info(`Starting the server: ${line.command} ${line.args.join(" ")}; interpreter ${describeInterpreter(interpreter)}`);
