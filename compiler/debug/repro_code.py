@@ -79,10 +79,12 @@ def _bind(v, sizes: dict[str, int | None]) -> None:
     if not isinstance(v, torch.SymInt):
         return
     env = v.node.shape_env
+    known = {}
+    if env is not None:  # (torch 2.13 names the backed values `backed_var_to_val`; older, `var_to_val`)
+        known = {**getattr(env, "unbacked_var_to_val", {}),
+                 **(getattr(env, "backed_var_to_val", None) or env.var_to_val)}
     for sym in v.node.expr.free_symbols:
-        value = env.var_to_val.get(sym) if env is not None else None
-        if value is None and env is not None:
-            value = getattr(env, "unbacked_var_to_val", {}).get(sym)
+        value = known.get(sym)
         sizes.setdefault(str(sym), int(value) if value is not None else None)
 
 

@@ -302,8 +302,8 @@ def _say(graph, p: GraphProfile) -> None:
 
 def _profile_graphs(eager: Callable, compiled: Callable, graphs: list, args: tuple, settings) -> None:
     target = next((g for g in graphs if g.kernel_map is not None), None)
-    for g in graphs:
-        if g is not target:
+    for g in graphs:  # (a backward graph compiled with its forward, over size symbols, is profiled at its call)
+        if g is not target and (g.kernel_map is None or g.kernel_map.graph_kind != "backward"):
             print(f"kernel-lens profile: {g.graph_id}: not profiled: "
                   + ("it runs eagerly (no generated code)" if g.kernel_map is None
                      else f"the Dynamo graph's time is {target.graph_id}'s"), flush=True)

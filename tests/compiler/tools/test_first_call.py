@@ -117,3 +117,14 @@ def test_narrow_checks_gradients(tmp_path):
     assert rows["eager"].endswith("ok") and rows["aot_eager"].endswith("ok")
     assert rows["lens"].endswith("accuracy mismatch in 1 graph(s): gradients differ")
     assert "first failing stage: lens" in proc.stdout
+
+
+def test_a_backward_compiled_with_its_forward_over_size_symbols_is_checked_as_a_backward(tmp_path):
+    # mark_dynamic: AOTAutograd compiles the backward with the forward, not at its first call
+    prog = script(tmp_path, TRAIN.replace("loss = torch.compile", "torch._dynamo.mark_dynamic(x, 0)\nloss = "
+                                                                   "torch.compile"))
+    proc = kernel_lens("check-accuracy", str(prog), "--op-override", "sub={x} + {y}", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr[-2000:]
+    assert "graph_0 (forward): ok" in proc.stdout
+    assert "graph_1 (backward): MISMATCH; first diverging node sub" in proc.stdout
+    assert f"in the backward of {prog}:{TANH_LINE} " in proc.stdout
