@@ -18,17 +18,24 @@ EXTERN_OP = {"extern_kernels.mm": "aten::mm", "extern_kernels.addmm": "aten::add
 _parsed: dict[Path, tuple[float, ProfilerTrace]] = {}
 
 
-def program_dir(graph: Graph) -> Path:
-    """<program>/torch_compile_debug/run_*/torchinductor/<graph> -> <program>."""
-    return graph.path.parents[3] if len(graph.path.parents) > 3 else graph.path.parent
+def program_dir(graph: Graph) -> Path | None:
+    """<program>/torch_compile_debug/run_*/torchinductor/<graph> -> <program>; None for any other layout (a run
+    written out of a structured trace into a scratch folder has no program folder to search)."""
+    parents = graph.path.parents
+    if len(parents) > 3 and parents[0].name == "torchinductor" and parents[2].name == "torch_compile_debug":
+        return parents[3]
+    return None
 
 
 def find_traces(folder: Path) -> list[Path]:
     """`*.pt.trace.json` files in `folder` and up to SEARCH_DEPTH folders below, newest first."""
     found: list[Path] = []
-    for depth in range(SEARCH_DEPTH + 1):
-        found += folder.glob("/".join(["*"] * depth + [f"*{TRACE_SUFFIX}"]))
-    return sorted((p for p in found if p.is_file()), key=lambda p: -p.stat().st_mtime)
+    try:
+        for depth in range(SEARCH_DEPTH + 1):
+            found += folder.glob("/".join(["*"] * depth + [f"*{TRACE_SUFFIX}"]))
+        return sorted((p for p in found if p.is_file()), key=lambda p: -p.stat().st_mtime)
+    except OSError:  # a folder went away mid-walk: the next index change looks again
+        return []
 
 
 def trace_at(path: Path) -> ProfilerTrace:
@@ -110,9 +117,10 @@ def trace_profile(trace: ProfilerTrace, graph: Graph) -> GraphProfile | None:
 
 def attach_trace_profile(graph: Graph) -> None:
     """Replace the graph's profile with the newest matching profiler trace's, if one times it."""
-    if not any(k.language == "triton" for k in graph.kernels):
+    program = program_dir(graph)
+    if program is None or not any(k.language == "triton" for k in graph.kernels):
         return
-    for path in find_traces(program_dir(graph)):
+    for path in find_traces(program):
         profile = trace_profile(trace_at(path), graph)
         if profile is not None:
             graph.profile = profile

@@ -52,8 +52,12 @@ def run_dir_of(graph: Graph) -> Path:
     return graph.path.parents[1] if len(graph.path.parents) > 1 else graph.path
 
 
-def program_dir_of(graph: Graph) -> Path:
-    return graph.path.parents[3] if len(graph.path.parents) > 3 else graph.path.parent
+def program_dir_of(graph: Graph) -> Path | None:
+    """The folder holding torch_compile_debug/ (the user's program's), None for another layout."""
+    parents = graph.path.parents
+    if len(parents) > 3 and parents[0].name == "torchinductor" and parents[2].name == "torch_compile_debug":
+        return parents[3]
+    return None
 
 
 def cache_entries(run_dir: Path) -> dict[str, list[TritonEntry]]:
@@ -118,8 +122,14 @@ def attach_triton(graph: Graph) -> None:
     """Set `kernel.gpu` for the graph's Triton kernels with cache entries, and extern GEMMs that were autotuned."""
     if not any(k.language == "triton" for k in graph.kernels):
         return
+    program = program_dir_of(graph)
+    if program is None:
+        return
     entries = cache_entries(run_dir_of(graph))
-    records = program_records(program_dir_of(graph))
+    try:
+        records = program_records(program)
+    except OSError:
+        records = ProgramRecords()
     for kernel in graph.kernels:
         tables = gemm_tables(kernel, records.log) if kernel.kind in ("extern", "template") else []
         mine = entries.get(kernel.name, [])

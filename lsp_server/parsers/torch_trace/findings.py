@@ -87,7 +87,9 @@ def _figure_divergence(kind: str, figure: Callable[[FunctionSummary], object], d
         values = {r: figure(per_rank[r]) for r in all_ranks if r in per_rank}
         if len(set(values.values())) <= 1:
             return []
-        common = max(set(values.values()), key=lambda v: sum(1 for x in values.values() if x == v))
+        # the value most ranks share; on a tie the lowest rank's (a set's order is no tie-break: it varies by run)
+        common = max(values.values(), key=lambda v: (sum(1 for x in values.values() if x == v),
+                                                     -min(r for r, x in values.items() if x == v)))
         odd = [r for r, v in values.items() if v != common]
         detail = "; ".join(f"rank {r}: {describe(v)}" for r, v in values.items())
         return [RankDivergence(kind, key[0], key[2], key[1], odd, [r for r in values if r not in odd], detail)]
@@ -195,12 +197,36 @@ def _failure_diagnostics(summary: TraceSummary) -> list[TraceDiagnostic]:
     return list(merged.values())
 
 
+LIBRARY_MARKS = ("/site-packages/", "/dist-packages/")
+
+
+def _user_site(summary: TraceSummary, d: RankDivergence) -> tuple[str, int]:
+    """Where a divergence shows: its function's line, or where the compiled function is a library's (a module
+    compiled and wrapped in DDP compiles torch's `inner`), the innermost user frame that called it."""
+    if not any(mark in d.file for mark in LIBRARY_MARKS):
+        return d.file, d.line
+    for f in summary.functions():
+        if (f.file, f.name) != (d.file, d.function):
+            continue
+        for fc in f.compiles:
+            frame = next((s for s in reversed(fc.stack) if not any(m in s.file for m in LIBRARY_MARKS)), None)
+            if frame is not None:
+                return frame.file, frame.line
+    return d.file, d.line
+
+
 def _divergence_diagnostics(summary: TraceSummary) -> list[TraceDiagnostic]:
-    return [TraceDiagnostic("rank_divergence", "warning", d.file, d.line,
-                            f"Ranks diverge in {d.function}: " + DIVERGENCE_WORDING[d.kind].format(
-                                with_=d.ranks_with, without=d.ranks_without), d.function,
-                            [RelatedInfo(d.file, d.line, d.detail)], None, list(d.ranks_with))
-            for d in find_divergences(summary)]
+    found = []
+    for d in find_divergences(summary):
+        file, line = _user_site(summary, d)
+        related = [RelatedInfo(d.file, d.line, d.detail)]
+        if (file, line) != (d.file, d.line):
+            related.append(RelatedInfo(d.file, d.line, f"the compiled function `{d.function}` (a library's)"))
+        found.append(TraceDiagnostic("rank_divergence", "warning", file, line,
+                                     f"Ranks diverge in {d.function}: " + DIVERGENCE_WORDING[d.kind].format(
+                                         with_=d.ranks_with, without=d.ranks_without), d.function,
+                                     related, None, list(d.ranks_with)))
+    return found
 
 
 DIAGNOSTIC_SOURCES = (_graph_break_diagnostics, _recompile_diagnostics, _failure_diagnostics,
