@@ -8,7 +8,7 @@ import torch.fx
 
 from compiler.ir.nodes import ExternArg, ExternCall, Layout
 from compiler.ir.size_symbols import SymbolicSizeError, shape_of, size_expr, strides_of
-from compiler.lowering.layouts import dense_stride
+from compiler.lowering.layouts import dense_stride, eager_strides
 from compiler.lowering.values import TensorValue, buffer_value, origin_scope
 from lens_format.notes import ExternNote
 
@@ -54,8 +54,8 @@ class ExternCalls:
         contiguous would come back in another layout than the graph was traced with, costing a copy)."""
         if isinstance(v, TensorValue):
             st = v.strided or self.realize(v, stride=dense_stride(meta, v.size)).strided
-            assert st is not None
-            return ExternArg(buffer=st.buffer, view=(st.size, st.stride, st.offset))
+            assert st is not None  # (size-1 dims' strides as eager's: ATen picks a memory format from them all)
+            return ExternArg(buffer=st.buffer, view=(st.size, eager_strides(st.size, st.stride), st.offset))
         if isinstance(v, (list, tuple)) and any(isinstance(x, TensorValue) for x in v):
             metas = meta if isinstance(meta, (list, tuple)) and len(meta) == len(v) else [None] * len(v)
             return ExternArg(items=[self._extern_arg(x, m) for x, m in zip(v, metas)])

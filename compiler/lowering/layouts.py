@@ -48,3 +48,40 @@ def channels_last_stride(meta, size) -> tuple[int, ...] | None:
     if meta.is_contiguous() or not meta.is_contiguous(memory_format=fmt):
         return None
     return dense_stride(meta, size)
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) or getattr(v, "is_Integer", False)
+
+
+def _strides_in_order(size: tuple[int, ...], order: tuple[int, ...]) -> tuple[int, ...]:
+    """Dense strides of `size` laid out in `order` (outermost first), size-1 dims included, as ATen computes them."""
+    stride, running = [0] * len(size), 1
+    for d in reversed(order):
+        stride[d] = running
+        running *= max(size[d], 1)
+    return tuple(stride)
+
+
+_FORMAT_ORDERS = {4: ((0, 1, 2, 3), (0, 2, 3, 1)), 5: ((0, 1, 2, 3, 4), (0, 2, 3, 4, 1))}
+
+
+def eager_strides(size: tuple[int, ...], stride: tuple[int, ...]) -> tuple[int, ...]:
+    """`stride` with the strides of its size-1 dims as an eager tensor of that memory format has them.
+
+    A size-1 dim's stride never moves an index, so generated code may give it any value; but ATen's kernels choose
+    their memory format from all strides (`suggest_memory_format`): a channels-last (1, 64, 56, 56) buffer with
+    stride 1 on its batch dim reads as neither format, and `native_group_norm` then refused it (PoolFormer:
+    "Expected X.is_contiguous(memory_format)"). Dense layouts in contiguous or channels-last order get the strides
+    `torch.empty(..., memory_format=...)` gives; anything else is returned as it is."""
+    if len(size) != len(stride) or not all(_is_int(v) for v in (*size, *stride)):
+        return tuple(stride)  # (symbolic sizes: left as they are)
+    size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
+    if 1 not in size or 0 in size:
+        return stride
+    orders = _FORMAT_ORDERS.get(len(size), (tuple(range(len(size))),))
+    for order in orders:
+        candidate = _strides_in_order(size, order)
+        if all(s == c for s, c, n in zip(stride, candidate, size) if n != 1):
+            return candidate
+    return stride
