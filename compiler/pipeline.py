@@ -3,8 +3,10 @@
 before the next one runs, the way Triton's `compile()` runs its stages. `compile_to_graph` is that loop."""
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -211,12 +213,47 @@ def _compiled(c: GraphCompile, num_inputs: int) -> CompiledGraph:
     for tool in tools:
         if tool.wrap_code:
             compiled.call = tool.wrap_code(compiled, compiled.call)
-    compiled.call = with_constants(compiled.call, c.consts)
+    compiled.call = first_call_falls_back(with_constants(compiled.call, c.consts), c)
     for tool in tools:
         if tool.wrap_graph:
             compiled.call = tool.wrap_graph(compiled, compiled.call)
     COMPILED.append(compiled)
     return compiled
+
+
+def first_call_falls_back(call: Callable, c: GraphCompile) -> Callable:
+    """A boxed call whose first run, if the generated code raises (an ATen call refusing a layout the graph gives
+    it, a kernel bug), runs the graph eagerly instead, then and on every later call, with a note, as a failure at
+    compile time does: a compile eager runs never fails. Later calls of code that ran once are not guarded."""
+    state: list[Callable] = []
+
+    def run(args):
+        if state:
+            return state[0](args)
+        kept = list(args)  # (a boxed call clears its list; the lifted constants are appended inside `call`)
+        try:
+            out = call(args)
+        except Exception as e:  # noqa: BLE001 (any failure of ours: eager runs it, or raises eager's own error)
+            log.debug("kernel-lens: %s: first call failed", c.graph_id, exc_info=True)
+            note_runs_eagerly(c.graph_id, c.debug, failure_text("its generated code failed at its first call", e),
+                              c.notes)
+            state.append(with_constants(_eager(c.gm), c.consts))
+            _forget_output_code(c)
+            return state[0](kept)
+        state.append(call)
+        return out
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def _forget_output_code(c: GraphCompile) -> None:
+    """Remove code that failed from the cache of output code, so that no warm start (compiler/frontend/graph_cache.py's
+    entries name the file) loads it again: that compile then fails the same way, here, and runs eagerly."""
+    path = getattr(c.module, "__file__", None)
+    if path:
+        with contextlib.suppress(OSError):
+            os.remove(path)
 
 
 def _write_graph(debug: DebugDir, c: GraphCompile, example_inputs: list) -> None:
