@@ -40,6 +40,7 @@ class FxNode:
     readable_line: int | None
     source: SourceLocation | None
     frames: list[SourceLocation] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)  # the names its call reads (fx_graph_readable.py)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class KernelLine:
 
     line: int
     nodes: list[str]
+    one_of: bool = False  # the line computes one of `nodes`: the compiler's records do not say which
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Go-to-definition: kernel line in output_code.py → FX node line in fx_graph_readable.py → user source line."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from lsprotocol import types
@@ -8,6 +9,8 @@ from lsprotocol import types
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import path_of, uri_of
 from lsp_server.index import Index
+
+FX_LINE_COMMENT = re.compile(r"//\s*Corresponding FX code line:\s*(?P<line>\d+)")
 
 
 def line_location(path: object, line: int) -> types.Location:
@@ -22,9 +25,12 @@ def definitions(index: Index, uri: str, line0: int) -> list[types.Location]:
         kernel = generated.kernel_at(line0 + 1)
         if kernel is None:
             return []
+        graph = generated.graph
+        mark = FX_LINE_COMMENT.search(graph.code_line(line0 + 1))
+        if mark is not None:  # `// Corresponding FX code line: 6` names its node's line itself
+            return [line_location(graph.readable, int(mark["line"]))]
         kernel_line = generated.line_nodes.get(line0 + 1)
         names = kernel_line.nodes if kernel_line else kernel.nodes
-        graph = generated.graph
         nodes = [graph.nodes[n] for n in names if n in graph.nodes]
         return [line_location(graph.readable, n.readable_line) for n in nodes if n.readable_line is not None]
     found = index.node_at_readable_line(path, line0 + 1)

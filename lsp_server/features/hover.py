@@ -134,11 +134,13 @@ def generated_line_text(index: Index, path: str, line: int) -> str | None:
     parts = [f"**Kernel Lens** — `{kernel.name}` ({kernel.kind}) in graph `{graph.id}`"]
     if kernel_line is None:
         parts.append(f"computes {', '.join(f'`{n}`' for n in kernel.nodes) or 'no mapped nodes'}")
+    elif kernel_line.one_of:
+        parts.append(f"computes one of: {', '.join(f'`{n}`' for n in names)} (the compiler's records do not say which)")
     for name in names:
         node = graph.nodes.get(name)
         if node is not None:
             parts.append(node_block(graph, node))
-    scalar = not_vectorized_block(graph, kernel, [line])
+    scalar = not_vectorized_block(graph, kernel, _loop_lines(kernel, [line]))
     if scalar:
         parts.append(scalar)
     gpu = gpu_hover_block(kernel)  # a GPU run: what the Triton kernel compiled to, its autotuning
@@ -148,13 +150,14 @@ def generated_line_text(index: Index, path: str, line: int) -> str | None:
 
 
 def not_vectorized_block(graph, kernel, lines: list[int]) -> str | None:
-    """g++'s reasons for leaving loops scalar on these generated lines (from vectorization.txt)."""
+    """g++'s reasons for leaving scalar the innermost loops on these generated lines (vectorization.txt)."""
     found = [(n, r) for n in lines for r in graph.not_vectorized.get(n, [])]
     if not found:
         return None
-    shown = "\n".join(f"- line {n}: {reason}" for n, reason in found[:6])
+    shown = "\n".join(f"- the loop at {link(graph.output_code, n, f'line {n}')}: {reason}" for n, reason in found[:6])
     more = f"\n- … {len(found) - 6} more in vectorization.txt" if len(found) > 6 else ""
-    return f"**Not vectorized** (`{kernel.name}`, g++ -fopt-info-vec-missed):\n{shown}{more}"
+    return (f"**Not vectorized** (`{kernel.name}` in graph `{graph.id}`, run `{graph.run_id}`; g++ "
+            f"-fopt-info-vec-missed):\n{shown}{more}")
 
 
 def symbol_at(graph, text: str, character: int):

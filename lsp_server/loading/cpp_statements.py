@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 
 TMP_DEFINITION = re.compile(r"\btmp(?P<number>\d+)\s*=(?!=)")
 CALLED = re.compile(r"([A-Za-z_][\w:]*)\s*\(")
-BINARY = re.compile(r"\btmp\d+\)?\s*([*/+-])\s*[\w(]")  # a value's arithmetic, not an index's (`in_ptr0 + x0`)
+BINARY = re.compile(r"\btmp(?:_acc)?\d+(?:_vec)?\)?\s*(==|!=|<=|>=|\|\||&&|[*/+|&<>-])\s*[\w(!]")  # not an index's
+NOT = re.compile(r"(?:^|[=(,\s])[~!]\s*tmp")
 UNARY_MINUS = re.compile(r"(?:^|[=(,])\s*-\s*[\w(]")
-OPERATORS = {"*": "mul", "+": "add", "-": "sub", "/": "div"}
+OPERATORS = {"*": "mul", "+": "add", "-": "sub", "/": "div", "|": "or", "||": "or", "&": "and", "&&": "and",
+             "==": "eq", "!=": "ne", "<": "lt", ">": "gt", "<=": "le", ">=": "ge"}
 # C++ helper → the aten op it computes, where the names differ.
 HELPERS = {"max_propagate_nan": "maximum", "min_propagate_nan": "minimum", "neg": "neg"}
 # aten op → the names its statement may show instead of its own.
@@ -27,8 +29,18 @@ SPELLINGS: dict[str, frozenset[str]] = {
     "reciprocal": frozenset({"div", "reciprocal"}),
     "clamp": frozenset({"max", "min", "maximum", "minimum", "clamp"}),
     "sigmoid": frozenset({"exp", "sigmoid"}),
+    "rsqrt": frozenset({"rsqrt", "sqrt"}),  # `1 / std::sqrt(x)`
+    "gelu": frozenset({"erf", "tanh", "mul"}),
     "pow": frozenset({"pow", "mul"}),
     "where": frozenset({"where", "blendv"}),
+    # reductions, as their accumulator's update spells them
+    "amax": frozenset({"maximum", "max"}), "amin": frozenset({"minimum", "min"}), "max": frozenset({"maximum"}),
+    "min": frozenset({"minimum"}), "sum": frozenset({"add"}), "mean": frozenset({"add"}), "prod": frozenset({"mul"}),
+    "any": frozenset({"or"}), "all": frozenset({"and"}),
+    "var_mean": frozenset({"welford_combine", "welford_vec_reduce_all", "add"}),  # or its two sums
+    "mul": frozenset({"and"}),  # of booleans
+    "logical_and": frozenset({"and"}), "logical_or": frozenset({"or"}), "logical_not": frozenset({"not"}),
+    "bitwise_and": frozenset({"and"}), "bitwise_or": frozenset({"or"}), "bitwise_not": frozenset({"not"}),
 }
 
 
@@ -39,6 +51,8 @@ def statement_ops(text: str) -> set[str]:
     ops |= {OPERATORS[op] for op in BINARY.findall(rhs)}
     if UNARY_MINUS.search(rhs):
         ops.add("neg")
+    if NOT.search(rhs):
+        ops.add("not")
     return ops
 
 

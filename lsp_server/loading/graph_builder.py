@@ -13,7 +13,7 @@ from lens_format.profile import GraphProfile
 from lsp_server.loading.benchmark_profile import benchmark_profile
 from lsp_server.loading.gpu_profile import attach_trace_profile
 from lsp_server.loading.triton_kernels import attach_triton
-from lsp_server.loading.cpp_statements import statement_nodes
+from lsp_server.loading.cpp_dataflow import launch_arguments, statement_owners
 from lsp_server.loading.why_records import graph_why
 from lsp_server.model import FxNode, Graph, Kernel, KernelLine, SourceLocation, normalize_path
 from lsp_server.parsers import PARSERS, ParseError, UnsupportedVersionError
@@ -26,6 +26,7 @@ from lsp_server.parsers.inductor_benchmark import (
 )
 from lsp_server.parsers.output_code import CodeKernel, OutputCode, cpp_loops
 from lsp_server.parsers.provenance import ProvenanceMap
+from lsp_server.parsers.vectorization import plain_reasons
 
 # Kernel name prefix → kind (Inductor names kernels by category); None: decide from the C++ body.
 KIND_BY_PREFIX: list[tuple[str, str | None]] = [
@@ -92,7 +93,7 @@ def build_graph(graph: Graph) -> bool:
         graph.direction = found.group(1) if found else None
     attach_compile_error(graph, files.parse("compile_error.json"))
     graph.accuracy = files.parse("accuracy.json")
-    graph.not_vectorized = files.parse("vectorization.txt") or {}
+    graph.not_vectorized = innermost_misses(graph, files.parse("vectorization.txt") or {})
     graph.notes = files.parse("notes.txt") or graph.notes
     graph.symbols = files.parse("symbols.json") or []
     why = files.parse("why.json")
@@ -106,6 +107,29 @@ def build_graph(graph: Graph) -> bool:
     attach_trace_profile(graph)  # the user's own torch.profiler trace, where one times this graph's kernels
     attach_triton(graph)  # Triton cache entries kept beside the run, autotuning logged beside the program
     return files.incomplete
+
+
+def innermost_misses(graph: Graph, reported: dict[int, list[str]]) -> dict[int, list[str]]:
+    """The loops g++ left scalar that carry the elements: vectorization.txt's lines (a `for`, its `omp simd`
+    pragma, a statement inside) → the innermost loop around them → its reasons in plain words. An outer loop, a
+    loop holding another, or a buffer's zero-filling (`__builtin_memset`) is no miss: the hover never says so."""
+    misses: dict[int, list[str]] = {}
+    for line, reasons in sorted(reported.items()):
+        kernel = next((k for k in graph.kernels if k.start_line <= line <= k.end_line and k.loops), None)
+        if kernel is None:
+            continue
+        text = graph.code_line(line).strip()
+        at = line + 1 if text.startswith("#pragma") else line
+        around = [loop for loop in kernel.loops if loop.header == at or loop.opened < at <= loop.last]
+        if not around:
+            continue
+        loop = min(around, key=lambda l: l.last - l.header)  # the innermost holding the line
+        if any(other is not loop and loop.opened < other.header <= loop.last for other in kernel.loops):
+            continue  # it holds another loop: not the one carrying the elements
+        for reason in plain_reasons(reasons):
+            if reason not in misses.setdefault(loop.header, []):
+                misses[loop.header].append(reason)
+    return {line: reasons for line, reasons in misses.items() if reasons}
 
 
 def profile_from_benchmark(files: GraphFiles) -> GraphProfile | None:
@@ -148,7 +172,8 @@ def nodes_from_readable(readable: ReadableGraph | None) -> dict[str, FxNode]:
     nodes = {}
     for node in readable.nodes:
         frames = [loc for ref in node.frames if (loc := to_location(ref)) is not None]
-        nodes[node.name] = FxNode(node.name, node.target, node.line, frames[-1] if frames else None, frames)
+        nodes[node.name] = FxNode(node.name, node.target, node.line, frames[-1] if frames else None, frames,
+                                  node.args)
     return nodes
 
 
@@ -164,7 +189,7 @@ def merge_kernel_map_nodes(graph: Graph, kernel_map: KernelMap) -> None:
         frames = callers + frames  # outermost first: the lines whose calls reached the node's own line
         line = mapped.readable_line if mapped.readable_line is not None else (known.readable_line if known else None)
         graph.nodes[mapped.name] = FxNode(mapped.name, mapped.target or (known.target if known else ""),
-                                          line, source, frames)
+                                          line, source, frames, known.args if known else [])
 
 
 def readable_lines(graph: Graph) -> dict[int, str]:
@@ -205,27 +230,51 @@ def kernel_kind(name: str, body: str) -> str:
 
 
 def kernels_from_output_code(output: OutputCode, provenance: ProvenanceMap | None, graph: Graph) -> list[Kernel]:
-    """Real Inductor: kernel → nodes from provenance, else the source-node comments, else the name."""
+    """Real Inductor: kernel → nodes from provenance, else the source-node comments, else the name; extern and
+    fallback calls (`extern_kernels.mm`, `torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default`) are
+    kernels on their own nodes; then each generated kernel's statements → nodes (its data flow), in launch order."""
     node_at_line = readable_lines(graph)
-    kernels = []
+    kernels, codes = [], {}
     for code in output.kernels:
         body = "\n".join(output.lines[code.start_line:code.end_line - 1])
         nodes = kernel_nodes(code.name, code.source_nodes, provenance, graph)
-        lines = lines_from_fx_marks(code, node_at_line) or lines_by_op_name(output, code, nodes, graph)
-        kernel = Kernel(code.name, kernel_kind(code.name, body), code.flavor, code.start_line, code.end_line,
-                        nodes, lines)
+        kernel = Kernel(code.name, kernel_kind(code.name, body), code.flavor, code.start_line, code.end_line, nodes)
         kernels.append(kernel)
+        codes[code.name] = code
     by_name = {k.name: k for k in kernels}
     for launch in output.launches:
         kernel = by_name.get(launch.callee)
-        if kernel is None and launch.callee.startswith("extern_kernels."):
+        if kernel is None and launch.callee.startswith(("extern_kernels.", "torch.ops.")):
             nodes = extern_nodes(launch.callee, launch.handle, launch.source_nodes, provenance, graph)
             kernel = Kernel(launch.callee, "extern", "python", launch.line, launch.line, nodes)
             kernels.append(kernel)
         if kernel is not None:
             kernel.launch_lines.append(launch.line)
-            kernel.lines.append(KernelLine(launch.line, list(kernel.nodes)))
-    return kernels
+    drop_extern_nodes(kernels, graph)
+    for kernel in kernels:
+        code = codes.get(kernel.name)
+        if code is not None:
+            kernel.lines = lines_from_fx_marks(code, node_at_line) or lines_by_op_name(output, code, kernel, graph)
+        kernel.lines += [KernelLine(line, list(kernel.nodes)) for line in kernel.launch_lines]
+    return sorted(kernels, key=lambda k: min(k.launch_lines, default=k.start_line))
+
+
+def callee_op(callee: str) -> str:
+    """`extern_kernels.bmm` → bmm; `torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default` → its op."""
+    parts = callee.split(".")
+    return parts[3] if callee.startswith("torch.ops.") and len(parts) > 3 else parts[-1]
+
+
+def drop_extern_nodes(kernels: list[Kernel], graph: Graph) -> None:
+    """A node an extern or fallback call computes is that call's, not a generated kernel's: Inductor's provenance
+    also lists it for the kernel that computes the call's inputs (an attention mask)."""
+    called = {n for k in kernels if k.kind == "extern" for n in k.nodes
+              if n in graph.nodes and op_name(graph.nodes[n].target) == callee_op(k.name)}
+    for kernel in kernels:
+        if kernel.kind != "extern" and called & set(kernel.nodes) and set(kernel.nodes) - called:
+            kernel.nodes = [n for n in kernel.nodes if n not in called]
+            kernel.lines = [KernelLine(kl.line, [n for n in kl.nodes if n not in called] or kl.nodes)
+                            for kl in kernel.lines]
 
 
 def kernel_nodes(name: str, source_nodes: list[str], provenance: ProvenanceMap | None, graph: Graph) -> list[str]:
@@ -242,23 +291,28 @@ def kernel_nodes(name: str, source_nodes: list[str], provenance: ProvenanceMap |
 
 def extern_nodes(callee: str, handle: int | None, source_nodes: list[str], provenance: ProvenanceMap | None,
                  graph: Graph) -> list[str]:
+    nodes: list[str] = []
     if provenance is not None:
         exact = [n for e in provenance.kernels if e.kernel == callee and e.handle == handle for n in e.nodes]
         nodes = [n for n in exact or provenance.nodes_of(callee) if n in graph.nodes]
-        if nodes:
-            return nodes
-    return [n for n in source_nodes if n in graph.nodes]
+    nodes = nodes or [n for n in source_nodes if n in graph.nodes]
+    own = [n for n in nodes if op_name(graph.nodes[n].target) == callee_op(callee)]
+    return own or nodes  # the call's own node: its origins also list the nodes computing its inputs
 
 
-def lines_by_op_name(output: OutputCode, code: CodeKernel, nodes: list[str], graph: Graph) -> list[KernelLine]:
-    """Inductor maps kernels to nodes, not lines: a C++ body's statements by cpp_statements, else a body line
-    to the nodes whose op it calls."""
+def lines_by_op_name(output: OutputCode, code: CodeKernel, kernel: Kernel, graph: Graph) -> list[KernelLine]:
+    """Inductor maps kernels to nodes, not lines: a C++ body's statements by its data flow (cpp_dataflow: one node,
+    or "one of" several where the records do not decide), else a body line to the nodes whose op it calls."""
+    nodes = kernel.nodes
     if code.flavor == "cpp":
         ordered = sorted((graph.nodes[n] for n in nodes if n in graph.nodes), key=lambda n: n.readable_line or 0)
         body = output.lines[code.start_line:code.end_line - 1]
-        found = statement_nodes(body, [(n.name, op_name(n.target)) for n in ordered])
+        launch = output.lines[kernel.launch_lines[0] - 1] if kernel.launch_lines else ""
+        found = statement_owners(body, [(n.name, op_name(n.target), n.args) for n in ordered],
+                                 launch_arguments(launch))
         if found:
-            return [KernelLine(code.start_line + 1 + index, [name]) for index, name in found]
+            return [KernelLine(code.start_line + 1 + index, names, one_of=len(names) > 1)
+                    for index, names in sorted(found.items())]
     patterns = []
     for name in nodes:
         node = graph.nodes.get(name)

@@ -35,7 +35,8 @@ def from_vectorization(graph: Graph) -> list[WhyRecord]:
         unique = tuple(dict.fromkeys(nodes))
         if unique:
             out.append(WhyRecord("not_vectorized", unique, "gcc_missed", f"g++ left the loop at line {line} of "
-                                 f"`{kernel.name}` scalar: {'; '.join(reasons)}", kernel.name,
+                                 f"`{kernel.name}` (graph `{graph.id}`, run `{graph.run_id}`) scalar: "
+                                 f"{'; '.join(reasons)}", kernel.name,
                                  origin="vectorization.txt"))
     return out
 

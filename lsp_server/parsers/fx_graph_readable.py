@@ -14,6 +14,8 @@ NODE_STATEMENT = re.compile(
     r"^\s+(?P<name>[A-Za-z_]\w*)\s*(?::\s*\"[^\"]*\"|:\s*[\w\[\], .]+)?\s*=\s*(?P<target>[A-Za-z_][\w.]*)\("
 )
 FORWARD_DEF = re.compile(r"^\s*def forward\(")
+# a bare name (no attribute, keyword or call) or a number (inf too) of a node's call
+ARG = re.compile(r"(?<![\w.\"'])(?:(?P<number>-?(?:\d+\.?\d*(?:e[+-]?\d+)?|inf))|(?P<name>[A-Za-z_]\w*))(?![\w.\"'(]|\s*=[^=])")
 
 
 @dataclass
@@ -24,6 +26,7 @@ class ReadableNode:
     target: str
     line: int
     frames: list[SourceRef] = field(default_factory=list)
+    args: list[str] = field(default_factory=list)  # the names its call reads (nodes, inputs), in order
 
     @property
     def source(self) -> SourceRef | None:
@@ -64,9 +67,22 @@ def parse_fx_graph_readable_text(path: Path, text: str) -> ReadableGraph:
             continue
         statement = NODE_STATEMENT.match(line)
         if statement and not line.lstrip().startswith(("return", "#")):
-            nodes.append(ReadableNode(statement["name"], clean_target(statement["target"]), number, list(frames)))
+            call = line[statement.end():].split(";", 1)[0]
+            nodes.append(ReadableNode(statement["name"], clean_target(statement["target"]), number, list(frames),
+                                      call_args(call)))
             frames_closed = True
     return ReadableGraph(path, nodes, forward_line)
+
+
+def call_args(call: str) -> list[str]:
+    """The names and numbers a node's call reads (`mul(arg0_1, 0.5)` -> arg0_1, 0.5; numbers as floats print)."""
+    found = []
+    for token in ARG.finditer(call):
+        if token["name"] and token["name"] not in ("None", "True", "False"):
+            found.append(token["name"])
+        elif token["number"]:
+            found.append(str(float(token["number"])))
+    return found
 
 
 def clean_target(target: str) -> str:

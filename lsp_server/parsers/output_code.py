@@ -21,7 +21,10 @@ PROVENANCE = re.compile(r"^\s*# \[Provenance debug handles\] (?P<kernel>[\w.]+)(
 NODE_TO_ATEN = re.compile(r"^\s*#\s+(?P<node>\w+) => (?P<aten>[\w, ]+)$")
 CALL_DEF = re.compile(r"^\s*def call\(")
 MAX_LINES_TO_LAUNCH = 5
+EXTERN_PREFIXES = ("extern_kernels.", "torch.ops.")  # calls of ATen's own kernels: extern and fallback
 LAUNCH = re.compile(r"^\s*(?P<callee>extern_kernels\.\w+|[A-Za-z_]\w*)(?:\.run)?\(")
+# A fallback kernel: an ATen op Inductor calls as it is (`buf1 = torch.ops.aten._scaled_dot_product_..._cpu.default(`)
+FALLBACK = re.compile(r"^\s*(?:[A-Za-z_]\w*\s*=\s*)?(?P<callee>torch\.ops\.\w+\.\w+\.\w+)\(")
 CPP_FOR = re.compile(r"^for\s*\(")
 BRACE = re.compile(r"[{}]")
 
@@ -126,12 +129,12 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
             continue
         if call_line is None or not line.strip() or line.lstrip().startswith("#"):
             continue
-        launch = LAUNCH.match(line)
+        launch = FALLBACK.match(line) or LAUNCH.match(line)
         callee = launch["callee"] if launch else None
         if pending_handle is not None and callee == pending_handle[0]:
             launches.append(KernelLaunch(callee, number, pending_handle[1], pending_nodes[0]))
             pending_handle, pending_nodes = None, ([], [])
-        elif callee is not None and (callee in known or callee.startswith("extern_kernels.")):
+        elif callee is not None and (callee in known or callee.startswith(EXTERN_PREFIXES)):
             launches.append(KernelLaunch(callee, number, None, pending_nodes[0]))
             pending_nodes = ([], [])
         elif pending_handle is not None:

@@ -83,7 +83,7 @@ async def test_lens_symbols_and_commands_on_inductor_run(inductor_client: Langua
     lenses = await inductor_client.text_document_code_lens_async(types.CodeLensParams(doc(inductor_workspace.script)))
     assert sorted((lens.range.start.line, lens.command.title) for lens in lenses) == [
         (FOO1_DEF, "1 kernel · cpp_fused_maximum_neg_0"),
-        (MLP_DEF, "2 kernels · cpp_fused_mul_relu_sum_0, extern_kernels.mm")]
+        (MLP_DEF, "2 kernels · extern_kernels.mm, cpp_fused_mul_relu_sum_0")]  # the order call() runs them
     hints = await inductor_client.text_document_inlay_hint_async(types.InlayHintParams(
         doc(inductor_workspace.script), types.Range(types.Position(0, 0), types.Position(30, 0))))
     assert {h.position.line: h.label for h in hints}[MM_LINE] == "→ extern_kernels.mm"
