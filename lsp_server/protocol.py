@@ -346,9 +346,17 @@ class TritonChain(TypedDict):
 
 
 class BenchmarkKernelResult(TypedDict):
-    """`kernelLens.benchmarkKernel` ({uri, line}): without a GPU (or not built), the message to show."""
-    error: str
+    """`kernelLens.benchmarkKernel` ({uri, line}): the kernel's line of `python output_code.py -k` run on this
+    machine's GPU; without a GPU, `error` says so and the figures are the ones recorded beside output_code.py."""
+    error: NotRequired[str]
     kernel: NotRequired[str]
+    ms: NotRequired[float]
+    gb: NotRequired[float]
+    gb_per_s: NotRequired[float]
+    registers: NotRequired[int | None]
+    spills: NotRequired[int | None]
+    shared: NotRequired[int | None]
+    recorded: NotRequired[bool]
 
 
 TritonChainResult = Union[TritonChain, CommandError]

@@ -1,10 +1,11 @@
 """GPU kernels in the editor (issue 47): the kernel hover's compiled facts and autotuning, the compiled chain of
 a Triton kernel (`kernelLens.tritonChain`: a PTX/SASS/TTIR/TTGIR/LLIR line or an output_code.py line ->
 Triton line -> FX nodes -> the user's line, and back to every stage's lines), and `kernelLens.benchmarkKernel`
-(a kernel's standalone benchmark; without a GPU, a clear message)."""
+(the kernel's line of `python output_code.py -k` run on this machine's GPU; without one, a clear message)."""
 from __future__ import annotations
 
-import shutil
+import asyncio
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from lsp_server.features.lookup import path_of, uri_of
 from lsp_server.index import Index, source_of
 from lsp_server.loading.triton_kernels import KernelGpu, TRITON_CACHE_FOLDER, kernel_file_offset
 from lsp_server.model import Graph, Kernel, Run
+from lsp_server.parsers.kernel_bench import KERNEL_BENCH_FILE, KernelBench, kernel_key, parse_kernel_bench
 from lsp_server.parsers.triton_cache import STAGES, StageLine, TritonEntry, stage_lines
 
 CHAIN_COMMAND = "kernelLens.tritonChain"
@@ -22,6 +24,7 @@ NO_GPU = ("Benchmarking a kernel needs a CUDA GPU on this machine (none found: t
           "False or torch is not installed). Run `python output_code.py -k` on a GPU machine, or "
           "`kernel-lens profile-inductor` there, and open the results here.")
 MAX_TRIED_SHOWN = 6
+BENCH_TIMEOUT_S = 300
 _stage_cache: dict[Path, tuple[float, list[StageLine]]] = {}
 
 
@@ -146,6 +149,10 @@ def gpu_hover_block(kernel: Kernel) -> str | None:
     elif gpu.best_config is not None:
         how = "coordinate descent" if gpu.best_config.get("found_by_coordesc") else "autotuning"
         parts.append(f"**Autotuning**: chosen by {how} in {gpu.best_config.get('time_taken_ms')} ms (.best_config)")
+    if gpu.bench is not None:
+        b = gpu.bench
+        parts.append(f"**Benchmark** (`output_code.py -k`, line {b.line} of benchmark_kernels.txt): {b.ms:.3f} ms · "
+                     f"{b.gb:.3f} GB · {b.gb_per_s:.2f} GB/s")
     for table in gpu.gemm:
         rows = [f"- `{c.name}` {c.ms:.4f} ms ({c.percent:.1f}%)" + (f" {c.description}" if c.description else "")
                 + (" **← chosen**" if i == 0 else "") for i, c in enumerate(table.choices[:MAX_TRIED_SHOWN])]
@@ -162,15 +169,41 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def benchmark_kernel_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
+def bench_json(kernel: Kernel, bench: KernelBench | None, **extra: Any) -> dict[str, Any]:
+    answer: dict[str, Any] = {"kernel": kernel.name, **extra}
+    if bench is not None:
+        answer.update(ms=bench.ms, gb=bench.gb, gb_per_s=bench.gb_per_s, registers=bench.registers,
+                      spills=bench.spills, shared=bench.shared)
+    return answer
+
+
+async def benchmark_kernel_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
+    """On a GPU machine: `python output_code.py -k` in the graph's folder, this kernel's line of it. Without a
+    GPU: a clear message, and the result recorded beside output_code.py if there is one."""
     generated = index.generated_file(path_of(uri))
     kernel = generated.kernel_at(line0 + 1) if generated else None
-    if kernel is None or kernel.language != "triton":
+    if generated is None or kernel is None or kernel.language != "triton":
         return {"error": "not a line of a Triton kernel in an output_code.py"}
-    if not cuda_available() or shutil.which("nvidia-smi") is None:
-        return {"error": NO_GPU, "kernel": kernel.name}
-    return {"error": f"`{kernel.name}`: run `python output_code.py -k` in {generated.graph.path} (benchmarks each "
-                     "kernel: time and bandwidth); running it from the editor is not built yet", "kernel": kernel.name}
+    recorded = kernel.gpu.bench if kernel.gpu else None
+    if not cuda_available():
+        message = NO_GPU + (f" Recorded earlier ({KERNEL_BENCH_FILE}): {recorded.ms:.3f} ms, "
+                            f"{recorded.gb_per_s:.2f} GB/s." if recorded else "")
+        return bench_json(kernel, recorded, error=message, recorded=recorded is not None)
+    key = kernel_key(generated.graph.output_code_lines, kernel.start_line)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "output_code.py", "-k", cwd=generated.graph.path,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), BENCH_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        process.kill()
+        return {"error": f"`python output_code.py -k` ran past {BENCH_TIMEOUT_S} s", "kernel": kernel.name}
+    text = out.decode(errors="replace")
+    bench = parse_kernel_bench(text).get(key or "")
+    if bench is None:
+        return {"error": f"`python output_code.py -k` printed no line for `{kernel.name}` ({key}): "
+                         + text[-400:], "kernel": kernel.name}
+    return bench_json(kernel, bench, recorded=False)
 
 
 def register(server: Any) -> None:
@@ -185,8 +218,9 @@ def register(server: Any) -> None:
 
     @server.command(BENCHMARK_COMMAND)
     @failsafe(server, BENCHMARK_COMMAND)
-    def benchmark_kernel(*args: Any) -> dict[str, Any]:
+    async def benchmark_kernel(*args: Any) -> dict[str, Any]:
+        """{uri, line}: a Triton kernel's line in output_code.py -> its time, bytes and bandwidth (`-k`)."""
         request = first_argument(args)
         if not isinstance(request.get("uri"), str) or not isinstance(request.get("line"), int):
             return {"error": "benchmarkKernel expects {\"uri\": str, \"line\": int}"}
-        return benchmark_kernel_json(server.index, request["uri"], request["line"])
+        return await benchmark_kernel_json(server.index, request["uri"], request["line"])

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lsp_server.model import Graph, Kernel
+from lsp_server.parsers.kernel_bench import KERNEL_BENCH_FILE, KernelBench, kernel_key, parse_kernel_bench
 from lsp_server.parsers.autotune_log import AutotuneLog, GemmAutotune, KernelAutotune, parse_autotune_log, parse_best_config
 from lsp_server.parsers.triton_cache import TritonEntry, read_cache
 
@@ -38,6 +39,7 @@ class KernelGpu:
     autotune: KernelAutotune | None = None
     best_config: dict | None = None  # the .best_config record of the chosen entry
     gemm: list[GemmAutotune] = field(default_factory=list)  # max-autotune tables of this extern/template op
+    bench: KernelBench | None = None  # its line of `output_code.py -k` kept beside output_code.py
 
     def block_sizes(self) -> dict[str, str]:
         """XBLOCK / R0_BLOCK / ... of the launched config: the .best_config record, else the logged best."""
@@ -130,15 +132,19 @@ def attach_triton(graph: Graph) -> None:
         records = program_records(program)
     except OSError:
         records = ProgramRecords()
+    bench_file = graph.path / KERNEL_BENCH_FILE
+    benches = parse_kernel_bench(bench_file.read_text(encoding="utf-8", errors="replace")) if bench_file.is_file() else {}
     for kernel in graph.kernels:
         tables = gemm_tables(kernel, records.log) if kernel.kind in ("extern", "template") else []
         mine = entries.get(kernel.name, [])
-        if not mine and not tables:
+        bench = benches.get(kernel_key(graph.output_code_lines, kernel.start_line) or "") \
+            if kernel.language == "triton" else None
+        if not mine and not tables and bench is None:
             continue
         autotune = records.log.kernels.get(kernel.name)
         chosen, how = choose(mine, autotune, records.best_configs)
         kernel.gpu = KernelGpu(mine, chosen, how, autotune,
-                               records.best_configs.get(chosen.key) if chosen else None, tables)
+                               records.best_configs.get(chosen.key) if chosen else None, tables, bench)
 
 
 def kernel_file_offset(graph: Graph, kernel: Kernel) -> int | None:

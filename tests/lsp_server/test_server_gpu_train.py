@@ -158,11 +158,44 @@ async def test_max_autotune_gemm_choices_on_the_extern_call_hover(client: Langua
     assert f"`{second.split()[0]}` {second.split()[1]} ms" in text
 
 
+def recorded_bench(workspace: Path, graph: str, kernel: str) -> list[str]:
+    """The kernel's line of the committed `-k` output, found through its `# kernel path:` comment."""
+    code = (graph_folder(workspace, graph) / "output_code.py").read_text().splitlines()
+    at = next(i for i, text in enumerate(code) if text.startswith(f"{kernel} = async_compile.triton("))
+    path = next(code[i] for i in range(at, 0, -1) if code[i].startswith("# kernel path: "))
+    key = Path(path.split(": ", 1)[1]).name[:10]
+    table = (graph_folder(workspace, graph) / "benchmark_kernels.txt").read_text().splitlines()
+    return next(line.split() for line in table if f" {key} " in line)
+
+
+async def test_kernel_hover_shows_its_recorded_benchmark(client: LanguageClient, workspace: Path):
+    code = graph_folder(workspace, "model__0_forward_1.0") / "output_code.py"
+    fields = recorded_bench(workspace, "model__0_forward_1.0", "triton_poi_fused_gelu_view_7")
+    text = await hover(client, code, line_of(code, "def triton_poi_fused_gelu_view_7("))
+    ms, gbps = float(fields[3].removesuffix("ms")), float(fields[6].removesuffix("GB/s"))
+    assert f"**Benchmark** (`output_code.py -k`" in text and f"{ms:.3f} ms" in text and f"{gbps:.2f} GB/s" in text
+
+
 async def test_benchmark_one_kernel_without_a_gpu_says_so(client: LanguageClient, workspace: Path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
-        pytest.skip("this machine has a GPU")
+        pytest.skip("this machine has a GPU: test_benchmark_one_kernel_on_the_gpu")
     code = graph_folder(workspace, "model__0_forward_1.0") / "output_code.py"
     answer = await command(client, "kernelLens.benchmarkKernel",
                            {"uri": code.as_uri(), "line": line_of(code, "def triton_poi_fused_gelu_view_7(")})
     assert answer["kernel"] == "triton_poi_fused_gelu_view_7" and "needs a CUDA GPU" in answer["error"]
+    fields = recorded_bench(workspace, "model__0_forward_1.0", "triton_poi_fused_gelu_view_7")
+    assert answer["recorded"] is True and answer["ms"] == float(fields[3].removesuffix("ms"))
+
+
+@pytest.mark.gpu
+async def test_benchmark_one_kernel_on_the_gpu(client: LanguageClient, workspace: Path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    code = graph_folder(workspace, "model__0_forward_1.0") / "output_code.py"
+    answer = await command(client, "kernelLens.benchmarkKernel",
+                           {"uri": code.as_uri(), "line": line_of(code, "def triton_poi_fused_gelu_view_7(")})
+    assert "error" not in answer, answer
+    assert answer["recorded"] is False and answer["ms"] > 0 and answer["gb_per_s"] > 0
+    assert answer["registers"] is not None and answer["registers"] > 0

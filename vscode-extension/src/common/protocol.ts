@@ -332,8 +332,15 @@ export interface TritonChain {
 
 export type TritonChainResult = TritonChain | CommandError;
 
-/** `kernelLens.benchmarkKernel` ({uri, line}): without a GPU (or not built), the message to show. */
+/** `kernelLens.benchmarkKernel` ({uri, line}): the kernel's line of `python output_code.py -k` run on this machine's GPU; without a GPU, `error` says so and the figures are the ones recorded beside output_code.py. */
 export interface BenchmarkKernelResult {
-  error: string;
+  error?: string;
   kernel?: string;
+  ms?: number;
+  gb?: number;
+  gb_per_s?: number;
+  registers?: number | null;
+  spills?: number | null;
+  shared?: number | null;
+  recorded?: boolean;
 }

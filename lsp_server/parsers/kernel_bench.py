@@ -1,0 +1,47 @@
+"""Parses `python output_code.py -k` (Inductor's per-kernel benchmark, TORCHINDUCTOR_BENCHMARK_KERNEL=1): one
+line per kernel, named by the first 10 characters of its file's hash (`# kernel path: .../c7apxe2wdu....py`):
+    None  UNK c7apxe2wdu 0.005ms  0.001 GB  282.49GB/s  56 regs  0 spills  512 shared mem
+Pure text -> dataclasses; other lines are skipped."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+KERNEL_BENCH_FILE = "benchmark_kernels.txt"  # where the fixtures' regenerate.py keeps `-k`'s output
+KERNEL_PATH = re.compile(r"^# kernel path: (?P<path>\S+\.py)\s*$")
+LINE = re.compile(r"^\S+\s+\S+\s+(?P<key>c\w{9})\s+(?P<ms>[0-9.]+)ms\s+(?P<gb>[0-9.]+)\s*GB\s+(?P<gbps>[0-9.]+)GB/s"
+                  r"(?:\s+(?P<regs>\d+) regs\s+(?P<spills>\d+) spills\s+(?P<shared>\d+) shared mem)?")
+KEY_LENGTH = 10
+
+
+@dataclass(frozen=True)
+class KernelBench:
+    key: str  # the kernel file's name, first 10 characters
+    ms: float
+    gb: float
+    gb_per_s: float
+    registers: int | None
+    spills: int | None
+    shared: int | None
+    line: int
+
+
+def parse_kernel_bench(text: str) -> dict[str, KernelBench]:
+    found = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = LINE.match(line)
+        if match:
+            ints = [int(match[k]) if match[k] is not None else None for k in ("regs", "spills", "shared")]
+            found[match["key"]] = KernelBench(match["key"], float(match["ms"]), float(match["gb"]),
+                                              float(match["gbps"]), *ints, number)
+    return found
+
+
+def kernel_key(output_code_lines: list[str], start_line: int) -> str | None:
+    """The `# kernel path:` comment just above a kernel's definition (1-based start_line) -> its bench key."""
+    for number in range(start_line - 1, max(start_line - 60, 0) - 1, -1):
+        match = KERNEL_PATH.match(output_code_lines[number]) if number < len(output_code_lines) else None
+        if match:
+            return Path(match["path"]).name[:KEY_LENGTH]
+    return None
