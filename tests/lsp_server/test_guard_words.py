@@ -28,3 +28,10 @@ def test_size_guards_are_the_size_specializations_each_once():
                "0/0: tensor 'y' stride mismatch at index 1. expected 1, actual 8",
                "0/0: L['w'].size()[1] == 4"]
     assert size_guards(reasons) == [SizeGuard("x", 0), SizeGuard("w", 1)]
+
+
+def test_dynamos_stack_names_never_reach_the_user():
+    """A resume function's inputs are named `___stack0`… by Dynamo: the words say what they are."""
+    words = plain_words("tensor '___stack0' size mismatch at index 0. expected 4, actual 5")
+    assert words == "the value carried across the graph break: its dimension 0 changed: compiled for 4, called with 5"
+    assert "___stack" not in plain_words("tensor '___stack1' dtype mismatch. expected float32, actual float64")

@@ -36,13 +36,22 @@ PLAIN_WORDS: list[tuple[re.Pattern[str], Callable[[re.Match[str]], str]]] = [
 ]
 
 
+# Dynamo's names for the values a resume function takes from the broken frame's stack: no user wrote them.
+STACK_NAME = re.compile(r"`___stack(?P<n>\d+)`(?P<owner>'s)?")
+
+
+def stack_value(m: re.Match) -> str:
+    which = "" if m["n"] == "0" else f" (value {int(m['n']) + 1})"
+    return f"the value carried across the graph break{which}" + (": its" if m["owner"] else "")
+
+
 def plain_words(reason: str) -> str:
     """The guard's failure in words, or the text itself when no pattern knows it."""
     text = reason.strip()
     for pattern, words in PLAIN_WORDS:
         found = pattern.search(text)
         if found:
-            return words(found)
+            return STACK_NAME.sub(stack_value, words(found))
     return text
 
 
