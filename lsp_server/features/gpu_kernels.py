@@ -9,15 +9,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lsp_server.features.commands import first_argument
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import path_of, uri_of
 from lsp_server.index import Index, source_of
-from lsp_server.loading.triton_kernels import KernelGpu, TRITON_CACHE_FOLDER, kernel_file_offset
 from lsp_server.model import Graph, Kernel, Run
-from lsp_server.parsers.kernel_bench import KERNEL_BENCH_FILE, KernelBench, kernel_key, parse_kernel_bench
-from lsp_server.parsers.triton_cache import STAGES, StageLine, TritonEntry, stage_lines
 
+# What the loader attached (`kernel.gpu`: loading.triton_kernels.KernelGpu) answers everything here: its
+# methods read the stage files on first use, so this module imports no parser.
+STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
+TRITON_CACHE_FOLDER = "triton_cache"
+KERNEL_BENCH_FILE = "benchmark_kernels.txt"
 CHAIN_COMMAND = "kernelLens.tritonChain"
 BENCHMARK_COMMAND = "kernelLens.benchmarkKernel"
 NO_GPU = ("Benchmarking a kernel needs a CUDA GPU on this machine (none found: torch.cuda.is_available() is "
@@ -25,48 +26,17 @@ NO_GPU = ("Benchmarking a kernel needs a CUDA GPU on this machine (none found: t
           "`kernel-lens profile-inductor` there, and open the results here.")
 MAX_TRIED_SHOWN = 6
 BENCH_TIMEOUT_S = 300
-_stage_cache: dict[Path, tuple[float, list[StageLine]]] = {}
 
 
-def located_lines(path: Path, stage: str) -> list[StageLine]:
-    mtime = path.stat().st_mtime
-    cached = _stage_cache.get(path)
-    if cached is None or cached[0] != mtime:
-        cached = _stage_cache[path] = (mtime, stage_lines(path.read_text(encoding="utf-8", errors="replace"), stage))
-    return cached[1]
+def first_argument(args: tuple[Any, ...]) -> dict[str, Any]:
+    return args[0] if args and isinstance(args[0], dict) else {}
 
 
-def kernel_file(lines: list[StageLine]) -> str | None:
-    """The Triton kernel's own file: the file most of the stage's lines come from."""
-    counts: dict[str, int] = {}
-    for line in lines:
-        if line.source_file:
-            counts[line.source_file] = counts.get(line.source_file, 0) + 1
-    return max(counts, key=counts.__getitem__) if counts else None
-
-
-def _mine(line: StageLine, own: str | None) -> bool:
-    return line.source_file is None or own is None or line.source_file == own
-
-
-def stage_links(entry: TritonEntry, triton_line: int) -> dict[str, dict[str, Any]]:
-    """Every stage's lines (0-based) that came from Triton line `triton_line` of the kernel's own file."""
-    links = {}
-    for stage in entry.stages:
-        path = entry.stage_path(stage)
-        lines = located_lines(path, stage)
-        own = kernel_file(lines)
-        links[stage] = {"uri": uri_of(str(path)),
-                        "lines": [s.line - 1 for s in lines if s.source_line == triton_line and _mine(s, own)]}
-    return links
-
-
-def kernel_for_entry(index: Index, folder: Path) -> tuple[Run, Graph, Kernel, TritonEntry] | None:
+def kernel_for_entry(index: Index, folder: Path) -> tuple[Run, Graph, Kernel, Any] | None:
     for view in index.views.values():
         for graph in view.run.graphs:
             for kernel in graph.kernels:
-                gpu: KernelGpu | None = kernel.gpu
-                entry = next((e for e in gpu.entries if e.key == folder.name), None) if gpu else None
+                entry = kernel.gpu.entry_keyed(folder.name) if kernel.gpu else None
                 if entry is not None:
                     return view.run, graph, kernel, entry
     return None
@@ -80,11 +50,10 @@ def chain_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
         if found is None:
             return {"error": f"{path.parent.name}: no indexed kernel has this Triton cache entry"}
         run, graph, kernel, entry = found
-        lines = located_lines(path, stage)
-        at = next((s for s in lines if s.line == line0 + 1), None)
+        at, own = kernel.gpu.locate(entry, stage, line0 + 1)
         if at is None:
             return {"error": f"line {line0 + 1} of {path.name} has no location record"}
-        if not _mine(at, kernel_file(lines)):
+        if not own:
             return {"error": f"line {line0 + 1} is inlined Triton library code ({at.source_file}:{at.source_line})",
                     "inlined_from": {"file": at.source_file, "line": at.source_line}}
         return chain_from_triton_line(run, graph, kernel, entry, at.source_line, stage, line0)
@@ -92,8 +61,8 @@ def chain_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
     kernel = generated.kernel_at(line0 + 1) if generated else None
     if generated is None or kernel is None or kernel.language != "triton":
         return {"error": "not a line of a Triton kernel or of its Triton cache entry"}
-    offset = kernel_file_offset(generated.graph, kernel)
-    gpu: KernelGpu | None = kernel.gpu
+    gpu = kernel.gpu
+    offset = gpu.offset if gpu else None
     entry = gpu.chosen if gpu else None
     if offset is None or entry is None:
         return {"error": f"`{kernel.name}`: no Triton cache entry kept beside this run (or none known as launched)"}
@@ -101,9 +70,9 @@ def chain_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
     return chain_from_triton_line(run, generated.graph, kernel, entry, line0 + 1 - offset, "triton", line0)
 
 
-def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: TritonEntry, triton_line: int,
+def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: Any, triton_line: int,
                            stage: str, line0: int) -> dict[str, Any]:
-    offset = kernel_file_offset(graph, kernel) or 0
+    offset = kernel.gpu.offset or 0
     code_line = offset + triton_line  # 1-based in output_code.py
     nodes = next((kl.nodes for kl in kernel.lines if kl.line == code_line), [])
     source = source_of(graph, nodes) if nodes else None
@@ -113,7 +82,8 @@ def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: Triton
                                       "text": graph.output_code_lines[code_line - 1].strip()
                                       if 0 < code_line <= len(graph.output_code_lines) else ""},
             "nodes": nodes, "source": {"uri": uri_of(source.file), "line": source.line - 1} if source else None,
-            "stages": stage_links(entry, triton_line)}
+            "stages": {stage: {"uri": uri_of(path), "lines": lines}
+                       for stage, (path, lines) in kernel.gpu.stage_links(entry, triton_line).items()}}
 
 
 def _bytes(value: int | None) -> str:
@@ -122,7 +92,7 @@ def _bytes(value: int | None) -> str:
 
 def gpu_hover_block(kernel: Kernel) -> str | None:
     """Registers, spills, shared memory, warps, stages, block sizes of the launched config; autotuning."""
-    gpu: KernelGpu | None = kernel.gpu
+    gpu = kernel.gpu
     if gpu is None:
         return None
     parts = []
@@ -169,7 +139,7 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def bench_json(kernel: Kernel, bench: KernelBench | None, **extra: Any) -> dict[str, Any]:
+def bench_json(kernel: Kernel, bench: Any, **extra: Any) -> dict[str, Any]:
     answer: dict[str, Any] = {"kernel": kernel.name, **extra}
     if bench is not None:
         answer.update(ms=bench.ms, gb=bench.gb, gb_per_s=bench.gb_per_s, registers=bench.registers,
@@ -189,7 +159,6 @@ async def benchmark_kernel_json(index: Index, uri: str, line0: int) -> dict[str,
         message = NO_GPU + (f" Recorded earlier ({KERNEL_BENCH_FILE}): {recorded.ms:.3f} ms, "
                             f"{recorded.gb_per_s:.2f} GB/s." if recorded else "")
         return bench_json(kernel, recorded, error=message, recorded=recorded is not None)
-    key = kernel_key(generated.graph.output_code_lines, kernel.start_line)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "output_code.py", "-k", cwd=generated.graph.path,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
@@ -199,9 +168,9 @@ async def benchmark_kernel_json(index: Index, uri: str, line0: int) -> dict[str,
         process.kill()
         return {"error": f"`python output_code.py -k` ran past {BENCH_TIMEOUT_S} s", "kernel": kernel.name}
     text = out.decode(errors="replace")
-    bench = parse_kernel_bench(text).get(key or "")
+    bench = kernel.gpu.bench_from(text) if kernel.gpu else None
     if bench is None:
-        return {"error": f"`python output_code.py -k` printed no line for `{kernel.name}` ({key}): "
+        return {"error": f"`python output_code.py -k` printed no line for `{kernel.name}`: "
                          + text[-400:], "kernel": kernel.name}
     return bench_json(kernel, bench, recorded=False)
 

@@ -6,6 +6,7 @@ shares are of the call's wall time (CPU start to the last kernel's end), busy % 
 A graph the trace times takes its kernels' times from the trace (the user's real loop) over `-p` output."""
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from lens_format.profile import CategoryTime, GraphProfile, KernelTime
@@ -15,7 +16,14 @@ from lsp_server.parsers.profiler_trace import TRACE_SUFFIX, GraphCall, ProfilerT
 SEARCH_DEPTH = 3
 EXTERN_OP = {"extern_kernels.mm": "aten::mm", "extern_kernels.addmm": "aten::addmm", "extern_kernels.bmm": "aten::bmm",
              "extern_kernels.baddbmm": "aten::baddbmm", "extern_kernels.convolution": "aten::convolution"}
+SEARCH_REUSE_S = 5.0  # one indexing pass loads many graphs of one program: its folder is walked once
 _parsed: dict[Path, tuple[float, ProfilerTrace]] = {}
+_searched: dict[Path, tuple[float, list[Path]]] = {}
+
+
+def clear_caches() -> None:
+    _parsed.clear()
+    _searched.clear()
 
 
 def program_dir(graph: Graph) -> Path | None:
@@ -28,7 +36,17 @@ def program_dir(graph: Graph) -> Path | None:
 
 
 def find_traces(folder: Path) -> list[Path]:
-    """`*.pt.trace.json` files in `folder` and up to SEARCH_DEPTH folders below, newest first."""
+    """`*.pt.trace.json` files in `folder` and up to SEARCH_DEPTH folders below, newest first (a walk is
+    reused for SEARCH_REUSE_S seconds)."""
+    now = time.monotonic()
+    cached = _searched.get(folder)
+    if cached is not None and now - cached[0] < SEARCH_REUSE_S:
+        return cached[1]
+    _searched[folder] = (now, walk_traces(folder))
+    return _searched[folder][1]
+
+
+def walk_traces(folder: Path) -> list[Path]:
     found: list[Path] = []
     try:
         for depth in range(SEARCH_DEPTH + 1):

@@ -15,7 +15,7 @@ from pathlib import Path
 from lsp_server.model import Graph, Kernel
 from lsp_server.parsers.kernel_bench import KERNEL_BENCH_FILE, KernelBench, kernel_key, parse_kernel_bench
 from lsp_server.parsers.autotune_log import AutotuneLog, GemmAutotune, KernelAutotune, parse_autotune_log, parse_best_config
-from lsp_server.parsers.triton_cache import TritonEntry, read_cache
+from lsp_server.parsers.triton_cache import StageLine, TritonEntry, read_cache, stage_lines
 
 TRITON_CACHE_FOLDER = "triton_cache"
 LOG_GLOBS = ("*.log", "*stderr*.txt", "*.err")
@@ -23,6 +23,36 @@ MAX_LOG_BYTES = 20_000_000
 AUTOTUNE_MARKS = ("Benchmark all input configs for", "AUTOTUNE ", "Best config for")
 _caches: dict[Path, tuple[float, dict[str, list[TritonEntry]]]] = {}
 _logs: dict[Path, tuple[tuple, "ProgramRecords"]] = {}
+_stages: dict[Path, tuple[float, list[StageLine]]] = {}
+
+
+def clear_caches() -> None:
+    """Forget every parsed cache folder, log and stage file (benchmarks measure a cold index)."""
+    _caches.clear()
+    _logs.clear()
+    _stages.clear()
+
+
+def located_lines(path: Path, stage: str) -> list[StageLine]:
+    """A stage file's located lines, parsed on first use (a chain link asks for one or two files)."""
+    mtime = path.stat().st_mtime
+    cached = _stages.get(path)
+    if cached is None or cached[0] != mtime:
+        cached = _stages[path] = (mtime, stage_lines(path.read_text(encoding="utf-8", errors="replace"), stage))
+    return cached[1]
+
+
+def kernel_file(lines: list[StageLine]) -> str | None:
+    """The Triton kernel's own file: the file most of a stage's lines come from (others are inlined library code)."""
+    counts: dict[str, int] = {}
+    for line in lines:
+        if line.source_file:
+            counts[line.source_file] = counts.get(line.source_file, 0) + 1
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+def own_line(line: StageLine, own: str | None) -> bool:
+    return line.source_file is None or own is None or line.source_file == own
 
 
 @dataclass
@@ -40,6 +70,34 @@ class KernelGpu:
     best_config: dict | None = None  # the .best_config record of the chosen entry
     gemm: list[GemmAutotune] = field(default_factory=list)  # max-autotune tables of this extern/template op
     bench: KernelBench | None = None  # its line of `output_code.py -k` kept beside output_code.py
+    offset: int | None = None  # kernel_file_offset: kernel-file line L is output_code.py line offset + L
+    bench_key: str | None = None  # its `# kernel path:` file's first 10 characters, what `-k` prints
+
+    def bench_from(self, text: str) -> KernelBench | None:
+        """This kernel's line of a `python output_code.py -k` output."""
+        return parse_kernel_bench(text).get(self.bench_key or "")
+
+    def entry_keyed(self, key: str) -> TritonEntry | None:
+        return next((e for e in self.entries if e.key == key), None)
+
+    @staticmethod
+    def locate(entry: TritonEntry, stage: str, line: int) -> tuple[StageLine | None, bool]:
+        """(the location record of a stage file's 1-based line, whether it is the kernel's own file's)."""
+        path = entry.stage_path(stage)
+        lines = located_lines(path, stage) if path is not None else []
+        at = next((s for s in lines if s.line == line), None)
+        return at, at is not None and own_line(at, kernel_file(lines))
+
+    @staticmethod
+    def stage_links(entry: TritonEntry, triton_line: int) -> dict[str, tuple[str, list[int]]]:
+        """stage -> (its file, its 0-based lines that came from Triton line `triton_line` of the kernel's file)."""
+        links = {}
+        for stage in entry.stages:
+            path = entry.stage_path(stage)
+            lines = located_lines(path, stage)
+            own = kernel_file(lines)
+            links[stage] = (str(path), [s.line - 1 for s in lines if s.source_line == triton_line and own_line(s, own)])
+        return links
 
     def block_sizes(self) -> dict[str, str]:
         """XBLOCK / R0_BLOCK / ... of the launched config: the .best_config record, else the logged best."""
@@ -139,12 +197,14 @@ def attach_triton(graph: Graph) -> None:
         mine = entries.get(kernel.name, [])
         bench = benches.get(kernel_key(graph.output_code_lines, kernel.start_line) or "") \
             if kernel.language == "triton" else None
-        if not mine and not tables and bench is None:
+        if not mine and not tables and bench is None and kernel.language != "triton":
             continue
         autotune = records.log.kernels.get(kernel.name)
         chosen, how = choose(mine, autotune, records.best_configs)
         kernel.gpu = KernelGpu(mine, chosen, how, autotune,
-                               records.best_configs.get(chosen.key) if chosen else None, tables, bench)
+                               records.best_configs.get(chosen.key) if chosen else None, tables, bench,
+                               kernel_file_offset(graph, kernel) if kernel.language == "triton" else None,
+                               kernel_key(graph.output_code_lines, kernel.start_line))
 
 
 def kernel_file_offset(graph: Graph, kernel: Kernel) -> int | None:
