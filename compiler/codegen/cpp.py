@@ -62,8 +62,8 @@ class KernelRenderer(ExpressionRenderer):
         self.inplace = self.context.inplace  # outputs over inputs (inplace.py)
         self.params = self.context.params
         self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/strategies/exp_lanes.py)
-        # a kernel over symbolic sizes (codegen/strategies/symbolic_sizes.py) takes them as arguments and runs plain loops, but in
-        # its size variants (`assume`: decisions taken from the hints, checked at run time; size_variants.py)
+        # a kernel over symbolic sizes (codegen/strategies/symbolic_sizes.py) takes them as arguments and runs plain
+        # loops, but in its size variants (`assume`: decisions taken from the hints, checked at run time; size_variants.py)
         self.sizes = self.context.sizes
         self.assume = assume
         self.plan = KernelPlan(kernel.name)  # (built by render: codegen/plan_passes.py)
@@ -266,11 +266,11 @@ class KernelRenderer(ExpressionRenderer):
         if n.reduction_type:
             self._render_reduction(n, b, store)
         else:
-            rows = n.name in self.streamed and bool(ivars)  # (streaming kernels' outer loops run on threads)
+            row = planned.streamed_row if planned is not None else ""
             opened = 0
             for depth, (v, s) in enumerate(zip(ivars, isizes)):
-                last = depth == len(ivars) - 1
-                if last and rows and streaming.render_row(self, n, b, v, s, store):
+                if depth == len(ivars) - 1 and row:
+                    streaming.render_row(self, n, b, v, s, store, row)
                     break
                 self.open_loop(v, s, pragmas[depth], n.origins)
                 opened += 1

@@ -65,6 +65,7 @@ class InnerLoops:
     sizes: list[Size]
     subst: dict
     pragmas: list[str | None]
+    streamed_row: str = ""  # a streamed node's innermost loop: "lines", "peeled" or "" (streaming.row_layout)
 
 
 @dataclass

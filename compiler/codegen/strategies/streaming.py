@@ -183,15 +183,23 @@ def _stream_lines(r, n: ComputedBuffer, store: sympy.Expr, var: sympy.Symbol, bl
         r.statement(f"lens_stream_line({r.params[n.name].param} + {start}{off}, {n.name}_line{off});", n.origin)
 
 
-def render_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, store: sympy.Expr) -> bool:
-    """Node `n`'s innermost loop as blocks of streamed lines plus a plainly stored tail; False (nothing
-    emitted) when its store along `var` is not made of whole lines."""
+def row_layout(n: ComputedBuffer, var: sympy.Symbol, size, store: sympy.Expr) -> str:
+    """How node `n`'s streamed innermost loop over `var` stores (planned: plan_passes.inner_loops): "lines" (blocks
+    of whole lines streamed, a plain tail), "peeled" (rows starting mid-line: a plain head first), or "" (its store
+    along `var` is not made of whole lines: plain stores)."""
     lanes = line_lanes(n)
     if not is_static(size) or size < lanes or not line_aligned(store, var, None):
-        return False
-    if not line_aligned(store, var, lanes):
+        return ""
+    return "lines" if line_aligned(store, var, lanes) else "peeled"
+
+
+def render_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, store: sympy.Expr,
+               layout: str) -> None:
+    """Node `n`'s innermost loop as planned by `row_layout` ("lines" or "peeled")."""
+    if layout == "peeled":
         _render_peeled_row(r, n, b, var, size, store)
-        return True
+        return
+    lanes = line_lanes(n)
     main = size - size % lanes
     r.open_loop(_base(var), main, None, n.origins, step=lanes)
     render_line(r, n, b, var, store)
@@ -200,7 +208,6 @@ def render_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, 
         r.open_loop(var, size, "#pragma omp simd", n.origins, start=main)
         r.store_body(n, b, store)
         r.close()
-    return True
 
 
 def _render_peeled_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, store: sympy.Expr) -> None:
