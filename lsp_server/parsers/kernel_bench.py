@@ -13,6 +13,7 @@ KERNEL_PATH = re.compile(r"^# kernel path: (?P<path>\S+\.py)\s*$")
 LINE = re.compile(r"^\S+\s+\S+\s+(?P<key>c\w{9})\s+(?P<ms>[0-9.]+)ms\s+(?P<gb>[0-9.]+)\s*GB\s+(?P<gbps>[0-9.]+)GB/s"
                   r"(?:\s+(?P<regs>\d+) regs\s+(?P<spills>\d+) spills\s+(?P<shared>\d+) shared mem)?")
 KEY_LENGTH = 10
+PREVIOUS_KERNEL_END = "''', device_str="  # the line closing the kernel above
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,14 @@ def parse_kernel_bench(text: str) -> dict[str, KernelBench]:
 
 
 def kernel_key(output_code_lines: list[str], start_line: int) -> str | None:
-    """The `# kernel path:` comment just above a kernel's definition (1-based start_line) -> its bench key."""
-    for number in range(start_line - 1, max(start_line - 60, 0) - 1, -1):
-        match = KERNEL_PATH.match(output_code_lines[number]) if number < len(output_code_lines) else None
+    """The `# kernel path:` comment above a kernel's definition (1-based start_line: its `def`, deep inside a long
+    kernel's string, or its `async_compile.triton(` line) -> its bench key; None when the previous kernel's end
+    comes first."""
+    for number in range(min(start_line, len(output_code_lines)) - 1, -1, -1):
+        text = output_code_lines[number]
+        match = KERNEL_PATH.match(text)
         if match:
             return Path(match["path"]).name[:KEY_LENGTH]
+        if text.startswith(PREVIOUS_KERNEL_END):
+            return None
     return None
