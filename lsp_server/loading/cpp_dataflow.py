@@ -11,6 +11,7 @@ Statements that compute no op (loads, constants, broadcasts, casts) pass their o
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from lsp_server.loading.cpp_statements import REDUCTIONS, TAIL, computes, statement_ops
@@ -108,7 +109,8 @@ def reads(flow: Flow, text: str, defined: str | None) -> frozenset[str]:
     return frozenset(found)
 
 
-def candidates(flow: Flow, ops: set[str], read: frozenset[str], accumulator: bool) -> list[Node]:
+def candidates(flow: Flow, ops: set[str], read: frozenset[str], accumulator: bool,
+               operands: list[str] | None = None) -> list[Node]:
     """The kernel's nodes that compute one of `ops` (a reduction only in an accumulator's statement) from what
     the statement reads: those reading most of it (its operands' nodes, inputs and constants). An accumulator
     whose input was not recognised takes the one reduction of its op no other accumulator took."""
@@ -124,13 +126,22 @@ def candidates(flow: Flow, ops: set[str], read: frozenset[str], accumulator: boo
             free = [n for n in named if n.name not in taken]
             return free if len(free) == 1 else []
         return named if not read else []
-    return [n for n in named if overlap[n.name] == best]
+    tied = [n for n in named if overlap[n.name] == best]
+    if len(tied) > 1 and operands:  # `x * x` is the node reading x twice, not the one reading x and x²
+        counts = Counter(v for t in operands for v in flow.values.get(t, frozenset()))
+        twice = {n.name: sum(min(c, counts[a]) for a, c in Counter(n.args).items()) for n in tied}
+        most = max(twice.values())
+        tied = [n for n in tied if twice[n.name] == most]
+    return tied
 
 
-def statement_owners(body: list[str], nodes: list[tuple[str, str, list[str]]],
-                     launch_args: list[str]) -> dict[int, list[str]]:
-    """Index into `body` -> the node it computes ([one] when the records decide it, several: "one of")."""
+def statement_owners(body: list[str], nodes: list[tuple[str, str, list[str]]], launch_args: list[str],
+                     buffers: dict[str, frozenset[str]] | None = None) -> dict[int, list[str]]:
+    """Index into `body` -> the node it computes ([one] when the records decide it, several: "one of").
+    `buffers`: what earlier calls left in the graph's buffers (buffer -> nodes); this kernel's stores are added."""
     flow = Flow([Node(*n) for n in nodes], kernel_pointers(body, launch_args))
+    buffers = {} if buffers is None else buffers
+    flow.stored = {param: buffers[buffer] for param, buffer in flow.pointers.items() if buffer in buffers}
     by_name = {n.name: n for n in flow.nodes}
     owners: dict[int, list[str]] = {}
     defined_at: dict[str, tuple[int, list[str]]] = {}  # variable -> its statement and the variables it reads
@@ -194,7 +205,7 @@ def statement_owners(body: list[str], nodes: list[tuple[str, str, list[str]]],
             flow.values[defined] = frozenset(flow.owner.get(key, [])) or read
             continue
         ops = statement_ops(text)
-        fits = candidates(flow, ops, read, False) if ops else []
+        fits = candidates(flow, ops, read, False, operands) if ops else []
         defined_at[defined] = (index, operands)
         flow.deep[defined] = read.union(*(flow.deep.get(t, frozenset()) for t in operands))
         if fits:
@@ -202,6 +213,11 @@ def statement_owners(body: list[str], nodes: list[tuple[str, str, list[str]]],
             flow.values[defined] = frozenset(n.name for n in fits)
         else:
             flow.values[defined] = read
+    for waiting_stores in waiting.values():
+        flow.stored.update(waiting_stores)
+    for param, buffer in flow.pointers.items():  # what the kernel wrote, for the kernels after it
+        if param.startswith(("out_ptr", "in_out_ptr")) and flow.stored.get(param):
+            buffers[buffer] = frozenset(n for n in flow.stored[param] if n in by_name) or flow.stored[param]
     return owners
 
 

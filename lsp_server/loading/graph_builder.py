@@ -251,12 +251,35 @@ def kernels_from_output_code(output: OutputCode, provenance: ProvenanceMap | Non
         if kernel is not None:
             kernel.launch_lines.append(launch.line)
     drop_extern_nodes(kernels, graph)
+    kernels.sort(key=lambda k: min(k.launch_lines, default=k.start_line))
+    buffers = extern_outputs(output, kernels)
     for kernel in kernels:
         code = codes.get(kernel.name)
         if code is not None:
-            kernel.lines = lines_from_fx_marks(code, node_at_line) or lines_by_op_name(output, code, kernel, graph)
+            kernel.lines = lines_from_fx_marks(code, node_at_line) or lines_by_op_name(output, code, kernel, graph,
+                                                                                        buffers)
         kernel.lines += [KernelLine(line, list(kernel.nodes)) for line in kernel.launch_lines]
-    return sorted(kernels, key=lambda k: min(k.launch_lines, default=k.start_line))
+    return kernels
+
+
+EXTERN_OUT = re.compile(r"\bout=(?P<buffer>buf\d+)|^\s*(?P<assigned>buf\d+)\s*=\s*(?:extern_kernels|torch\.ops)\.")
+REUSE = re.compile(r"^\s*(?P<new>buf\d+)\s*=\s*(?P<old>buf\d+)\s*;\s*del\b")
+
+
+def extern_outputs(output: OutputCode, kernels: list[Kernel]) -> dict[str, frozenset[str]]:
+    """Buffer -> the nodes an extern or fallback call computed into it (`out=buf1`, `buf1 = torch.ops...`), and
+    Inductor's reuses (`buf4 = buf2; del buf2  # reuse`) naming the same values: generated kernels read them."""
+    buffers: dict[str, frozenset[str]] = {}
+    externs = {line: k for k in kernels if k.kind == "extern" for line in k.launch_lines}
+    for number in range(output.call_line or len(output.lines), len(output.lines) + 1):
+        text = output.lines[number - 1]
+        reuse = REUSE.match(text)
+        if reuse is not None and reuse["old"] in buffers:
+            buffers[reuse["new"]] = buffers[reuse["old"]]
+        found = EXTERN_OUT.search(text) if number in externs else None
+        if found is not None:
+            buffers[found["buffer"] or found["assigned"]] = frozenset(externs[number].nodes)
+    return buffers
 
 
 def callee_op(callee: str) -> str:
@@ -300,7 +323,8 @@ def extern_nodes(callee: str, handle: int | None, source_nodes: list[str], prove
     return own or nodes  # the call's own node: its origins also list the nodes computing its inputs
 
 
-def lines_by_op_name(output: OutputCode, code: CodeKernel, kernel: Kernel, graph: Graph) -> list[KernelLine]:
+def lines_by_op_name(output: OutputCode, code: CodeKernel, kernel: Kernel, graph: Graph,
+                     buffers: dict[str, frozenset[str]] | None = None) -> list[KernelLine]:
     """Inductor maps kernels to nodes, not lines: a C++ body's statements by its data flow (cpp_dataflow: one node,
     or "one of" several where the records do not decide), else a body line to the nodes whose op it calls."""
     nodes = kernel.nodes
@@ -309,7 +333,7 @@ def lines_by_op_name(output: OutputCode, code: CodeKernel, kernel: Kernel, graph
         body = output.lines[code.start_line:code.end_line - 1]
         launch = output.lines[kernel.launch_lines[0] - 1] if kernel.launch_lines else ""
         found = statement_owners(body, [(n.name, op_name(n.target), n.args) for n in ordered],
-                                 launch_arguments(launch))
+                                 launch_arguments(launch), buffers)
         if found:
             return [KernelLine(code.start_line + 1 + index, names, one_of=len(names) > 1)
                     for index, names in sorted(found.items())]
