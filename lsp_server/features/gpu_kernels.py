@@ -54,8 +54,8 @@ def chain_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
         if at is None:
             return {"error": f"line {line0 + 1} of {path.name} has no location record"}
         if not own:
-            return {"error": f"line {line0 + 1} is inlined Triton library code ({at.source_file}:{at.source_line})",
-                    "inlined_from": {"file": at.source_file, "line": at.source_line}}
+            return {"error": f"line {line0 + 1} is inlined Triton library code ({at.source_file}:{at.source_line}); "
+                             f"{stage} records no call site in `{kernel.name}` for it"}
         return chain_from_triton_line(run, graph, kernel, entry, at.source_line, stage, line0)
     generated = index.generated_file(str(path))
     kernel = generated.kernel_at(line0 + 1) if generated else None

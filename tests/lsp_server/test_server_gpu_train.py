@@ -147,6 +147,20 @@ async def test_chain_from_sass_line_to_triton_fx_node_and_user_line_and_back(cli
     assert back["triton"]["line"] == erf_line and back["nodes"] == answer["nodes"]
 
 
+async def test_chain_of_an_inlined_library_line_says_where_it_is_from(client: LanguageClient, workspace: Path):
+    """A SASS line of Triton's own library code (a reduction's combine, inlined) has no kernel line to lead to."""
+    name = "triton_per_fused_add_embedding_native_layer_norm_0"
+    code = graph_folder(workspace, "model__0_forward_1.0") / "output_code.py"
+    answer = await command(client, "kernelLens.tritonChain", {"uri": code.as_uri(), "line": line_of(code, "tl.sum(")})
+    assert answer["kernel"] == name
+    sass = Path(answer["stages"]["sass"]["uri"].removeprefix("file://"))
+    lines = sass.read_text().splitlines()
+    inlined = next(i for i, text in enumerate(lines) if "triton/language/standard.py" in text) + 1
+    assert re.match(r"\s+/\*[0-9a-f]{4}\*/", lines[inlined])
+    answer = await command(client, "kernelLens.tritonChain", {"uri": sass.as_uri(), "line": inlined})
+    assert answer["error"].startswith(f"line {inlined + 1} is inlined Triton library code (") and "standard.py:" in answer["error"]
+
+
 @pytest.mark.parametrize("workspace", ["autotune_gemm"], indirect=True)
 async def test_max_autotune_gemm_choices_on_the_extern_call_hover(client: LanguageClient, workspace: Path):
     code = graph_folder(workspace, "model__0_inference_0.0") / "output_code.py"
