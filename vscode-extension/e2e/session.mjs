@@ -95,9 +95,10 @@ export class EditorSession {
    * @param {{ trusted: boolean, multiRoot?: boolean }} options `trusted: false` keeps workspace trust on and
    * the folder untrusted; `multiRoot` opens the folder through a `.code-workspace` file, so that folders can be
    * added without VS Code reopening the window (`addWorkspaceFolder`); `files`, more files {name: text} for the
-   * workspace, written before VS Code opens it (so Quick Open finds them)
+   * workspace, written before VS Code opens it (so Quick Open finds them); `settings`, user settings over the
+   * test's (say, another `kernelLens.pythonPath`); `openScript`, false to open no file (the caller opens one)
    */
-  static async open({ trusted, multiRoot = false, files = {} }) {
+  static async open({ trusted, multiRoot = false, files = {}, settings = {}, openScript = true }) {
     assert.ok(fs.existsSync(PYTHON), `no interpreter at ${PYTHON} (make the project's .venv first)`);
     assert.ok(fs.existsSync(path.join(EXAMPLES, SCRIPT)), `no ${SCRIPT} in ${EXAMPLES}`);
     assert.ok(fs.existsSync(VSIX), `no ${VSIX}: run npm run package first`);
@@ -110,7 +111,7 @@ export class EditorSession {
     for (const [name, text] of Object.entries(files)) {
       fs.writeFileSync(path.join(session.workspace, name), text);
     }
-    session.server = new CodeServer({ home, stateDir: path.join(session.root, "code-server"), settings: userSettings(trusted) });
+    session.server = new CodeServer({ home, stateDir: path.join(session.root, "code-server"), settings: { ...userSettings(trusted), ...settings } });
     const installed = session.server.installExtension(VSIX);
     assert.ok(installed.includes(EXTENSION_ID), `vsix not installed; code-server lists ${JSON.stringify(installed)}`);
     await session.server.start();
@@ -125,7 +126,9 @@ export class EditorSession {
     }
     await session.page.goto(url);
     await waitForWorkbench(session.page);
-    await openFile(session.page, SCRIPT, "def foo1");
+    if (openScript) {
+      await openFile(session.page, SCRIPT, "def foo1");
+    }
     return session;
   }
 
