@@ -39,10 +39,13 @@ def profile_json(index: Index, run_id: str | None) -> dict[str, Any] | None:
         profile = graph.profile
         if profile is None:
             continue
-        kernels_by_name = {k.name: k for k in graph.kernels}
+        kernels_by_name: dict[str, list] = {}
+        for k in graph.kernels:  # several `extern_kernels.mm` calls: rows take them in call order
+            kernels_by_name.setdefault(k.name, []).append(k)
         kernels = []
         for timed in profile.kernels:
-            kernel = kernels_by_name.get(timed.name)
+            same = kernels_by_name.get(timed.name) or [None]
+            kernel = same.pop(0) if len(same) > 1 else same[0]
             source = source_of(graph, kernel.nodes) if kernel else None
             kernels.append({"name": timed.name, "kind": timed.kind or (kernel.kind if kernel else ""),
                             "calls": timed.calls, "total_ms": timed.total_ms, "percent": timed.percent,

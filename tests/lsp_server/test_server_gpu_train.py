@@ -81,6 +81,11 @@ async def test_profiler_trace_times_forward_backward_and_optimizer(client: Langu
     assert {c["kind"] for c in forward["categories"]} == {"extern", "persistent_reduction", "pointwise"}
     assert sum(c["total_ms"] for c in forward["categories"]) == pytest.approx(sum(k["total_ms"] for k in forward["kernels"]))
     assert 0 < forward["busy_percent"] < 100 and forward["device"] == "cuda"
+    # each extern call is its own row, at its own call in output_code.py
+    code = (graph_folder(workspace, "model__0_forward_1.0") / "output_code.py").read_text().splitlines()
+    extern_rows = [k for k in forward["kernels"] if k["kind"] == "extern"]
+    calls = [n for n, text in enumerate(code) if text.strip().startswith("extern_kernels.")]
+    assert sorted(k["line"] for k in extern_rows) == calls
     backward = graphs["model__0_backward_3.1"]
     assert {c["kind"] for c in backward["categories"]} == {"extern", "persistent_reduction", "reduction", "pointwise"}
 
