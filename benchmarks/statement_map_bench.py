@@ -79,6 +79,15 @@ def log_softmax_gate(x, y):
     return (l * e).sum(dim=-1) + torch.abs(x).amin(dim=-1)
 
 
+def gpt2_block():
+    """transformers' GPT2Block from a small config, random weights (its MLP, attention and LayerNorms)."""
+    from transformers import GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+    config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=100, n_positions=32)
+    block = GPT2Block(config).eval()
+    return lambda h: block(h)[0]
+
+
 PROGRAMS = {
     "mix": (mix, lambda: (torch.randn(64, 128), torch.randn(128), torch.randn(128))),
     "gelu_mlp": (gelu_mlp, lambda: (torch.randn(16, 64), torch.randn(64, 64), torch.randn(64, 64))),
@@ -88,6 +97,7 @@ PROGRAMS = {
                               torch.randn(64))),
     "log_softmax_gate": (log_softmax_gate, lambda: (torch.randn(32, 48), torch.randn(32, 48))),
 }
+OPTIONAL = {"gpt2_block": (gpt2_block, lambda: (torch.randn(1, 8, 32),))}  # --only gpt2_block (transformers)
 
 
 class Swap:
@@ -154,8 +164,10 @@ def changed_lines(base: str, swapped: str) -> list[int] | None:
 
 
 def truth_of(name: str, debug_root: Path) -> tuple[Path, dict[int, list[str]], list[str]]:
-    fn, make = PROGRAMS[name]
+    fn, make = PROGRAMS[name] if name in PROGRAMS else OPTIONAL[name]
     torch.manual_seed(0)
+    if name in OPTIONAL:
+        fn = fn()
     args = make()
     base = compile_once(fn, args, Swap(None), debug_root)
     assert base is not None, name

@@ -139,7 +139,8 @@ async def test_hover_says_the_newest_graph_runs_eagerly_not_only_the_older_kerne
 async def test_hover_and_code_lens_count_native_and_aten_nodes(notes_client: LanguageClient,
                                                               notes_workspace: InductorWorkspace):
     text = await hover(notes_client, notes_workspace.script, MIXED_DEF)
-    assert text.startswith("**Kernel Lens** — `mixed` compiled into 2 kernels · 2 nodes native, 1 ATen")
+    assert text.startswith(f"**Kernel Lens** — `mixed` compiled into 2 kernels (lines {MIXED_DEF + 2}-{MIXED_DEF + 3})"
+                           " · 2 nodes native, 1 ATen")  # the lines of its body that became them (1-based)
     assert "**Not compiled** (notes.txt):" in text
     assert "- `mm` → ATen `aten.mm.default`: no lowering for aten.mm.default" in text
     line = await hover(notes_client, notes_workspace.script, MM_LINE)
