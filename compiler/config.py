@@ -75,8 +75,9 @@ freezing_linear_transposed: bool = _env_flag("LENS_FREEZE_LINEAR_T")
 # Frozen Linear layers reading one input (an attention's query/key/value) as one product over their concatenated
 # weights, each output a column slice (compiler/graph_passes/freezing_concat.py; LENS_FREEZE_CONCAT_LINEARS=0 keeps them apart).
 freezing_concat_linears: bool = os.environ.get("LENS_FREEZE_CONCAT_LINEARS", "1") not in ("", "0")
-# Frozen conv2d as oneDNN's channels-last convolution with a following ReLU as its post-op (LENS_FREEZE_CONV_ONEDNN).
-freezing_conv_onednn: bool = _env_flag("LENS_FREEZE_CONV_ONEDNN")
+# Frozen float32 conv2d as oneDNN's convolution over a weight prepacked once, channels-last, the activation after it fused
+# (compiler/graph_passes/conv_onednn.py; LENS_FREEZE_CONV_ONEDNN=0 leaves them to ATen's convolution).
+freezing_conv_onednn: bool = os.environ.get("LENS_FREEZE_CONV_ONEDNN", "1") not in ("", "0")
 # Training graphs' 2-d convolutions read their input and weight channels-last, so the activations between them
 # are channels-last too (compiler/graph_passes/conv_layout.py; LENS_TRAIN_CONV_CL=0 keeps eager's layouts).
 train_conv_channels_last: bool = os.environ.get("LENS_TRAIN_CONV_CL", "1") not in ("", "0")

@@ -24,9 +24,10 @@ import torch.fx
 
 from compiler import config
 from compiler.graph_passes import freezing_concat
+from compiler.graph_passes.conv_onednn import conv_onednn
 from compiler.graph_passes.freezing_autocast import autocast_casts
 from compiler.graph_passes.fx_calls import CONV, LINEAR, call_arg, mutates, set_constant_arg
-from compiler.machine import gemm_packed
+from compiler.machine import conv_packed, gemm_packed
 
 log = logging.getLogger(__name__)
 FROZEN: list["FrozenGraph"] = []  # every graph this process froze, in order (tests and the bench read it)
@@ -125,49 +126,6 @@ def _relayout(graph: torch.fx.Graph, const: set[torch.fx.Node], targets: set, in
     return changed
 
 
-_RELU = {torch.relu, torch.nn.functional.relu}
-
-
-def _pair(v) -> list[int] | None:
-    if isinstance(v, int):
-        return [v, v]
-    if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(i, int) for i in v):
-        return list(v)
-    return None
-
-
-def _conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
-    """conv2d with a constant weight as oneDNN's convolution in channels-last (input, weight and output), a
-    ReLU that is its only user as the convolution's post-op; returns how many convolutions."""
-    if not torch.backends.mkldnn.is_available() or not hasattr(torch.ops.mkldnn, "_convolution_pointwise"):
-        return 0
-    op, changed = torch.ops.mkldnn._convolution_pointwise.default, 0
-    for conv in list(graph.nodes):
-        if conv.op != "call_function" or conv.target not in CONV:
-            continue
-        x, weight, bias = conv.args[0], call_arg(conv, 1, "weight"), call_arg(conv, 2, "bias")
-        geometry = [_pair(call_arg(conv, i, n, d)) for i, n, d in ((4, "padding", 0), (3, "stride", 1), (5, "dilation", 1))]
-        groups = call_arg(conv, 6, "groups", 1)
-        val = getattr(x, "meta", {}).get("example_value")
-        if (weight not in const or None in geometry or not isinstance(groups, int) or not isinstance(val, torch.Tensor)
-                or val.dim() != 4 or val.dtype != torch.float32):
-            continue
-        (user,) = conv.users if len(conv.users) == 1 else (None,)
-        relu = (user if user is not None and user.op == "call_function" and user.target in _RELU
-                and not call_arg(user, 1, "inplace", False) else None)
-        with graph.inserting_before(conv):
-            w = graph.call_function(channels_last, (weight,))
-            x_cl = graph.call_method("contiguous", (x,), {"memory_format": torch.channels_last})
-            fused = graph.call_function(op, (x_cl, w, bias, *geometry, groups, "relu" if relu else "none", [], ""))
-        const.add(w)
-        (relu or conv).replace_all_uses_with(fused)
-        if relu is not None:
-            graph.erase_node(relu)
-        graph.erase_node(conv)
-        changed += 1
-    return changed
-
-
 def _conv_weights_channels_last(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
     """Constant conv2d weights read channels-last: oneDNN then runs the convolution channels-last (its output too),
     without reordering an NCHW weight on every call, and the activations stay channels-last through the kernels
@@ -236,6 +194,7 @@ class FrozenGraph:
             return False
         self.constants = fresh
         gemm_packed.register(fresh)
+        conv_packed.register(fresh)
         self._stamp(args)
         self.refolds += 1
         return True
@@ -279,6 +238,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
     if not frozen:
         return None
     gemm_packed.register(t for n, t in zip(placeholders, example_inputs) if n in frozen)
+    conv_packed.register(t for n, t in zip(placeholders, example_inputs) if n in frozen)
     const = set(frozen)
     _propagate(graph, const)
     folds = {"batch_norm": _fold_batch_norms(graph, const), "autocast weight casts": autocast_casts(graph, const)}
@@ -288,7 +248,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
                 gm, graph, example_inputs, "convolution weights kept as they are"):
             return freeze(gm, example_inputs, concat, conv_channels_last=False)
     if config.freezing_conv_onednn:
-        folds["conv as oneDNN channels-last"] = _conv_onednn(graph, const)
+        folds["conv as oneDNN over a prepacked weight"] = conv_onednn(graph, const)
     if config.freezing_linear_transposed:
         folds["linear weight K-major"] = _relayout(graph, const, LINEAR, 1, "weight", _transposed_storage)
     if concat and config.freezing_concat_linears:
@@ -346,6 +306,7 @@ def _split(gm: torch.fx.GraphModule, graph: torch.fx.Graph, placeholders: list[t
                          constants, {k: v for k, v in folds.items() if v})
     frozen.folds["constant subgraphs"] = len(outputs)
     gemm_packed.register(constants)
+    conv_packed.register(constants)
     frozen._stamp(example_inputs)
     FROZEN.append(frozen)
     return frozen

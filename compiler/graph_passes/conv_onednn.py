@@ -1,0 +1,116 @@
+"""Frozen conv2d calls as oneDNN convolutions over a prepacked weight, with the activation after them fused.
+
+In a frozen inference graph (compiler/graph_passes/freezing.py) each float32 conv2d of a 4-d input whose weight is a
+constant becomes `torch.ops.lens.conv2d_onednn` (compiler/machine/conv_packed.py): the weight is reordered into
+oneDNN's blocked format once rather than on every call, the activations are channels-last, and an activation that is
+the convolution's only user (ReLU, hardswish, SiLU, GELU, sigmoid, tanh, ReLU6/hardtanh, leaky ReLU, hardsigmoid)
+is applied by the convolution as it writes its output instead of as a separate pass. Inductor's freezing does the
+same (its mkldnn fusion passes); this is where the conv nets' time was (docs/performance.md, issue 49).
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx
+import torch.nn.functional as F
+
+from compiler.graph_passes.fx_calls import CONV, call_arg
+from compiler.machine import conv_packed
+
+
+def _flag(node, index, name, default):
+    return call_arg(node, index, name, default)
+
+
+# activation call -> (oneDNN's attr, its scalars, its algorithm), from the call node; None where it has no post-op
+def _leaky(n):
+    slope = _flag(n, 1, "negative_slope", 0.01)
+    return ("leaky_relu", [slope], "") if isinstance(slope, (int, float)) else None
+
+
+def _hardtanh(n):
+    lo, hi = _flag(n, 1, "min_val", -1.0), _flag(n, 2, "max_val", 1.0)
+    return ("hardtanh", [lo, hi], "") if all(isinstance(v, (int, float)) for v in (lo, hi)) else None
+
+
+def _gelu(n):
+    approximate = _flag(n, 1, "approximate", "none")
+    return ("gelu", [], approximate) if approximate in ("none", "tanh") else None
+
+
+_POST_OPS = {
+    **{f: (lambda n: ("relu", [], "")) for f in (torch.relu, F.relu, "relu")},
+    **{f: (lambda n: ("sigmoid", [], "")) for f in (torch.sigmoid, F.sigmoid, "sigmoid")},
+    **{f: (lambda n: ("tanh", [], "")) for f in (torch.tanh, F.tanh, "tanh")},
+    F.hardswish: lambda n: ("hardswish", [], ""),
+    F.hardsigmoid: lambda n: ("hardsigmoid", [], ""),
+    F.silu: lambda n: ("swish", [], ""),
+    F.relu6: lambda n: ("hardtanh", [0.0, 6.0], ""),
+    F.hardtanh: _hardtanh,
+    F.leaky_relu: _leaky,
+    F.gelu: _gelu,
+}
+
+
+def _post_op(node: torch.fx.Node | None):
+    """(attr, scalars, algorithm) when `node` is an activation oneDNN can apply as the convolution writes."""
+    if node is None or node.op not in ("call_function", "call_method"):
+        return None
+    if node.op == "call_method" and not isinstance(node.target, str):
+        return None
+    rule = _POST_OPS.get(node.target)
+    return rule(node) if rule is not None else None
+
+
+def _pair(v) -> list[int] | None:
+    if isinstance(v, int):
+        return [v, v]
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(isinstance(i, int) for i in v):
+        return list(v)
+    return None
+
+
+def _example(node) -> torch.Tensor | None:
+    value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
+    return value if isinstance(value, torch.Tensor) else None
+
+
+def _is_one_pixel(val: torch.Tensor) -> bool:
+    h, w = val.shape[2], val.shape[3]
+    return isinstance(h, int) and isinstance(w, int) and h * w == 1
+
+
+def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
+    """Each conv2d with a constant weight and a float32 4-d CPU input as lens.conv2d_onednn (an activation that is
+    its only user fused); returns how many convolutions."""
+    if not conv_packed.available() or torch.is_autocast_enabled("cpu") or any(
+            "autocast" in getattr(n.target, "__name__", "") for n in graph.nodes if n.op == "call_function"):
+        return 0  # (under autocast the convolution computes in another dtype: compiler/graph_passes/freezing_autocast.py)
+    changed = 0
+    for conv in list(graph.nodes):
+        if conv.op != "call_function" or conv.target not in CONV:
+            continue
+        x, weight, bias = conv.args[0], call_arg(conv, 1, "weight"), call_arg(conv, 2, "bias")
+        geometry = [_pair(call_arg(conv, i, n, d)) for i, n, d in ((4, "padding", 0), (3, "stride", 1),
+                                                                   (5, "dilation", 1))]
+        groups = call_arg(conv, 6, "groups", 1)
+        val, out = _example(x), _example(conv)  # (outside autocast a float32 output means a float32 weight)
+        if (weight not in const or (bias is not None and bias not in const) or None in geometry
+                or not isinstance(groups, int) or val is None or val.dim() != 4 or val.dtype != torch.float32
+                or val.device.type != "cpu" or out is None or out.dtype != torch.float32):
+            continue  # (a string padding, "same": left to ATen)
+        if _is_one_pixel(val):
+            continue  # squeeze-excitation's 1x1 convolutions of a pooled input: ATen's call costs a third of oneDNN's
+
+        (user,) = conv.users if len(conv.users) == 1 else (None,)
+        post = _post_op(user) if user is not None and user.args and user.args[0] is conv else None
+        attr, scalars, algorithm = post or ("none", [], "")
+        with graph.inserting_before(conv):
+            fused = graph.call_function(conv_packed.CONV2D_ONEDNN, (x, weight, bias, *geometry, groups, attr,
+                                                                   scalars, algorithm))
+        fused.meta.update((user if post else conv).meta)
+        (user if post else conv).replace_all_uses_with(fused)
+        if post:
+            graph.erase_node(user)
+        graph.erase_node(conv)
+        changed += 1
+    return changed

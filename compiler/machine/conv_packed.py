@@ -1,0 +1,102 @@
+"""Frozen float32 2-d convolutions through oneDNN with the weight prepacked once, and a unary post-op fused.
+
+`torch.ops.lens.conv2d_onednn(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm)` is
+the op compiler/graph_passes/conv_onednn.py puts in frozen inference graphs (generated code calls it as an extern
+call): oneDNN's `_convolution_pointwise` (the kernel Inductor's freezing path calls) over a channels-last input,
+with the weight reordered into oneDNN's blocked format (`_reorder_convolution_weight`) on its first use instead of on
+every call, as ATen's `mkldnn_convolution` does for a plain weight, and an activation (`attr`: relu, hardswish,
+swish, gelu, ...) applied by the convolution as it writes its output. The output is channels-last.
+
+Which weights are packed: those `register`ed by freezing (its constants); a pack is kept per registered tensor
+(weakly: freed with it), input size and geometry, and made again when the tensor's version counter moves (an in-place
+change). An unregistered weight is packed on each call (correct, slower). Writes through `p.data` are the one change
+no counter shows, as for every frozen constant (`LENS_FREEZING=0`).
+"""
+from __future__ import annotations
+
+import weakref
+
+import torch
+
+_LIB = torch.library.Library("lens", "DEF")
+_LIB.define("conv2d_onednn(Tensor x, Tensor weight, Tensor? bias, int[] padding, int[] stride, int[] dilation, "
+            "int groups, str attr, Scalar[] scalars, str algorithm) -> Tensor")
+
+
+class _Constant:
+    """A registered weight (weakly), the version counter its packs were made at, its packs by call geometry."""
+
+    def __init__(self, tensor: torch.Tensor):
+        key = tensor.untyped_storage().data_ptr()
+        self.ref = weakref.ref(tensor, lambda _ref, key=key: _CONSTANTS.pop(key, None))
+        self.version = tensor._version
+        self.packs: dict[tuple, torch.Tensor] = {}
+
+
+_CONSTANTS: dict[int, _Constant] = {}  # storage data pointer -> constant
+
+
+def register(tensors) -> None:
+    """Marks frozen 4-d float32 CPU weights whose convolutions may keep a pack of them."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.dim() == 4 and t.dtype == torch.float32 and t.device.type == "cpu" \
+                and t.layout == torch.strided and t.numel() > 0:
+            key = t.untyped_storage().data_ptr()
+            held = _CONSTANTS.get(key)
+            if held is None or held.ref() is None:
+                _CONSTANTS[key] = _Constant(t)
+
+
+def packed_count() -> int:
+    """How many packs are held (tests)."""
+    return sum(len(c.packs) for c in _CONSTANTS.values())
+
+
+def _pack(weight, padding, stride, dilation, groups, x_size) -> torch.Tensor:
+    return torch.ops.mkldnn._reorder_convolution_weight(weight, padding, stride, dilation, groups, x_size)
+
+
+def _packed(weight: torch.Tensor, padding, stride, dilation, groups: int, x_size: list[int]) -> torch.Tensor:
+    constant = _CONSTANTS.get(weight.untyped_storage().data_ptr())
+    owner = constant.ref() if constant is not None else None
+    if owner is None:
+        return _pack(weight, padding, stride, dilation, groups, x_size)
+    if owner._version != constant.version:  # changed in place: its packs are stale
+        constant.packs.clear()
+        constant.version = owner._version
+    key = (weight.data_ptr(), tuple(weight.shape), tuple(weight.stride()), tuple(padding), tuple(stride),
+           tuple(dilation), groups, tuple(x_size))
+    packed = constant.packs.get(key)
+    if packed is None:
+        packed = constant.packs[key] = _pack(weight, padding, stride, dilation, groups, x_size)
+    return packed
+
+
+def _conv2d_onednn(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
+    x = x.contiguous(memory_format=torch.channels_last)
+    packed = _packed(weight, padding, stride, dilation, groups, list(x.shape))
+    return torch.ops.mkldnn._convolution_pointwise.default(x, packed, bias, padding, stride, dilation, groups, attr,
+                                                          scalars, algorithm)
+
+
+def _output_size(x, weight, padding, stride, dilation) -> list:
+    size = [x.shape[0], weight.shape[0]]
+    for d in range(2):
+        span = dilation[d] * (weight.shape[2 + d] - 1) + 1
+        size.append((x.shape[2 + d] + 2 * padding[d] - span) // stride[d] + 1)
+    return size
+
+
+def _conv2d_onednn_fake(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
+    return torch.empty(_output_size(x, weight, padding, stride, dilation), dtype=x.dtype, device=x.device,
+                       memory_format=torch.channels_last)
+
+
+_LIB.impl("conv2d_onednn", _conv2d_onednn, "CPU")
+torch.library.register_fake("lens::conv2d_onednn", _conv2d_onednn_fake, lib=_LIB)
+CONV2D_ONEDNN = torch.ops.lens.conv2d_onednn.default
+
+
+def available() -> bool:
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_convolution_pointwise") \
+        and hasattr(torch.ops.mkldnn, "_reorder_convolution_weight")

@@ -1,0 +1,122 @@
+"""Frozen convolutions as oneDNN's over a prepacked weight with the activation fused (compiler/graph_passes/conv_onednn.py,
+compiler/machine/conv_packed.py), against eager on several geometries, activations and dtypes."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from compiler import config
+from compiler.graph_passes import freezing
+from compiler.machine import conv_packed
+
+FOLD = "conv as oneDNN over a prepacked weight"
+
+ACTIVATIONS = {
+    "none": lambda t: t,
+    "relu": torch.relu,
+    "relu_inplace": lambda t: F.relu(t, inplace=True),
+    "hardswish": F.hardswish,
+    "silu": F.silu,
+    "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "sigmoid": torch.sigmoid,
+    "tanh": torch.tanh,
+    "relu6": F.relu6,
+    "hardtanh": lambda t: F.hardtanh(t, -0.5, 0.5),
+    "leaky_relu": lambda t: F.leaky_relu(t, 0.2),
+    "hardsigmoid": F.hardsigmoid,
+    "method_relu": lambda t: t.relu(),
+}
+
+
+class ConvAct(nn.Module):
+    def __init__(self, cin, cout, k, stride=1, padding=0, dilation=1, groups=1, bias=True, act="none"):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride, padding, dilation, groups, bias)
+        self.act = ACTIVATIONS[act]
+
+    def forward(self, x):
+        return self.act(self.conv(x)) * 2 + 1
+
+
+def _run(model, x, atol=2e-5, rtol=1e-4):
+    """lens's output (compared with eager's) and the folds of the graph freezing made of it."""
+    torch._dynamo.reset()
+    before = len(freezing.FROZEN)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = torch.compile(model, backend="lens")
+        got = compiled(x)
+        again = compiled(x)
+    torch.testing.assert_close(got, expected, atol=atol, rtol=rtol)
+    torch.testing.assert_close(again, expected, atol=atol, rtol=rtol)
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    assert got.is_contiguous() == expected.is_contiguous()  # (eager's layout for the graph's outputs)
+    frozen = freezing.FROZEN[before:]
+    _run.post_ops = [n.args[7] for f in frozen for n in f.gm.graph.nodes if n.target is conv_packed.CONV2D_ONEDNN]
+    return sum(f.folds.get(FOLD, 0) for f in frozen)
+
+
+POST_OP = {"relu_inplace": "relu", "silu": "swish", "gelu_tanh": "gelu", "relu6": "hardtanh", "method_relu": "relu"}
+
+
+@pytest.mark.parametrize("act", sorted(ACTIVATIONS))
+def test_each_activation_is_fused_and_matches_eager(act):
+    torch.manual_seed(0)
+    assert _run(ConvAct(6, 8, 3, padding=1, act=act).eval(), torch.randn(2, 6, 9, 9)) == 1
+    assert _run.post_ops == [POST_OP.get(act, act)]  # the activation is the convolution's post-op
+
+
+@pytest.mark.parametrize("geometry", [
+    dict(cin=8, cout=8, k=3, padding=1, groups=8),  # depthwise
+    dict(cin=8, cout=16, k=5, stride=2, padding=2, groups=8),  # depthwise, channel multiplier 2, strided
+    dict(cin=12, cout=6, k=3, padding=1, groups=3),  # grouped
+    dict(cin=8, cout=16, k=1),  # pointwise
+    dict(cin=4, cout=8, k=3, stride=2, dilation=2, padding=2, bias=False),
+    dict(cin=3, cout=5, k=(3, 1), padding=(1, 0)),  # rectangular kernel
+])
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_geometries_match_eager(geometry, batch, channels_last):
+    torch.manual_seed(0)
+    x = torch.randn(batch, geometry["cin"], 11, 13)
+    if channels_last:
+        x = x.contiguous(memory_format=torch.channels_last)
+    assert _run(ConvAct(**geometry, act="hardswish").eval(), x) == 1
+
+
+def test_squeeze_excitation_convolutions_of_one_pixel_stay_atens():
+    # (1, C, 1, 1) inputs: ATen's call is cheaper than oneDNN's there (docs/performance.md)
+    torch.manual_seed(0)
+    assert _run(ConvAct(8, 4, 1, act="relu").eval(), torch.randn(1, 8, 1, 1)) == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_convolutions_are_left_to_their_own_path(dtype):
+    torch.manual_seed(0)
+    model = ConvAct(6, 8, 3, padding=1, act="relu").eval().to(dtype)
+    assert _run(model, torch.randn(2, 6, 9, 9, dtype=dtype), atol=2e-2, rtol=2e-2) == 0
+
+
+def test_weights_are_packed_once_and_again_after_an_in_place_change():
+    torch.manual_seed(0)
+    model = ConvAct(6, 8, 3, padding=1, act="silu").eval()
+    x = torch.randn(1, 6, 10, 10)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="lens")
+        compiled(x)
+        packs = conv_packed.packed_count()
+        for _ in range(3):
+            compiled(x)
+        assert conv_packed.packed_count() == packs  # (no pack per call)
+        model.conv.weight.mul_(-1)  # freezing computes its constants again, and a fresh constant is packed
+        torch.testing.assert_close(compiled(x), model(x), atol=2e-5, rtol=1e-4)
+
+
+def test_setting_off_leaves_convolutions_to_aten(monkeypatch):
+    monkeypatch.setattr(config, "freezing_conv_onednn", False)
+    torch.manual_seed(0)
+    assert _run(ConvAct(6, 8, 3, padding=1, act="relu").eval(), torch.randn(2, 6, 9, 9)) == 0
