@@ -143,3 +143,24 @@ def attach_trace_profile(graph: Graph) -> None:
         if profile is not None:
             graph.profile = profile
             return
+
+
+def launch_facts(graph: Graph) -> dict[str, tuple[int | None, int | None]]:
+    """Per Triton kernel of the graph: (registers per thread, threads per block) of its launches in the newest
+    profiler trace that times the graph, where all its launches agree."""
+    program = program_dir(graph)
+    if program is None:
+        return {}
+    for path in find_traces(program):
+        calls = graph_calls(trace_at(path), graph)
+        if not calls:
+            continue
+        seen: dict[str, set[tuple[int | None, int | None]]] = {}
+        for call in calls:
+            for kernel in call.kernels:
+                if kernel.launcher == kernel.name:
+                    block = kernel.block if kernel.block and len(kernel.block) == 3 else None
+                    threads = block[0] * block[1] * block[2] if block else None
+                    seen.setdefault(kernel.name, set()).add((kernel.registers, threads))
+        return {name: facts.pop() for name, facts in seen.items() if len(facts) == 1}
+    return {}

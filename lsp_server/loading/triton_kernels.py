@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lsp_server.loading.gpu_profile import launch_facts
 from lsp_server.model import Graph, Kernel
 from lsp_server.parsers.kernel_bench import KERNEL_BENCH_FILE, KernelBench, kernel_key, parse_kernel_bench
-from lsp_server.parsers.autotune_log import AutotuneLog, GemmAutotune, KernelAutotune, parse_autotune_log, parse_best_config
+from lsp_server.parsers.autotune_log import (AutotuneLog, GemmAutotune, KernelAutotune, parse_autotune_log,
+                                             parse_best_config)
 from lsp_server.parsers.triton_cache import StageLine, TritonEntry, read_cache, stage_lines
 
 TRITON_CACHE_FOLDER = "triton_cache"
@@ -133,7 +135,8 @@ def cache_entries(run_dir: Path) -> dict[str, list[TritonEntry]]:
 
 def program_records(program: Path) -> ProgramRecords:
     """The autotune log lines of the program's saved logs and its .best_config records (read once per version)."""
-    logs = [p for pattern in LOG_GLOBS for p in program.glob(pattern) if p.is_file() and p.stat().st_size < MAX_LOG_BYTES]
+    logs = [p for pattern in LOG_GLOBS for p in program.glob(pattern)
+            if p.is_file() and p.stat().st_size < MAX_LOG_BYTES]
     configs = sorted(program.glob("inductor_cache/*/*.best_config"))
     key = tuple((p, p.stat().st_mtime) for p in sorted(set(logs)) + configs)
     cached = _logs.get(program)
@@ -154,8 +157,11 @@ def program_records(program: Path) -> ProgramRecords:
     return records
 
 
-def choose(entries: list[TritonEntry], autotune: KernelAutotune | None,
-           best_configs: dict[str, dict]) -> tuple[TritonEntry | None, str]:
+def choose(entries: list[TritonEntry], autotune: KernelAutotune | None, best_configs: dict[str, dict],
+           launched: tuple[int | None, int | None] | None = None) -> tuple[TritonEntry | None, str]:
+    """The entry Inductor launched: the only one; the .best_config record's; the logged best config's warps and
+    registers; the registers and threads the profiler saw it launched with (`launched`). Never the `-k` line's
+    registers: that benchmark autotunes again (the H100 run's gelu kernel: 18 registers launched, 32 in -k)."""
     if len(entries) == 1:
         return entries[0], "only entry"
     recorded = [e for e in entries if e.key in best_configs]
@@ -167,6 +173,12 @@ def choose(entries: list[TritonEntry], autotune: KernelAutotune | None,
         matching = [e for e in entries if str(e.num_warps) == warps and e.usage and e.usage.registers == best.registers]
         if len(matching) == 1:
             return matching[0], "logged best config"
+    if launched is not None and launched[0] is not None:
+        registers, threads = launched
+        matching = [e for e in entries if e.usage and e.usage.registers == registers
+                    and (threads is None or e.num_warps is None or e.num_warps * 32 == threads)]
+        if len(matching) == 1:
+            return matching[0], "profiled launch"
     return None, "unknown"
 
 
@@ -190,8 +202,10 @@ def attach_triton(graph: Graph) -> None:
         records = program_records(program)
     except OSError:
         records = ProgramRecords()
+    launches = launch_facts(graph)
     bench_file = graph.path / KERNEL_BENCH_FILE
-    benches = parse_kernel_bench(bench_file.read_text(encoding="utf-8", errors="replace")) if bench_file.is_file() else {}
+    benches = parse_kernel_bench(bench_file.read_text(encoding="utf-8", errors="replace")) \
+        if bench_file.is_file() else {}
     for kernel in graph.kernels:
         tables = gemm_tables(kernel, records.log) if kernel.kind in ("extern", "template") else []
         mine = entries.get(kernel.name, [])
@@ -200,7 +214,7 @@ def attach_triton(graph: Graph) -> None:
         if not mine and not tables and bench is None and kernel.language != "triton":
             continue
         autotune = records.log.kernels.get(kernel.name)
-        chosen, how = choose(mine, autotune, records.best_configs)
+        chosen, how = choose(mine, autotune, records.best_configs, launches.get(kernel.name))
         kernel.gpu = KernelGpu(mine, chosen, how, autotune,
                                records.best_configs.get(chosen.key) if chosen else None, tables, bench,
                                kernel_file_offset(graph, kernel) if kernel.language == "triton" else None,

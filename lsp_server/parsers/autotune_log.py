@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 LOG_PREFIX = r"^(?:[VIWDE]\d{4} [\d:.]+ \d+ \S+\] )?"
 BENCHMARK_ALL = re.compile(LOG_PREFIX + r"Benchmark all input configs for (?P<kernel>\w+), get:\s*$")
-CONFIG_TIMING = re.compile(LOG_PREFIX + r"(?P<config>(?:\w+: [^,]+, )*\w+: [^,:]+): (?P<ms>[0-9.eE+-]+), nreg (?P<nreg>\d+), "
+CONFIG_TIMING = re.compile(LOG_PREFIX + r"(?P<config>(?:\w+: [^,]+, )*\w+: [^,:]+): (?P<ms>[0-9.eE+-]+), "
+                           r"nreg (?P<nreg>\d+), "
                            r"nspill (?P<nspill>\d+), #shared-mem (?P<shared>\S+)\s*$")
 BEST_CONFIG = re.compile(LOG_PREFIX + r"Best config for (?P<kernel>\w+): (?P<rest>.*)$")
 AUTOTUNE = re.compile(r"^AUTOTUNE (?P<op>\w+)\((?P<sizes>[^)]*)\)\s*$")

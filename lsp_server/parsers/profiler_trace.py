@@ -151,7 +151,8 @@ def parse_profiler_trace(text: str, path: Path | None = None) -> ProfilerTrace:
             call.kernels.append(kernel)
     props = data.get("deviceProperties")
     name = props[0].get("name") if isinstance(props, list) and props and isinstance(props[0], dict) else None
-    return ProfilerTrace(path, kernels, calls, sorted(steps, key=lambda s: s.ts), name if isinstance(name, str) else None)
+    return ProfilerTrace(path, kernels, calls, sorted(steps, key=lambda s: s.ts),
+                         name if isinstance(name, str) else None)
 
 
 def read_profiler_trace(path: Path) -> ProfilerTrace:

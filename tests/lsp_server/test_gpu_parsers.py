@@ -29,7 +29,8 @@ def test_cache_entries_metadata_and_resource_usage():
     assert {e.key for es in entries.values() for e in es} == on_disk
     for entry in (e for es in entries.values() for e in es):
         meta = json.loads((entry.folder / f"{entry.name}.json").read_text())
-        assert (entry.num_warps, entry.num_stages, entry.shared) == (meta["num_warps"], meta["num_stages"], meta["shared"])
+        assert (entry.num_warps, entry.num_stages, entry.shared) == \
+            (meta["num_warps"], meta["num_stages"], meta["shared"])
         text = (entry.folder / f"{entry.name}.res_usage.txt").read_text()
         assert f"REG:{entry.usage.registers} " in text and f"STACK:{entry.usage.stack} " in text
     assert parse_res_usage("Resource usage:\n Function other:\n  REG:4 STACK:0\n", "mine") is None
@@ -44,7 +45,8 @@ def test_every_stage_maps_lines_to_the_kernel_files_lines_that_hold_code():
     store = next(i for i, text in enumerate(source, start=1) if "tl.store(" in text)
     for stage in ("ttir", "ttgir", "llir", "ptx", "sass"):
         located = stage_lines(entry.stage_path(stage).read_text(), stage)
-        mine = [s for s in located if s.source_file is None or s.source_file.endswith(".py") and "/triton/" not in s.source_file]
+        mine = [s for s in located
+                if s.source_file is None or s.source_file.endswith(".py") and "/triton/" not in s.source_file]
         assert mine, stage
         assert all(body <= s.source_line <= len(source) and source[s.source_line - 1].strip() for s in mine), stage
         assert store in {s.source_line for s in mine}, stage

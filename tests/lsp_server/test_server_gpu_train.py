@@ -72,14 +72,16 @@ async def test_profiler_trace_times_forward_backward_and_optimizer(client: Langu
                 truth_us = sum(e["dur"] for e in events if e.get("cat") == "kernel" and e["name"] == kernel["name"])
                 assert kernel["total_ms"] == pytest.approx(truth_us / steps / 1000), kernel["name"]
     # extern calls: every device kernel launched by aten::mm / bmm / addmm inside the compiled graphs
-    ops = {e["args"]["External id"]: e["name"] for e in events if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
+    ops = {e["args"]["External id"]: e["name"] for e in events
+           if e.get("cat") == "cpu_op" and "External id" in e.get("args", {})}
     gemm_us = sum(e["dur"] for e in events if e.get("cat") == "kernel"
                   and ops.get(e["args"].get("External id")) in ("aten::mm", "aten::bmm", "aten::addmm"))
     extern_ms = sum(k["total_ms"] for g in graphs.values() for k in g["kernels"] if k["kind"] == "extern")
     assert extern_ms == pytest.approx(gemm_us / steps / 1000)
     forward = graphs["model__0_forward_1.0"]
     assert {c["kind"] for c in forward["categories"]} == {"extern", "persistent_reduction", "pointwise"}
-    assert sum(c["total_ms"] for c in forward["categories"]) == pytest.approx(sum(k["total_ms"] for k in forward["kernels"]))
+    assert sum(c["total_ms"] for c in forward["categories"]) == \
+        pytest.approx(sum(k["total_ms"] for k in forward["kernels"]))
     assert 0 < forward["busy_percent"] < 100 and forward["device"] == "cuda"
     # each extern call is its own row, at its own call in output_code.py
     code = (graph_folder(workspace, "model__0_forward_1.0") / "output_code.py").read_text().splitlines()
@@ -163,14 +165,16 @@ async def test_chain_of_an_inlined_library_line_says_where_it_is_from(client: La
     inlined = next(i for i, text in enumerate(lines) if "triton/language/standard.py" in text) + 1
     assert re.match(r"\s+/\*[0-9a-f]{4}\*/", lines[inlined])
     answer = await command(client, "kernelLens.tritonChain", {"uri": sass.as_uri(), "line": inlined})
-    assert answer["error"].startswith(f"line {inlined + 1} is inlined Triton library code (") and "standard.py:" in answer["error"]
+    assert answer["error"].startswith(f"line {inlined + 1} is inlined Triton library code (")
+    assert "standard.py:" in answer["error"]
 
 
 @pytest.mark.parametrize("workspace", ["autotune_gemm"], indirect=True)
 async def test_max_autotune_gemm_choices_on_the_extern_call_hover(client: LanguageClient, workspace: Path):
     code = graph_folder(workspace, "model__0_inference_0.0") / "output_code.py"
     text = await hover(client, code, line_of(code, "extern_kernels.mm(arg0_1"), 16)
-    table = re.search(r"^AUTOTUNE mm\(([^)]*)\)\n.*\n.*\n((?:  .*\n)+)", (workspace / "prog_stderr.txt").read_text(), re.M)
+    stderr = (workspace / "prog_stderr.txt").read_text()
+    table = re.search(r"^AUTOTUNE mm\(([^)]*)\)\n.*\n.*\n((?:  .*\n)+)", stderr, re.M)
     first, second = table.group(2).splitlines()[:2]
     assert f"**Max-autotune** `mm({table.group(1)})`" in text and "chosen `mm`" in text
     assert f"`mm` {first.split()[1]} ms (100.0%) **← chosen**" in text
