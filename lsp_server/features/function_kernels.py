@@ -42,8 +42,8 @@ def unique_refs(hits: list[LineHit]) -> list[KernelRef]:
 
 def function_kernels(lines: FileLines, span: DefSpan) -> FunctionKernels:
     """The kernels, graphs and calls of `span`'s own lines (memoised on the answering run's view)."""
-    key = ("function_kernels", lines.file, span, id(lines))
-    cached = lines.view.memo.get(key)
+    key = ("function_kernels", span)
+    cached = lines.memo.get(key)
     if cached is not None:
         return cached
     found = FunctionKernels(span)
@@ -62,7 +62,7 @@ def function_kernels(lines: FileLines, span: DefSpan) -> FunctionKernels:
             callees.setdefault((frame.file, frame.line), frame.function)
     found.via_calls = unique_refs(via)  # a kernel its own lines share with a callee's counts in both
     found.callee_lines = sorted((f, line, fn) for (f, line), fn in callees.items())
-    lines.view.memo[key] = found
+    lines.memo[key] = found
     return found
 
 

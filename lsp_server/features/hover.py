@@ -111,7 +111,7 @@ MAX_KERNEL_SOURCES = 8
 def kernel_blocks(index: Index, path: str, span, refs: list) -> list[str]:
     """Each kernel's section of a function's hover, rendered once per run view (its kernels never change)."""
     view = index.view_for_file(path)
-    key = ("kernel_blocks", path, span, tuple(id(r.kernel) for r in refs))
+    key = ("kernel_blocks", path, tuple(id(r.kernel) for r in refs))  # the same kernels: the same blocks
     blocks = view.memo.get(key) if view is not None else None
     if blocks is None:
         blocks = [kernel_block(ref) for ref in refs[:MAX_KERNEL_SOURCES]]

@@ -126,6 +126,7 @@ class FileLines:
     stale: dict[int, int] = field(default_factory=dict)  # current line -> recorded line whose text it was
     spans: list[DefSpan] = field(default_factory=list)
     unchanged: bool = False  # every recorded line is where it was, with its text
+    memo: dict = field(default_factory=dict)  # answers derived from this version of the text (dropped with it)
 
 
     def hits(self, line: int) -> list[LineHit]:
