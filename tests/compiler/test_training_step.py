@@ -103,7 +103,7 @@ STEP_PROGRAM = textwrap.dedent("""
     x, y = torch.randn(8, 16), torch.randn(8, 4)
 """)
 WHOLE_STEP = STEP_PROGRAM.format(momentum="") + textwrap.dedent("""
-    from compiler import frontend
+    from compiler import pipeline
     losses = [float(step(x, y).detach()) for _ in range(4)]
     assert losses == sorted(losses, reverse=True), losses
     ids = [g.graph_id for g in pipeline.COMPILED]
