@@ -118,7 +118,8 @@ def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLi
             continue
         node = next((graph.nodes[n] for n in record.nodes if n in graph.nodes and graph.nodes[n].source), None)
         if node is not None and node.source is not None:
-            found.append(Finding(run, node.source.file, node.source.line, 0, f"`{node.name}` {record.message}", code,
+            subject = record.nodes[0]  # the node the record is about (on the first line one of its nodes has)
+            found.append(Finding(run, node.source.file, node.source.line, 0, f"`{subject}` {record.message}", code,
                                  note_severity))
     return found
 
