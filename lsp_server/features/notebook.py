@@ -17,7 +17,10 @@ NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(notebook_selector=[
     types.NotebookDocumentFilterWithCells(cells=[types.NotebookCellLanguage("python")], notebook="*")])
 
 
-def open_cells(server: Any) -> list[Cell]:
+def open_cells(server: Any, ran: dict[str, int]) -> list[Cell]:
+    """The open notebooks' code cells. `ran` keeps each cell's last known execution count while it is open:
+    VS Code's ipynb support clears a cell's count when it is edited (Jupyter's "not run since"), but the
+    compile it made is still the cell's."""
     cells = []
     for notebook in server.workspace.notebook_documents.values():
         for cell in notebook.cells:
@@ -26,21 +29,35 @@ def open_cells(server: Any) -> list[Cell]:
             document = server.workspace.text_documents.get(unquote(cell.document))  # pygls keys them unquoted
             if document is None:
                 continue
-            summary = cell.execution_summary
-            cells.append(Cell(cell.document, document.source, summary.execution_order if summary else None))
+            order = execution_order(cell)
+            if order is not None:
+                ran[cell.document] = order
+            cells.append(Cell(cell.document, document.source, ran.get(cell.document)))
+    for gone in set(ran) - {cell.uri for cell in cells}:
+        del ran[gone]
     return cells
 
 
-def remap(server: Any) -> bool:
-    """Match the open cells again; True when a cell now answers for another file (or for none)."""
-    return CELLS.set(open_cells(server), cell_files(server.index))
+def execution_order(cell: types.NotebookCell) -> int | None:
+    """The kernel's count when the cell last ran: its execution summary, else (a notebook opened from disk:
+    VS Code's client sends no summary without a success flag) the `execution_count` of its ipynb metadata."""
+    if cell.execution_summary is not None:
+        return cell.execution_summary.execution_order
+    count = cell.metadata.get("execution_count") if isinstance(cell.metadata, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None
 
 
 def register(server: Any) -> None:
-    server.index_changed_hooks.insert(0, lambda: remap(server))  # before diagnostics are published by cell
+    ran: dict[str, int] = {}
+
+    def remap() -> bool:
+        """Match the open cells again; True when a cell now answers for another file (or for none)."""
+        return CELLS.set(open_cells(server, ran), cell_files(server.index))
+
+    server.index_changed_hooks.insert(0, remap)  # before diagnostics are published by cell
 
     def changed(params: Any) -> None:
-        if remap(server):
+        if remap():
             refresh_editor(server)  # diagnostics move to the cells, lenses and hints are asked for again
         else:
             server.after_index_change([])  # a cell's text changed: its diagnostics follow its lines

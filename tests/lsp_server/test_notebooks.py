@@ -94,15 +94,22 @@ async def notebook_client(lsp_client: LanguageClient, kernel_run: Ran):
     await lsp_client.shutdown_session()
 
 
-def open_notebook(client: LanguageClient, notebook: Path, cells: list[tuple[str, int | None]]) -> list[str]:
-    """notebookDocument/didOpen of code cells (text, execution count or None); returns their uris."""
+def open_notebook(client: LanguageClient, notebook: Path, cells: list[tuple[str, int | None]],
+                  from_disk: bool = False) -> list[str]:
+    """notebookDocument/didOpen of code cells (text, execution count or None); returns their uris. A notebook
+    run in the editor has execution summaries; one opened `from_disk`, as VS Code sends it, only the ipynb's
+    `execution_count` in each cell's metadata (its client leaves out a summary without a success flag)."""
     uris = [cell_uri(notebook, i) for i in range(len(cells))]
+
+    def cell(uri: str, count: int | None) -> types.NotebookCell:
+        if from_disk:
+            return types.NotebookCell(types.NotebookCellKind.Code, uri, metadata={"execution_count": count})
+        return types.NotebookCell(types.NotebookCellKind.Code, uri, execution_summary=None if count is None
+                                  else types.ExecutionSummary(count, True))
     client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
         notebook_document=types.NotebookDocument(
             uri=notebook.as_uri(), notebook_type="jupyter-notebook", version=1,
-            cells=[types.NotebookCell(types.NotebookCellKind.Code, uri, execution_summary=None if count is None
-                                      else types.ExecutionSummary(count, True))
-                   for uri, (_, count) in zip(uris, cells)]),
+            cells=[cell(uri, count) for uri, (_, count) in zip(uris, cells)]),
         cell_text_documents=[types.TextDocumentItem(uri, "python", 1, text) for uri, (text, _) in zip(uris, cells)]))
     return uris
 
@@ -160,11 +167,13 @@ async def test_cells_answer_on_their_own_lines(notebook_client: LanguageClient, 
 
 async def test_a_cell_edited_in_the_editor_keeps_its_answers(notebook_client: LanguageClient, kernel_run: Ran):
     notebook = kernel_run.path / "edited.ipynb"
-    [scale] = open_notebook(notebook_client, notebook, [(SCALE, kernel_run.counts[SCALE])])
+    [scale] = open_notebook(notebook_client, notebook, [(SCALE, kernel_run.counts[SCALE])], from_disk=True)
     assert "`scale` compiled into" in (await hover(notebook_client, scale, 0) or "")
+    # VS Code's edit: the text, and the ipynb's execution_count cleared (Jupyter's "not run since")
     notebook_client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
         notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=notebook.as_uri()),
-        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
+        change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(data=[
+            types.NotebookCell(types.NotebookCellKind.Code, scale, metadata={"execution_count": None})], text_content=[
             types.NotebookDocumentCellContentChanges(
                 document=types.VersionedTextDocumentIdentifier(version=2, uri=scale),
                 changes=[types.TextDocumentContentChangePartial(
