@@ -53,28 +53,33 @@ export async function runCommand(page, title) {
   await row.click();
 }
 
+/** Where an editor's lines are: the active editor group's text editor, or an open notebook's cells (VS Code
+ * draws a notebook's cell editors over the editor group, outside its element). */
+export const TEXT_EDITOR = ".editor-group-container.active .monaco-editor";
+export const NOTEBOOK_CELLS = ".notebook-editor .monaco-editor";
+
 /** Opens a workspace file by name through Quick Open and waits for its editor to show `expectText`. */
-export async function openFile(page, fileName, expectText) {
+export async function openFile(page, fileName, expectText, scope = TEXT_EDITOR) {
   await quickInput(page, "", fileName);
   const row = page.locator(".quick-input-list .monaco-list-row", { hasText: fileName }).first();
   await row.waitFor({ timeout: 30_000 });
   await page.keyboard.press("Enter");
-  await editorLine(page, expectText).waitFor({ timeout: 30_000 });
+  await editorLine(page, expectText, scope).waitFor({ timeout: 30_000 });
 }
 
 /** The rendered line of the active editor containing `text`. */
-export function editorLine(page, text) {
-  return page.locator(".editor-group-container.active .monaco-editor .view-lines .view-line", { hasText: text }).first();
+export function editorLine(page, text, scope = TEXT_EDITOR) {
+  return page.locator(`${scope} .view-lines .view-line`, { hasText: text }).first();
 }
 
 /** The token span `word` within the line containing `lineText`. */
-export function token(page, lineText, word) {
-  return editorLine(page, lineText).locator("span > span", { hasText: new RegExp(`^${word}$`) }).first();
+export function token(page, lineText, word, scope = TEXT_EDITOR) {
+  return editorLine(page, lineText, scope).locator("span > span", { hasText: new RegExp(`^${word}$`) }).first();
 }
 
 /** Clicks a token by coordinates: editor overlay layers fail Playwright's hit-target check, not the editor's. */
-export async function clickToken(page, lineText, word) {
-  const target = token(page, lineText, word);
+export async function clickToken(page, lineText, word, scope = TEXT_EDITOR) {
+  const target = token(page, lineText, word, scope);
   await target.waitFor({ timeout: 30_000 });
   const box = await target.boundingBox();
   await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
@@ -84,9 +89,9 @@ export async function clickToken(page, lineText, word) {
  * Hovers `word` until the hover shows `expected` (the server may still be starting or indexing).
  * `abortIf` returns a reason to stop early (say, the server failed to start). Returns the hover's text.
  */
-export async function hoverUntil(page, lineText, word, expected, timeoutMs, abortIf = async () => undefined) {
+export async function hoverUntil(page, lineText, word, expected, timeoutMs, abortIf = async () => undefined, scope = TEXT_EDITOR) {
   const deadline = Date.now() + timeoutMs;
-  const target = token(page, lineText, word);
+  const target = token(page, lineText, word, scope);
   // Each editor group has its own hover widget: take the one on screen.
   const hover = page.locator(".monaco-hover-content:visible").first();
   let last = "";
