@@ -145,6 +145,11 @@ async def test_cells_answer_on_their_own_lines(notebook_client: LanguageClient, 
         (1, len("    h = x @ w"), "→ extern_buf0_mm"),
         (2, len("    return torch.relu(h) * 2"), "→ cpp_fused_mul_relu_0")]
     assert await hover(notebook_client, imports, 0) is None
+    # the kernel view: the cell's lines and the generated lines they became, the cell named as the source
+    linked = await notebook_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "kernelLens.linkedLines", [{"uri": mlp}]))
+    assert linked["source_uri"] == mlp
+    assert [link["source_line"] for link in linked["links"]] == [1, 2]
 
     # the mm runs as an ATen call: the note is published on the cell, on its line
     notes = await wait_for_diagnostics(notebook_client, mlp, lambda found: len(found) > 0)
