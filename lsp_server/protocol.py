@@ -341,6 +341,8 @@ class TritonChain(TypedDict):
     line: int
     triton: TritonLine
     nodes: list[str]
+    precision: Annotated[str, "line: the Triton line's own FX nodes; kernel: the index maps the line to no node, "
+                              "the kernel's nodes (and their first user line) stand in"]
     source: Union[SourceLocation, None]
     stages: dict[str, StageLinks]
 

@@ -75,13 +75,15 @@ def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: Any, t
     offset = kernel.gpu.offset or 0
     code_line = offset + triton_line  # 1-based in output_code.py
     nodes = next((kl.nodes for kl in kernel.lines if kl.line == code_line), [])
-    source = source_of(graph, nodes) if nodes else None
+    precision = "line" if nodes else "kernel"  # a line the index maps to no node: the kernel's nodes stand in
+    source = source_of(graph, nodes or kernel.nodes) if nodes or kernel.nodes else None
     return {"kernel": kernel.name, "graph_id": graph.id, "run_id": run.id, "entry": entry.key, "stage": stage,
             "line": line0, "triton": {"uri": uri_of(str(graph.path / "output_code.py")), "line": code_line - 1,
                                       "kernel_file_line": triton_line,
                                       "text": graph.output_code_lines[code_line - 1].strip()
                                       if 0 < code_line <= len(graph.output_code_lines) else ""},
-            "nodes": nodes, "source": {"uri": uri_of(source.file), "line": source.line - 1} if source else None,
+            "nodes": nodes or kernel.nodes, "precision": precision,
+            "source": {"uri": uri_of(source.file), "line": source.line - 1} if source else None,
             "stages": {stage: {"uri": uri_of(path), "lines": lines}
                        for stage, (path, lines) in kernel.gpu.stage_links(entry, triton_line).items()}}
 

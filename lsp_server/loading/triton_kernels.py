@@ -44,13 +44,19 @@ def located_lines(path: Path, stage: str) -> list[StageLine]:
     return cached[1]
 
 
+TRITON_LIBRARY_MARKS = ("/triton/language/", "/triton/runtime/", "/site-packages/triton/")
+
+
 def kernel_file(lines: list[StageLine]) -> str | None:
-    """The Triton kernel's own file: the file most of a stage's lines come from (others are inlined library code)."""
+    """The Triton kernel's own file: of the files a stage's lines come from, the one that is not Triton's library
+    (whose inlined functions, `sigmoid`, a reduction's combine, can hold most of a small kernel's instructions)."""
     counts: dict[str, int] = {}
     for line in lines:
         if line.source_file:
             counts[line.source_file] = counts.get(line.source_file, 0) + 1
-    return max(counts, key=counts.__getitem__) if counts else None
+    own = {f: n for f, n in counts.items() if not any(mark in f for mark in TRITON_LIBRARY_MARKS)}
+    pool = own or counts
+    return max(pool, key=pool.__getitem__) if pool else None
 
 
 def own_line(line: StageLine, own: str | None) -> bool:

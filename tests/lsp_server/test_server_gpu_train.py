@@ -135,7 +135,7 @@ async def test_chain_from_sass_line_to_triton_fx_node_and_user_line_and_back(cli
     erf_line = line_of(code, "libdevice.erf(") if "libdevice.erf(" in code.read_text() else None
     assert erf_line is not None
     answer = await command(client, "kernelLens.tritonChain", {"uri": code.as_uri(), "line": erf_line})
-    assert answer["kernel"] == name and answer["triton"]["line"] == erf_line
+    assert answer["kernel"] == name and answer["triton"]["line"] == erf_line and answer["precision"] == "line"
     prog = workspace / "prog.py"
     assert answer["source"] == {"uri": prog.as_uri(), "line": line_of(prog, "h = F.gelu(")}
     # the Triton line is the kernel file's own line, the file the IR's loc records name

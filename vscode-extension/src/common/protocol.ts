@@ -326,6 +326,8 @@ export interface TritonChain {
   line: number;
   triton: TritonLine;
   nodes: string[];
+  /** line: the Triton line's own FX nodes; kernel: the index maps the line to no node, the kernel's nodes (and their first user line) stand in */
+  precision: string;
   source: SourceLocation | null;
   stages: Record<string, StageLinks>;
 }
