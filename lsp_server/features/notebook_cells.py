@@ -4,6 +4,7 @@ file on no disk: a cell is matched by the name its text hashes to, else (edited 
 texts of the lines its compile came from. `CELLS` holds the answer for the features' uri <-> path lookups."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -39,6 +40,18 @@ def murmur2_x86(text: str, seed: int = IPYKERNEL_SEED) -> int:
     return h ^ (h >> 15)
 
 
+@functools.lru_cache(maxsize=1024)
+def text_hashes(text: str) -> tuple[int, str]:
+    """ipykernel's and IPython's hashes of a cell's text, once per text (matching asks for them per file, on
+    every keystroke in a cell)."""
+    return murmur2_x86(text), hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=1024)
+def stripped_lines(text: str) -> frozenset[str]:
+    return frozenset(line.strip() for line in text.splitlines())
+
+
 @dataclass(frozen=True)
 class Cell:
     """A code cell of an open notebook: its text now and the kernel's execution count when it last ran."""
@@ -60,9 +73,9 @@ class CellFile:
         """The cell's text is the one this file was compiled from."""
         kernel = IPYKERNEL_FILE.search(self.path)
         if kernel is not None:
-            return int(kernel["hash"]) == murmur2_x86(cell.text)
+            return int(kernel["hash"]) == text_hashes(cell.text)[0]
         ipython = IPYTHON_INPUT.search(self.path)
-        return ipython is not None and hashlib.sha1(cell.text.encode("utf-8")).hexdigest()[:12] == ipython["hash"]
+        return ipython is not None and text_hashes(cell.text)[1] == ipython["hash"]
 
     def count(self) -> int | None:
         """The execution count in IPython's name (ipykernel's names carry none)."""
@@ -74,7 +87,7 @@ class CellFile:
         texts = [text for text in self.recorded.values() if text]
         if not texts:
             return 0.0
-        current = {line.strip() for line in cell.text.splitlines()}
+        current = stripped_lines(cell.text)
         share = sum(text in current for text in texts) / len(texts)
         return share if share >= 0.5 else 0.0
 
