@@ -5,7 +5,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.kernel-lens-installed
 NODE_STAMP := node_modules/.kernel-lens-installed
 
-.PHONY: demo test setup extension python-test extension-test
+.PHONY: demo test setup extension python-test extension-test editors
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,7 +31,14 @@ demo: setup extension
 	@echo "Install the .vsix in VS Code, open the examples/ folder, and hover foo1."
 	@echo "Print the index:  $(VENV)/bin/kernel-lens index examples/torch_compile_debug"
 
-python-test: setup
+# Neovim, the second LSP client the tests drive (tests/lsp_server/test_neovim.py), from Debian's packages where it is
+# missing and we are root; without it that test skips and says why.
+editors:
+	@command -v nvim > /dev/null || [ "$$(id -u)" != 0 ] || { export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -qq neovim > /dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq neovim > /dev/null; }; } \
+	  || echo "neovim could not be installed: tests/lsp_server/test_neovim.py will skip"
+
+python-test: setup editors
 	$(VPY) -m pytest -q -p no:cacheprovider
 
 extension-test: setup $(NODE_STAMP)
