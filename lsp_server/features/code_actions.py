@@ -7,6 +7,7 @@ after the imports (with `import compiler` where the file has none)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any
 
 from lsprotocol import types
@@ -14,6 +15,7 @@ from lsprotocol import types
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import document_lines, path_of
 from lsp_server.features.mark_dynamic import mark_dynamic_fixes
+from lsp_server.features.source_lines import file_lines
 from lsp_server.features.trace_diagnostics import CODES
 from lsp_server.index import Index
 from lsp_server.model import TraceDiagnostic
@@ -88,8 +90,13 @@ def fix_edit(finding: TraceDiagnostic, lines: list[str]) -> tuple[str, types.Tex
 def quick_fixes(server: Any, index: Index, uri: str, rng: types.Range,
                 published: list[types.Diagnostic]) -> list[types.CodeAction]:
     lines = document_lines(server, uri)
+    anchored = file_lines(server, index, uri)
     actions = []
     for finding in index.trace.findings_in(path_of(uri)):
+        now = anchored.moved_line(finding.line) if anchored is not None else finding.line
+        if now is None:
+            continue  # its line changed since the compile: the break may be gone
+        finding = replace(finding, line=now)  # where the user's edits moved it, as its diagnostic is
         if finding.kind != "graph_break" or not rng.start.line <= finding.line - 1 <= rng.end.line:
             continue
         made = fix_edit(finding, lines)

@@ -47,6 +47,7 @@ class Flow:
     reduced: set[str] = field(default_factory=set)  # reductions an accumulator of the kernel computed
     deep: dict[str, frozenset[str]] = field(default_factory=dict)  # variable -> everything it was computed from
     aliases: dict[str, str] = field(default_factory=dict)  # `auto out_ptr3 = in_out_ptr0;`: out_ptr3 -> in_out_ptr0
+    graph_args: dict[str, list[str]] = field(default_factory=dict)  # every node of the graph -> what it reads
 
 
 def kernel_pointers(body: list[str], launch_args: list[str]) -> dict[str, str]:
@@ -120,6 +121,13 @@ def candidates(flow: Flow, ops: set[str], read: frozenset[str], accumulator: boo
     known = {a for n in flow.nodes for a in n.args} | {n.name for n in flow.nodes}
     if best == 0 and not read & known:  # it reads only what no node names (another kernel's buffer): by op alone
         return named if not accumulator or len(named) == 1 else []
+    if best == 0 and flow.graph_args:  # what it reads through nodes no statement computes (views, gathers, getitem)
+        wide = {n.name: len(expanded(flow, n.args) & read) for n in named}
+        best = max(wide.values(), default=0)
+        for depth in range(1, DEPTH + 1) if best > 0 else ():  # the node reaching it in the fewest steps
+            near = [n for n in named if len(expanded(flow, n.args, depth) & read) == best]
+            if near:
+                return near
     if best == 0:
         if accumulator:
             taken = {name for owners in flow.owner.values() for name in owners} | flow.reduced
@@ -135,11 +143,25 @@ def candidates(flow: Flow, ops: set[str], read: frozenset[str], accumulator: boo
     return tied
 
 
+DEPTH = 3  # how many nodes back a statement's reads are looked for
+
+
+def expanded(flow: Flow, args: list[str], depth: int = DEPTH) -> set[str]:
+    """A node's arguments and, `depth` steps back, theirs (a view's, a gather's, a tuple's part's inputs)."""
+    found, frontier = set(args), list(args)
+    for _ in range(depth):
+        frontier = [a for name in frontier for a in flow.graph_args.get(name, [])]
+        found.update(frontier)
+    return found
+
+
 def statement_owners(body: list[str], nodes: list[tuple[str, str, list[str]]], launch_args: list[str],
-                     buffers: dict[str, frozenset[str]] | None = None) -> dict[int, list[str]]:
+                     buffers: dict[str, frozenset[str]] | None = None,
+                     graph_args: dict[str, list[str]] | None = None) -> dict[int, list[str]]:
     """Index into `body` -> the node it computes ([one] when the records decide it, several: "one of").
-    `buffers`: what earlier calls left in the graph's buffers (buffer -> nodes); this kernel's stores are added."""
-    flow = Flow([Node(*n) for n in nodes], kernel_pointers(body, launch_args))
+    `buffers`: what earlier calls left in the graph's buffers (buffer -> nodes); this kernel's stores are added.
+    `graph_args`: every node of the graph and what it reads (to see through the nodes no statement computes)."""
+    flow = Flow([Node(*n) for n in nodes], kernel_pointers(body, launch_args), graph_args=dict(graph_args or {}))
     buffers = {} if buffers is None else buffers
     flow.stored = {param: buffers[buffer] for param, buffer in flow.pointers.items() if buffer in buffers}
     by_name = {n.name: n for n in flow.nodes}

@@ -333,7 +333,7 @@ def lines_by_op_name(output: OutputCode, code: CodeKernel, kernel: Kernel, graph
         body = output.lines[code.start_line:code.end_line - 1]
         launch = output.lines[kernel.launch_lines[0] - 1] if kernel.launch_lines else ""
         found = statement_owners(body, [(n.name, op_name(n.target), n.args) for n in ordered],
-                                 launch_arguments(launch), buffers)
+                                 launch_arguments(launch), buffers, {n.name: n.args for n in graph.nodes.values()})
         if found:
             return [KernelLine(code.start_line + 1 + index, names, one_of=len(names) > 1)
                     for index, names in sorted(found.items())]

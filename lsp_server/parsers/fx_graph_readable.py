@@ -14,6 +14,7 @@ NODE_STATEMENT = re.compile(
     r"^\s+(?P<name>[A-Za-z_]\w*)\s*(?::\s*\"[^\"]*\"|:\s*[\w\[\], .]+)?\s*=\s*(?P<target>[A-Za-z_][\w.]*)\("
 )
 FORWARD_DEF = re.compile(r"^\s*def forward\(")
+GETITEM = re.compile(r"^\s+(?P<name>[A-Za-z_]\w*)\s*(?::\s*\"[^\"]*\")?\s*=\s*(?P<of>[A-Za-z_]\w*)\[\d+\]\s*(?:;|$)")
 # a bare name (no attribute, keyword or call) or a number (inf too) of a node's call
 ARG = re.compile(r"(?<![\w.\"'])(?:(?P<number>-?(?:\d+\.?\d*(?:e[+-]?\d+)?|inf))|(?P<name>[A-Za-z_]\w*))(?![\w.\"'(]|\s*=[^=])")
 
@@ -64,6 +65,11 @@ def parse_fx_graph_readable_text(path: Path, text: str) -> ReadableGraph:
             continue
         if forward_line is None and FORWARD_DEF.match(line):
             forward_line = number
+            continue
+        item = GETITEM.match(line)
+        if item is not None:  # `getitem_1: "f32[8, 1]" = var_mean[1]`: a part of a node's tuple
+            nodes.append(ReadableNode(item["name"], "operator.getitem", number, list(frames), [item["of"]]))
+            frames_closed = True
             continue
         statement = NODE_STATEMENT.match(line)
         if statement and not line.lstrip().startswith(("return", "#")):
