@@ -7,7 +7,12 @@ that node's op swapped for another of the same signature (exp -> expm1, add -> s
 one swap changes is a case; the server (lsp_server's graph builder, on the unswapped run's folder) must map it to
 that node. "one of: a, b" answers count as mapped, not as right. Cases are written as JSON (--cases) for the tests.
 
-    python benchmarks/statement_map_bench.py [--out DIR] [--cases FILE] [--only NAME]
+    python benchmarks/statement_map_bench.py [--out DIR] [--cases FILE] [--only NAME] [--score CASES]
+
+Measured (torch 2.13 CPU Inductor, AMD EPYC Zen 5, issue 45): the six programs below and `--only gpt2` (transformers'
+GPT2Model, one layer): 149 statement cases, mapped 100%, right 100%, no misses. The cases were also what the mapping
+was developed against (there is no held-out set); swaps that change a kernel's shape (exp -> sin in the softmax
+kernels, a boolean mul) give no cases, so those nodes' statements are checked by tests/lsp_server/test_inductor_statements.py.
 """
 from __future__ import annotations
 
@@ -79,13 +84,16 @@ def log_softmax_gate(x, y):
     return (l * e).sum(dim=-1) + torch.abs(x).amin(dim=-1)
 
 
-def gpt2_block():
-    """transformers' GPT2Block from a small config, random weights (its MLP, attention and LayerNorms)."""
-    from transformers import GPT2Config
-    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+def gpt2():
+    """transformers' GPT2Model of one layer from a small config, random weights (embeddings, attention, MLP)."""
+    from transformers import GPT2Config, GPT2Model
     config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=100, n_positions=32)
-    block = GPT2Block(config).eval()
-    return lambda h: block(h)[0]
+    model = GPT2Model(config).eval()
+
+    def run(ids):
+        with torch.no_grad():
+            return model(ids).last_hidden_state
+    return run
 
 
 PROGRAMS = {
@@ -97,7 +105,7 @@ PROGRAMS = {
                               torch.randn(64))),
     "log_softmax_gate": (log_softmax_gate, lambda: (torch.randn(32, 48), torch.randn(32, 48))),
 }
-OPTIONAL = {"gpt2_block": (gpt2_block, lambda: (torch.randn(1, 8, 32),))}  # --only gpt2_block (transformers)
+OPTIONAL = {"gpt2": (gpt2, lambda: (torch.randint(0, 100, (1, 8)),))}  # --only gpt2 (transformers)
 
 
 class Swap:
