@@ -18,6 +18,7 @@ from lsp_server.features.notebook import NOTEBOOK_SYNC
 from lsp_server.index import Index
 from lsp_server.json_answer import json_converter
 from lsp_server.loading.discovery import discover
+from lsp_server.loading.gpu_profile import set_named_traces
 from lsp_server.loading.inductor_build_errors import TLPARSE_DIR
 from lsp_server.loading.run_loader import debug_dir_for_root, find_run_dirs, load_run
 from lsp_server.loading.trace_loader import TRACE_DIR_NAME, TraceLoader, TraceUpdate
@@ -75,12 +76,19 @@ class KernelLensServer(LanguageServer):
             trace_roots.append(path if path.is_absolute() or not workspace_roots else workspace_roots[0] / path)
         self.trace_loader = TraceLoader(list(dict.fromkeys(p.resolve() if p.exists() else p.absolute()
                                                            for p in trace_roots)))
+        set_named_traces([self.workspace_path(p, workspace_roots) for p in self.settings.profiler_traces])
         seen: list[Path] = []
         for root in roots:
             debug_dir = debug_dir_for_root(root.absolute())
             if debug_dir not in seen:
                 seen.append(debug_dir)
         self.debug_dirs = seen
+
+    @staticmethod
+    def workspace_path(setting: str, workspace_roots: list[Path]) -> Path:
+        """A path from the settings: `~` expanded, a relative one taken from the first workspace folder."""
+        path = Path(setting).expanduser()
+        return path if path.is_absolute() or not workspace_roots else (workspace_roots[0] / path).absolute()
 
     def start_indexing(self) -> None:
         """Watch first, then scan: a run written meanwhile is seen by one or the other. Folders created

@@ -11,6 +11,7 @@ SEVERITIES = ("error", "warning", "information", "hint")
 class Settings:
     debug_roots: list[str] = field(default_factory=list)  # extra roots beside each workspace folder
     trace_dirs: list[str] = field(default_factory=list)  # TORCH_TRACE folders (read by the trace parser)
+    profiler_traces: list[str] = field(default_factory=list)  # *.pt.trace.json files or folders holding them
     diagnostic_severity: str = "error"  # compile errors and accuracy mismatches
     graph_break_severity: str = "warning"  # structured-trace findings, by kind
     recompile_severity: str = "information"
@@ -31,6 +32,7 @@ class Settings:
 SETTING_KEYS: dict[str, tuple[str, Any]] = {
     "debugRoots": ("debug_roots", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "traceDirs": ("trace_dirs", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
+    "profilerTraces": ("profiler_traces", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v)),
     "diagnosticSeverity": ("diagnostic_severity", lambda v: v in SEVERITIES),
     "graphBreakSeverity": ("graph_break_severity", lambda v: v in SEVERITIES),
     "recompileSeverity": ("recompile_severity", lambda v: v in SEVERITIES),

@@ -3,7 +3,9 @@ up to three folders down): each call of the compiled graph (`## Call CompiledFxG
 graph whose Triton kernels it launched; Triton kernels are timed by name, extern calls (cuBLAS, ...) through
 the CPU op that launched them, in the order the graph's `call()` makes them. Times are per call of the graph;
 shares are of the call's wall time (CPU start to the last kernel's end), busy % is the kernels' sum over it.
-A graph the trace times takes its kernels' times from the trace (the user's real loop) over `-p` output."""
+A graph the trace times takes its kernels' times from the trace (the user's real loop) over `-p` output.
+Traces named in the `kernelLens.profilerTraces` setting (files, or folders searched as the program's is) are
+looked at after those beside the program, for every graph."""
 from __future__ import annotations
 
 import time
@@ -19,6 +21,12 @@ EXTERN_OP = {"extern_kernels.mm": "aten::mm", "extern_kernels.addmm": "aten::add
 SEARCH_REUSE_S = 5.0  # one indexing pass loads many graphs of one program: its folder is walked once
 _parsed: dict[Path, tuple[float, ProfilerTrace]] = {}
 _searched: dict[Path, tuple[float, list[Path]]] = {}
+_named: list[Path] = []  # kernelLens.profilerTraces, absolute (set by the server at initialize)
+
+
+def set_named_traces(paths: list[Path]) -> None:
+    """The traces the user named in the settings: `*.pt.trace.json` files or folders holding them."""
+    _named[:] = paths
 
 
 def clear_caches() -> None:
@@ -54,6 +62,17 @@ def walk_traces(folder: Path) -> list[Path]:
         return sorted((p for p in found if p.is_file()), key=lambda p: -p.stat().st_mtime)
     except OSError:  # a folder went away mid-walk: the next index change looks again
         return []
+
+
+def traces_for(graph: Graph) -> list[Path]:
+    """The traces that may time this graph: those beside its program (newest first), then the named ones."""
+    program = program_dir(graph)
+    found = list(find_traces(program)) if program is not None else []
+    for named in _named:
+        for path in ([named] if named.is_file() else find_traces(named) if named.is_dir() else []):
+            if path not in found:
+                found.append(path)
+    return found
 
 
 def trace_at(path: Path) -> ProfilerTrace:
@@ -135,10 +154,9 @@ def trace_profile(trace: ProfilerTrace, graph: Graph) -> GraphProfile | None:
 
 def attach_trace_profile(graph: Graph) -> None:
     """Replace the graph's profile with the newest matching profiler trace's, if one times it."""
-    program = program_dir(graph)
-    if program is None or not any(k.language == "triton" for k in graph.kernels):
+    if not any(k.language == "triton" for k in graph.kernels):
         return
-    for path in find_traces(program):
+    for path in traces_for(graph):
         profile = trace_profile(trace_at(path), graph)
         if profile is not None:
             graph.profile = profile
@@ -148,10 +166,7 @@ def attach_trace_profile(graph: Graph) -> None:
 def launch_facts(graph: Graph) -> dict[str, tuple[int | None, int | None]]:
     """Per Triton kernel of the graph: (registers per thread, threads per block) of its launches in the newest
     profiler trace that times the graph, where all its launches agree."""
-    program = program_dir(graph)
-    if program is None:
-        return {}
-    for path in find_traces(program):
+    for path in traces_for(graph):
         calls = graph_calls(trace_at(path), graph)
         if not calls:
             continue

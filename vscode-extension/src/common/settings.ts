@@ -11,6 +11,8 @@ export interface KernelLensSettings {
   debugRoots: string[];
   /** Absolute folders holding structured traces. */
   traceDirs: string[];
+  /** Absolute torch.profiler traces (`*.pt.trace.json` files, or folders holding them). */
+  profilerTraces: string[];
   /** Extra environment for the server and jobs. */
   serverEnv: Record<string, string>;
   /** Severity of each structured-trace finding kind, keyed by its initializationOptions name. */
@@ -34,6 +36,7 @@ export type SeveritySetting = keyof typeof SEVERITY_DEFAULTS;
 export interface InitializationOptions extends Record<SeveritySetting, Severity> {
   debugRoots: string[];
   traceDirs: string[];
+  profilerTraces: string[];
 }
 
 /** The part of vscode.WorkspaceConfiguration we use. */
@@ -42,7 +45,7 @@ export interface SettingsSource {
 }
 
 /** Settings whose change needs a server restart (the rest are read when used). */
-export const RESTART_SETTINGS = ["pythonPath", "debugRoots", "traceDirs", "serverEnv", ...(Object.keys(SEVERITY_DEFAULTS) as SeveritySetting[])];
+export const RESTART_SETTINGS = ["pythonPath", "debugRoots", "traceDirs", "profilerTraces", "serverEnv", ...(Object.keys(SEVERITY_DEFAULTS) as SeveritySetting[])];
 
 /** Expands `${workspaceFolder}`, `${userHome}`, `${env:NAME}` and `~`, then anchors relative paths at the folder. */
 export function resolvePath(value: string, workspaceFolder: string | undefined): string {
@@ -100,11 +103,17 @@ export function readSettings(source: SettingsSource, workspaceFolder: string | u
     pythonPath: resolveInterpreterSetting(source.get<string>("pythonPath") ?? "", workspaceFolder),
     debugRoots: roots.length > 0 ? roots : [...allFolders],
     traceDirs: stringList(source.get("traceDirs")).map((p) => resolvePath(p, workspaceFolder)),
+    profilerTraces: stringList(source.get("profilerTraces")).map((p) => resolvePath(p, workspaceFolder)),
     serverEnv: stringRecord(source.get("serverEnv")),
     severities: readSeverities(source),
   };
 }
 
 export function initializationOptions(settings: KernelLensSettings): InitializationOptions {
-  return { debugRoots: settings.debugRoots, traceDirs: settings.traceDirs, ...settings.severities };
+  return {
+    debugRoots: settings.debugRoots,
+    traceDirs: settings.traceDirs,
+    profilerTraces: settings.profilerTraces,
+    ...settings.severities,
+  };
 }

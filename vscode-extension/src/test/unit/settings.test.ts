@@ -16,6 +16,7 @@ test("empty settings: debug roots default to every workspace folder, no interpre
     pythonPath: "",
     debugRoots: ["/ws/a", "/ws/b"],
     traceDirs: [],
+    profilerTraces: [],
     serverEnv: {},
     severities: { graphBreakSeverity: "warning", recompileSeverity: "information", compileFailureSeverity: "error", rankDivergenceSeverity: "warning" },
   });
@@ -23,12 +24,13 @@ test("empty settings: debug roots default to every workspace folder, no interpre
 
 test("relative and ${workspaceFolder} paths are anchored at the workspace folder", () => {
   const settings = readSettings(
-    source({ debugRoots: ["runs", "${workspaceFolder}/more", "/abs/x"], traceDirs: ["./traces"], pythonPath: ".venv/bin/python" }),
+    source({ debugRoots: ["runs", "${workspaceFolder}/more", "/abs/x"], traceDirs: ["./traces"], profilerTraces: ["prof", "/abs/t.pt.trace.json"], pythonPath: ".venv/bin/python" }),
     "/ws/a",
     ["/ws/a"],
   );
   assert.deepEqual(settings.debugRoots, ["/ws/a/runs", "/ws/a/more", "/abs/x"]);
   assert.deepEqual(settings.traceDirs, ["/ws/a/traces"]);
+  assert.deepEqual(settings.profilerTraces, ["/ws/a/prof", "/abs/t.pt.trace.json"]);
   assert.equal(settings.pythonPath, "/ws/a/.venv/bin/python");
 });
 
@@ -50,8 +52,8 @@ test("values of the wrong type are dropped instead of reaching the server", () =
 });
 
 test("initializationOptions carry exactly the server's contract keys", () => {
-  const settings = readSettings(source({ traceDirs: ["/t"], serverEnv: { A: "1" }, pythonPath: "/p" }), "/ws", ["/ws"]);
-  assert.deepEqual(initializationOptions(settings), { debugRoots: ["/ws"], traceDirs: ["/t"], ...SEVERITY_DEFAULTS });
+  const settings = readSettings(source({ traceDirs: ["/t"], profilerTraces: ["/p.pt.trace.json"], serverEnv: { A: "1" }, pythonPath: "/p" }), "/ws", ["/ws"]);
+  assert.deepEqual(initializationOptions(settings), { debugRoots: ["/ws"], traceDirs: ["/t"], profilerTraces: ["/p.pt.trace.json"], ...SEVERITY_DEFAULTS });
 });
 
 test("severity settings reach the server under its own keys; unknown values fall back to the server's default", () => {
