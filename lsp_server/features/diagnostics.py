@@ -137,8 +137,12 @@ def compute_diagnostics(index: Index, severity: str, note_severity: str = "infor
             newest[finding.file] = finding.run
     level = SEVERITY.get(severity, types.DiagnosticSeverity.Error)
     by_uri: dict[str, list[types.Diagnostic]] = {}
+    seen: set[tuple] = set()
+    answering_of: dict[str, object] = {}  # file -> the view answering for it (asked once per file)
     for finding in findings:
-        answering = index.view_for_file(finding.file)
+        if finding.file not in answering_of:
+            answering_of[finding.file] = index.view_for_file(finding.file)
+        answering = answering_of[finding.file]
         owner = answering.run if answering is not None else None
         generated = index.generated_file(finding.file)
         if generated is not None:
@@ -155,9 +159,10 @@ def compute_diagnostics(index: Index, severity: str, note_severity: str = "infor
         diagnostic = types.Diagnostic(line_range(line, finding.column), finding.message,
                                       severity=SEVERITY.get(finding.severity or "", level), code=finding.code,
                                       source=SOURCE_NAME)
-        published = by_uri.setdefault(uri_of(finding.file), [])
-        if diagnostic not in published:  # the same note from each recompiled graph
-            published.append(diagnostic)
+        key = (finding.file, line, finding.column, finding.message, finding.code, diagnostic.severity)
+        if key not in seen:  # the same note from each recompiled graph
+            seen.add(key)
+            by_uri.setdefault(uri_of(finding.file), []).append(diagnostic)
     return by_uri
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from lsp_server.index import Index, LineHit, RunView
@@ -45,24 +45,28 @@ def def_spans(lines: Sequence[str]) -> list[DefSpan]:
     except (SyntaxError, ValueError):
         return spans_by_indent(lines)
     found: list[DefSpan] = []
+    scopes: list[tuple[int, int]] = []  # every def's and class's lines: a def's nested ones are not its own
 
     def visit(node: ast.AST, prefix: str) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in ast.iter_child_nodes(node):  # statements only: a def is never inside an expression
+            if not isinstance(child, (ast.stmt, ast.excepthandler, ast.match_case)):
+                continue
+            if isinstance(child, DEF_NODES + (ast.ClassDef,)):
+                scopes.append((child.lineno, child.end_lineno or child.lineno))
             if isinstance(child, DEF_NODES):
-                nested = tuple((d.lineno, d.end_lineno or d.lineno) for d in ast.walk(child)
-                               if d is not child and isinstance(d, DEF_NODES + (ast.ClassDef,)))
                 first = min([child.lineno] + [d.lineno for d in child.decorator_list])
                 column = len(lines[child.lineno - 1]) - len(lines[child.lineno - 1].lstrip()) if \
                     child.lineno <= len(lines) else 0
                 column += len("async def ") if isinstance(child, ast.AsyncFunctionDef) else len("def ")
                 found.append(DefSpan(child.name, prefix + child.name, child.lineno, column, first,
-                                     child.end_lineno or child.lineno, nested))
+                                     child.end_lineno or child.lineno))
                 visit(child, f"{prefix}{child.name}.")
             elif isinstance(child, ast.ClassDef):
                 visit(child, f"{prefix}{child.name}.")
             else:
                 visit(child, prefix)
     visit(tree, "")
+    found = [replace(d, nested=tuple(s for s in scopes if d.line < s[0] and s[1] <= d.last)) for d in found]
     return sorted(found, key=lambda d: d.line)
 
 
@@ -124,7 +128,7 @@ class FileLines:
     to_current: dict[int, int] = field(default_factory=dict)  # recorded line -> current line
     to_recorded: dict[int, int] = field(default_factory=dict)  # current line -> recorded line
     stale: dict[int, int] = field(default_factory=dict)  # current line -> recorded line whose text it was
-    spans: list[DefSpan] = field(default_factory=list)
+    text: Sequence[str] = ()  # the document's lines this answers for
     unchanged: bool = False  # every recorded line is where it was, with its text
     memo: dict = field(default_factory=dict)  # answers derived from this version of the text (dropped with it)
 
@@ -150,10 +154,20 @@ class FileLines:
             return self.to_current[line]
         if (self.file, line) in self.view.line_text:
             return None
-        before = max((old for old in self.to_current if old < line), default=None)
-        after = min((old for old in self.to_current if old > line), default=None)
-        shifts = {self.to_current[old] - old for old in (before, after) if old is not None}
+        if "matched" not in self.memo:
+            self.memo["matched"] = sorted(self.to_current)
+        matched = self.memo["matched"]
+        at = bisect.bisect_left(matched, line)
+        around = matched[max(at - 1, 0):at + 1]  # the matched recorded lines just before and after it
+        shifts = {self.to_current[old] - old for old in around}
         return line + shifts.pop() if len(shifts) == 1 else None
+
+    @property
+    def spans(self) -> list[DefSpan]:
+        """The document's `def`s (parsed on first use: diagnostics after an edit need only the lines)."""
+        if "spans" not in self.memo:
+            self.memo["spans"] = def_spans(self.text)
+        return self.memo["spans"]
 
     def span_at(self, line: int) -> DefSpan | None:
         """The innermost `def` whose `def` line (or decorator) is `line`."""
@@ -178,15 +192,15 @@ def file_lines(server: Any, index: Index, uri: str) -> FileLines | None:
     file = normalize_path(path)
     recorded = recorded_texts(view, file)
     moved = align(recorded, text)
-    found = FileLines(view, file, moved, {new: old for old, new in moved.items()}, spans=def_spans(text),
+    found = FileLines(view, file, moved, {new: old for old, new in moved.items()}, text=text,
                       unchanged=len(moved) == len(recorded) and all(old == new for old, new in moved.items()))
     taken = set(found.to_recorded)
-    offsets = sorted(moved.items())
+    matched = sorted(moved)
     for line in recorded:
         if line in moved:
             continue
-        before = [new - old for old, new in offsets if old < line]
-        at = line + (before[-1] if before else 0)
+        before = bisect.bisect_left(matched, line)
+        at = line + (moved[matched[before - 1]] - matched[before - 1] if before else 0)
         if 0 < at <= len(text) and at not in taken and text[at - 1].strip():
             found.stale[at] = line
     view.memo[key] = (text, found)
