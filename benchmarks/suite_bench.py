@@ -85,8 +85,8 @@ def build(suite: str, name: str, tiny: bool):
     """(model in eval mode, example inputs) with random weights, batch 1."""
     import torch
     torch.manual_seed(0)
+    _install_torchvision_schemas()  # (transformers imports torchvision too, wherever it is installed)
     if suite == "timm":
-        _install_torchvision_schemas()
         import timm
         model = timm.create_model(name, pretrained=False, **(_tiny_timm_kwargs(name) if tiny else {}))
         size = model.pretrained_cfg.get("input_size", (3, 224, 224)) if hasattr(model, "pretrained_cfg") else \
