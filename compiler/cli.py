@@ -24,6 +24,9 @@ from lens_format.accuracy import read_accuracy
 from lens_format.errors import ParseError
 
 EXIT_OK, EXIT_USER_FAILURE, EXIT_USAGE = 0, 1, 2
+# after `compile` wrote a debug run folder: the line to print, or None (kernel_lens/cli.py passes the server's
+# keep_triton step; the compiler imports no lsp_server)
+RunHook = Callable[[str], "str | None"]
 STDERR_KEEP = 4 * 2**20
 
 
@@ -148,6 +151,10 @@ def cmd_compile(args: argparse.Namespace) -> int:
         graphs = sorted(glob.glob(os.path.join(run, "*", "*", "")))
         folders += len(graphs)
         print(f"debug directory: {run} ({len(graphs)} graph folder(s))")
+        for hook in getattr(args, "run_hooks", ()):
+            line = hook(run)
+            if line:
+                print(line)
     if not folders:
         print("the script compiled nothing: no graph folder was written (no function compiled with "
               "torch.compile ran, or every one ran in a way that compiles no graph)")
@@ -387,8 +394,10 @@ def parse_command_line(argv: list[str], reports: Reports = MappingProxyType({}))
     return args
 
 
-def main(argv: list[str] | None = None, reports: Reports = MappingProxyType({})) -> int:
+def main(argv: list[str] | None = None, reports: Reports = MappingProxyType({}),
+         run_hooks: tuple[RunHook, ...] = ()) -> int:
     args = parse_command_line(sys.argv[1:] if argv is None else list(argv), reports)
+    args.run_hooks = run_hooks
     if hasattr(args, "script") and not os.path.isfile(args.script):
         print(f"kernel-lens: no such script: {args.script}", file=sys.stderr)
         return EXIT_USAGE

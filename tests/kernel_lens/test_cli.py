@@ -1,6 +1,8 @@
 """`kernel-lens`: the compiler's commands and the language server's `index`/`trace` reports in one process (the
 server's reports used to run as a `python -m lsp_server` child of the compiler's CLI)."""
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -88,3 +90,56 @@ def test_trace_prints_each_hint_once_and_indents_dynamos_explanations(training_r
     explanation = next(ln for ln in lines[restart:] if "Explanation:" in ln)
     assert explanation.startswith("          Explanation: ")  # under its restart, not at the left margin
     assert all(ln.startswith("  ") for ln in lines[3:] if ln)  # under "rank -": nothing back at column 0
+
+
+POINTWISE = """
+import torch
+
+DEVICE = "{device}"
+
+
+def f(x, y):
+    return torch.sigmoid(x) * y + 1.0
+
+
+x, y = torch.randn(4096, 512, device=DEVICE), torch.randn(4096, 512, device=DEVICE)
+print(float(torch.compile(f)(x, y).sum()))
+"""
+
+
+def compile_pointwise(folder: Path, device: str) -> tuple[str, Path]:
+    """A real `kernel-lens compile` of a one-kernel Inductor program on `device`, with fresh caches."""
+    (folder / "prog.py").write_text(POINTWISE.format(device=device))
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor_cache"),
+           "TRITON_CACHE_DIR": str(folder / "triton")}
+    proc = subprocess.run([sys.executable, "-m", "kernel_lens", "compile", str(folder / "prog.py")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    (run,) = folder.glob("torch_compile_debug/run_*")
+    return proc.stdout, run
+
+
+def test_compile_of_a_cpu_run_keeps_no_triton_entries_and_says_nothing_of_them(tmp_path: Path):
+    out, run = compile_pointwise(tmp_path, "cpu")
+    assert any("cpp_fused" in p.read_text() for p in run.glob("torchinductor/*/output_code.py"))
+    assert "triton" not in out.lower() and not (run / "triton_cache").exists()
+
+
+@pytest.mark.gpu
+def test_compile_on_a_gpu_keeps_the_runs_triton_cache_entries_beside_its_debug_dir(tmp_path: Path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    out, run = compile_pointwise(tmp_path, "cuda")
+    kernels = {m for p in run.glob("torchinductor/*/output_code.py")
+               for m in re.findall(r"^(triton_\w+) = async_compile\.triton\(", p.read_text(), re.M)}
+    assert kernels, out
+    kept = run / "triton_cache"
+    assert f"Triton cache entries kept: {kept} (" in out
+    for name in kernels:  # each kernel's entries (one per config compiled), with their stages, from this run's cache
+        entries = {p.parent for p in kept.glob(f"*/{name}.json")}
+        assert entries, name
+        for entry in entries:
+            assert {f"{name}{s}" for s in (".ttir", ".ttgir", ".llir", ".ptx", ".cubin")} <= \
+                {p.name for p in entry.iterdir()}
+            assert (tmp_path / "triton" / entry.name / f"{name}.json").is_file()
