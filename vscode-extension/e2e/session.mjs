@@ -96,9 +96,10 @@ export class EditorSession {
    * the folder untrusted; `multiRoot` opens the folder through a `.code-workspace` file, so that folders can be
    * added without VS Code reopening the window (`addWorkspaceFolder`); `files`, more files {name: text} for the
    * workspace, written before VS Code opens it (so Quick Open finds them); `settings`, user settings over the
-   * test's (say, another `kernelLens.pythonPath`); `openScript`, false to open no file (the caller opens one)
+   * test's (say, another `kernelLens.pythonPath`); `openScript`, false to open no file (the caller opens one);
+   * `prepare(workspace)`, run after the copy, before VS Code opens it (say, to add a committed run)
    */
-  static async open({ trusted, multiRoot = false, files = {}, settings = {}, openScript = true }) {
+  static async open({ trusted, multiRoot = false, files = {}, settings = {}, openScript = true, prepare = undefined }) {
     assert.ok(fs.existsSync(PYTHON), `no interpreter at ${PYTHON} (make the project's .venv first)`);
     assert.ok(fs.existsSync(path.join(EXAMPLES, SCRIPT)), `no ${SCRIPT} in ${EXAMPLES}`);
     assert.ok(fs.existsSync(VSIX), `no ${VSIX}: run npm run package first`);
@@ -111,6 +112,7 @@ export class EditorSession {
     for (const [name, text] of Object.entries(files)) {
       fs.writeFileSync(path.join(session.workspace, name), text);
     }
+    await prepare?.(session.workspace);
     session.server = new CodeServer({ home, stateDir: path.join(session.root, "code-server"), settings: { ...userSettings(trusted), ...settings } });
     const installed = session.server.installExtension(VSIX);
     assert.ok(installed.includes(EXTENSION_ID), `vsix not installed; code-server lists ${JSON.stringify(installed)}`);

@@ -278,6 +278,14 @@ export function registerCommands(services: CommandServices): vscode.Disposable[]
         throw new CommandRefused("Kernel Lens: no generated line comes from this file. Compile it first (Kernel Lens: Compile Current File).");
       }
     },
+    [Commands.showTritonStage]: async () => {
+      requireTrust();
+      const editor = vscode.window.activeTextEditor;
+      const refused = editor ? await services.kernelView.pickStage(editor) : "no editor is open";
+      if (refused) {
+        throw new CommandRefused(`Kernel Lens: put the cursor on a line of a Triton kernel in an output_code.py (${refused}).`);
+      }
+    },
     [Commands.restartServer]: async () => {
       requireTrust();
       await services.server.restart();

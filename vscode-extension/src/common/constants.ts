@@ -19,6 +19,7 @@ export const Commands = {
   restartServer: "kernelLens.restartServer",
   compareRuns: "kernelLens.compareRuns",
   openKernelView: "kernelLens.openKernelView",
+  showTritonStage: "kernelLens.showTritonStage",
   pickCompile: "kernelLens.pickCompile",
   showGraphBreaks: "kernelLens.showGraphBreaks",
   profileInductorRun: "kernelLens.profileInductorRun",

@@ -1,12 +1,14 @@
 /** The kernel view: the graph's output_code.py beside the user's file, the prelude folded, each source line
  * and the generated lines it became in one colour band; moving the cursor on either side highlights and
- * reveals the linked lines on the other (answers come from the server's `kernelLens.linkedLines`). */
+ * reveals the linked lines on the other (answers come from the server's `kernelLens.linkedLines`). Opened on a
+ * Triton kernel's line, it also shows the kernel's compiled stage beside them (tritonChainView.ts). */
 
 import * as vscode from "vscode";
 import { ServerCommands } from "../common/constants";
 import { LinkedLines } from "../common/protocol";
 import { KernelLensServer } from "../common/server";
 import { BAND_COLOURS, lineLabel, LinkIndex, Side } from "./linkedBands";
+import { TritonChainView } from "./tritonChainView";
 
 const ACTIVE_BORDER = "editorLink.activeForeground";
 
@@ -25,25 +27,38 @@ export class KernelView implements vscode.Disposable {
     after: { margin: "0 0 0 2em", color: new vscode.ThemeColor("editorCodeLens.foreground") },
   });
   private index: LinkIndex | undefined;
+  private readonly chain: TritonChainView;
   private readonly subscriptions: vscode.Disposable[] = [];
 
   constructor(private readonly server: KernelLensServer) {
+    this.chain = new TritonChainView(server);
     this.subscriptions.push(
+      this.chain,
       vscode.window.onDidChangeTextEditorSelection((event) => this.follow(event.textEditor)),
       vscode.window.onDidChangeVisibleTextEditors(() => this.paint()),
     );
   }
 
-  /** Opens the kernel view of `editor`'s file (a user file or an output_code.py). */
+  /** Opens the kernel view of `editor`'s file (a user file or an output_code.py); on a Triton kernel's line of an
+   *  output_code.py, its compiled stage too (in the next column). */
   async open(editor: vscode.TextEditor): Promise<boolean> {
     const linked = await this.server.executeCommand<LinkedLines | null>(ServerCommands.linkedLines, { uri: editor.document.uri.toString() });
-    if (!linked || linked.links.length === 0) {
-      return false;
-    }
+    const paired = !!linked && linked.links.length > 0 && (await this.openPair(editor, linked));
+    const chained = await this.chain.open(editor, paired ? vscode.ViewColumn.Three : besideColumn(editor));
+    return paired || chained;
+  }
+
+  /** Shows the stage the user picks of the Triton kernel under the cursor; a message when there is none. */
+  async pickStage(editor: vscode.TextEditor): Promise<string | undefined> {
+    const beside = vscode.window.visibleTextEditors.length > 2 ? vscode.ViewColumn.Three : besideColumn(editor);
+    return this.chain.pickStage(editor, beside);
+  }
+
+  private async openPair(editor: vscode.TextEditor, linked: LinkedLines): Promise<boolean> {
     this.index = new LinkIndex(linked);
     const fromSource = editor.document.uri.toString() === linked.source_uri;
     const other = vscode.Uri.parse(fromSource ? linked.generated_uri : linked.source_uri);
-    const column = editor.viewColumn === vscode.ViewColumn.One ? vscode.ViewColumn.Two : vscode.ViewColumn.One;
+    const column = besideColumn(editor);
     const shown = await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(other), { viewColumn: column, preview: false });
     const generatedEditor = fromSource ? shown : editor;
     if (linked.prelude) {
@@ -119,6 +134,9 @@ export class KernelView implements vscode.Disposable {
   }
 }
 
+function besideColumn(editor: vscode.TextEditor): vscode.ViewColumn {
+  return editor.viewColumn === vscode.ViewColumn.One ? vscode.ViewColumn.Two : vscode.ViewColumn.One;
+}
 
 /** Folds the prelude starting at 0-based `start`: a document just opened may not have its folding ranges yet (the
  *  fold command then does nothing), so the fold is asked again until the line after `start` is hidden (2 s at most). */

@@ -1,0 +1,121 @@
+// End-to-end test of issue 47's kernel view on a real GPU run in a real VS Code (code-server + Chromium): the
+// committed H100 training step (tests/fixtures/inductor_gpu_train/transformer_train) copied into the workspace,
+// the kernel view opened on a Triton kernel's line of output_code.py shows the kernel's PTX beside it; the PTX
+// lines of that Triton line are labelled with it, and a PTX line leads back to its Triton line (the one its
+// `.loc` directive names), with the user's line and the kernel's time. Saves triton_chain.png.
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { after, before, test } from "node:test";
+import { EditorSession, PYTHON, REPO, until } from "./session.mjs";
+import { editorLine, quickInput, runCommand } from "./workbench.mjs";
+
+const PROGRAM = "transformer_train";
+const KERNEL = "triton_poi_fused_gelu_view_7";
+let session;
+
+/** The fixture copied to `<workspace>/transformer_train`, its absolute paths pointing there (as the LSP tests do). */
+function addGpuRun(workspace) {
+  const code = [
+    "import sys",
+    "from pathlib import Path",
+    "sys.path[:0] = ['tests/lsp_server', 'tests']",
+    "from lsp_workspaces import FIXTURES, gpu_workspace",
+    `gpu_workspace(Path(sys.argv[1]), '${PROGRAM}', FIXTURES / 'inductor_gpu_train')`,
+  ].join("\n");
+  execFileSync(PYTHON, ["-c", code, path.join(workspace, PROGRAM)], { cwd: REPO, stdio: "inherit" });
+}
+
+function only(pattern, root) {
+  const found = fs.readdirSync(root, { recursive: true }).filter((f) => pattern.test(f));
+  assert.equal(found.length, 1, `${pattern}: ${found.join(", ")}`);
+  return path.join(root, found[0]);
+}
+
+/** Text of a rendered editor region with what decorations inject (`::after` labels) in place. */
+function renderedText(locator) {
+  return locator.evaluate((root) => {
+    const parts = [];
+    for (const el of root.querySelectorAll(".view-line")) {
+      let text = el.textContent ?? "";
+      for (const span of el.querySelectorAll("span")) {
+        const content = getComputedStyle(span, "::after").content;
+        if (content && content !== "none" && content !== "normal") {
+          text += ` ${content.replace(/^"|"$/g, "")}`;
+        }
+      }
+      parts.push(text.replace(/\u00a0/g, " ")); // the editor renders spaces as no-break spaces
+    }
+    return parts.join("\n");
+  });
+}
+
+function groupShowing(page, title) {
+  return page.locator(".editor-group-container", { has: page.locator(".tab.active .label-name", { hasText: title }) }).first();
+}
+
+async function goToLine(page, line1) {
+  const input = await quickInput(page, ":", String(line1));
+  await input.press("Enter");
+}
+
+before(async () => {
+  session = await EditorSession.open({ trusted: true, openScript: false, prepare: addGpuRun });
+});
+
+after(async () => {
+  await session?.close();
+});
+
+test("the kernel view shows a Triton kernel's PTX beside it, each PTX line linked to its Triton line", { timeout: 6 * 60_000 }, (t) =>
+  session.reporting(t, async () => {
+    const page = session.page;
+    const program = path.join(session.workspace, PROGRAM);
+    const codePath = only(/model__0_forward_1\.0\/output_code\.py$/, path.join(program, "torch_compile_debug"));
+    const code = fs.readFileSync(codePath, "utf8").split("\n");
+    const ptxPath = only(new RegExp(`${KERNEL}\\.ptx$`), path.join(program, "torch_compile_debug"));
+    const ptx = fs.readFileSync(ptxPath, "utf8").split("\n");
+    const user = fs.readFileSync(path.join(program, "prog.py"), "utf8").split("\n");
+    // Ground truth from the files: a PTX instruction's Triton line is the kernel-file line its `.loc` names;
+    // kernel-file line L is output_code.py's line (the `async_compile.triton(` line) + L - 1.
+    const start = code.findIndex((l) => l.startsWith(`${KERNEL} = async_compile.triton(`)) + 1;
+    const erf = code.findIndex((l, i) => i > start && l.includes("libdevice.erf(")) + 1;
+    const loc = ptx.findIndex((l) => new RegExp(`^\\s*\\.loc\\s+1 ${erf - start + 1} `).test(l));
+    assert.ok(start > 0 && erf > start && loc >= 0, "no erf line or no .loc of it in the fixture");
+    const ptxLine = loc + 2; // 1-based: the instruction after the .loc
+    const gelu = user.findIndex((l) => l.includes("h = F.gelu(")) + 1;
+
+    await quickInput(page, "", "model__0_forward_1.0/output_code.py");
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "output_code.py" }).first().waitFor({ timeout: 30_000 });
+    await page.keyboard.press("Enter");
+    await editorLine(page, "from ctypes import").waitFor({ timeout: 30_000 });
+    await goToLine(page, erf);
+    await editorLine(page, "libdevice.erf(").waitFor({ timeout: 30_000 });
+    // The server indexes the run after start: ask until the view opens (a refusal says "no generated line").
+    const ptxGroup = groupShowing(page, `${KERNEL}.ptx`);
+    await until(async () => {
+      await runCommand(page, "Kernel Lens: Open Kernel View (linked lines)");
+      return ptxGroup.waitFor({ timeout: 5_000 }).then(() => true, () => false);
+    }, 120_000, () => "the kernel view never showed the kernel's PTX");
+    // From the Triton line: its PTX lines are outlined, the first labelled with the Triton line and the user's.
+    await until(async () => (await renderedText(ptxGroup.locator(".view-lines").first())).includes(`◀ output_code.py:${erf} · prog.py:${gelu}`),
+      30_000, () => "no ◀ output_code.py label in the PTX");
+    // And back: the cursor on the PTX instruction leads to the Triton line its .loc names.
+    await ptxGroup.locator(".view-lines").first().click();
+    await goToLine(page, ptxLine);
+    const codeGroup = groupShowing(page, "output_code.py");
+    const back = await until(async () => {
+      const text = await renderedText(codeGroup.locator(".view-lines").first());
+      return text.split("\n").find((l) => l.includes(`◀ PTX:${ptxLine} · prog.py:${gelu}`));
+    }, 30_000, () => `no ◀ PTX:${ptxLine} label in output_code.py`);
+    assert.ok(back.includes(code[erf - 1].trim()), `the label is on another line: ${back}`);
+    t.diagnostic(`linked back: ${back.trim()}`);
+    // The kernel's cost on its def line: its time per graph call from the user's profiler trace.
+    await runCommand(page, "View: Focus First Editor Group");
+    await goToLine(page, code.findIndex((l) => l.startsWith(`def ${KERNEL}(`)) + 1);
+    await until(async () => /⏱ [\d.]+ ms · [\d.]+% of the graph call · PTX beside/.test(await renderedText(codeGroup.locator(".view-lines").first())),
+      30_000, () => "no kernel time on the def line");
+    await session.screenshot("triton_chain.png");
+  }),
+);

@@ -1,0 +1,73 @@
+/** Tests of the kernel view's Triton chain: stages offered and opened first, labels both ways, costs. The chain is
+ * the shape `kernelLens.tritonChain` answers for the gelu kernel's erf line of the H100 training run
+ * (tests/fixtures/inductor_gpu_train/transformer_train). */
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { LineCosts, RunProfile, TritonChain } from "../../common/protocol";
+import { chainError, firstStage, isChain, kernelCost, kernelLabel, lineCostMs, stageLineLabel, stagesOf, tritonLineLabel } from "../../views/tritonChain";
+
+const ENTRY = "file:///ws/torch_compile_debug/run_1/triton_cache/KNZY7K2I";
+const CODE = "file:///ws/torch_compile_debug/run_1/torchinductor/model__0_forward_1.0/output_code.py";
+const CHAIN: TritonChain = {
+  kernel: "triton_poi_fused_gelu_view_7",
+  graph_id: "model__0_forward_1.0",
+  run_id: "run_1",
+  entry: "KNZY7K2I",
+  stage: "ptx",
+  line: 51,
+  triton: { uri: CODE, line: 820, kernel_file_line: 33, text: "tmp5 = libdevice.erf(tmp4)" },
+  nodes: ["erf", "erf_1"],
+  precision: "line",
+  source: { uri: "file:///ws/prog.py", line: 31 },
+  stages: {
+    ttir: { uri: `${ENTRY}/triton_poi_fused_gelu_view_7.ttir`, lines: [20] },
+    llir: { uri: `${ENTRY}/triton_poi_fused_gelu_view_7.llir`, lines: [23, 24] },
+    sass: { uri: `${ENTRY}/triton_poi_fused_gelu_view_7.sass`, lines: [23, 24] },
+    ptx: { uri: `${ENTRY}/triton_poi_fused_gelu_view_7.ptx`, lines: [51, 52, 53] },
+  },
+};
+
+test("stages come in compile order; PTX opens first, else SASS, else the latest the entry has", () => {
+  assert.deepEqual(stagesOf(CHAIN), ["ttir", "llir", "ptx", "sass"]);
+  assert.equal(firstStage(CHAIN), "ptx");
+  const { ptx: _ptx, sass: _sass, ...rest } = CHAIN.stages;
+  assert.equal(firstStage({ ...CHAIN, stages: rest }), "llir");
+  assert.equal(firstStage({ ...CHAIN, stages: {} }), undefined);
+});
+
+test("an answer is a chain or an error", () => {
+  assert.ok(isChain(CHAIN));
+  assert.ok(!isChain({ error: "not a line of a Triton kernel or of its Triton cache entry" }));
+  assert.equal(chainError({ error: "no location record" }), "no location record");
+  assert.ok(!isChain(null));
+});
+
+test("labels: a stage line names its Triton line's stage line, user line and that line's cost; and back", () => {
+  assert.equal(tritonLineLabel(CHAIN, 51, 0.0018), "◀ PTX:52 · prog.py:32 · 0.002 ms");
+  assert.equal(stageLineLabel(CHAIN, undefined), "◀ output_code.py:821 · prog.py:32");
+  assert.equal(tritonLineLabel({ ...CHAIN, precision: "kernel" }, 0, undefined), "◀ PTX:1 · prog.py:32 (kernel)");
+  assert.equal(tritonLineLabel({ ...CHAIN, source: null }, 0, 1), "◀ PTX:1");
+});
+
+test("costs: the kernel's time and share from the profile, the user line's share of it from lineCosts", () => {
+  const profile = {
+    run_id: "run_1",
+    graphs: [{ graph_id: "model__0_forward_1.0", kernels: [{ name: "triton_poi_fused_gelu_view_7", total_ms: 0.0123, percent: 4.25 }] }],
+  } as unknown as RunProfile;
+  assert.deepEqual(kernelCost(profile, CHAIN), { ms: 0.0123, percent: 4.25 });
+  assert.equal(kernelCost(profile, { ...CHAIN, graph_id: "model__0_backward_3.1" }), undefined);
+  assert.equal(kernelLabel({ ms: 0.0123, percent: 4.25 }, "sass"), "⏱ 0.012 ms · 4.3% of the graph call · SASS beside");
+  assert.equal(kernelLabel(undefined, "ptx"), "⏱ PTX beside");
+  const costs: LineCosts = {
+    run_id: "run_1",
+    uri: "file:///ws/prog.py",
+    measures: "",
+    lines: [{ line: 31, percent: 2, ms: 0.02, kernels: [
+      { name: "triton_poi_fused_gelu_view_7", graph_id: "model__0_backward_3.1", lines_sharing: 1, percent: 1, ms: 0.009 },
+      { name: "triton_poi_fused_gelu_view_7", graph_id: "model__0_forward_1.0", lines_sharing: 2, percent: 1, ms: 0.006 },
+    ] }],
+  };
+  assert.equal(lineCostMs(costs, CHAIN), 0.006); // this graph's kernel, not the backward's of the same name
+  assert.equal(lineCostMs(costs, { ...CHAIN, source: { uri: "file:///ws/prog.py", line: 3 } }), undefined);
+  assert.equal(lineCostMs(undefined, CHAIN), undefined);
+});
