@@ -74,11 +74,6 @@ def _example(node) -> torch.Tensor | None:
     return value if isinstance(value, torch.Tensor) else None
 
 
-def _is_one_pixel(val: torch.Tensor) -> bool:
-    h, w = val.shape[2], val.shape[3]
-    return isinstance(h, int) and isinstance(w, int) and h * w == 1
-
-
 def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
     """Each conv2d with a constant weight and a float32 4-d CPU input as lens.conv2d_onednn (an activation that is
     its only user fused); returns how many convolutions."""
@@ -98,8 +93,6 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
                 or not isinstance(groups, int) or val is None or val.dim() != 4 or val.dtype != torch.float32
                 or val.device.type != "cpu" or out is None or out.dtype != torch.float32):
             continue  # (a string padding, "same": left to ATen)
-        if _is_one_pixel(val):
-            continue  # squeeze-excitation's 1x1 convolutions of a pooled input: ATen's call costs a third of oneDNN's
 
         (user,) = conv.users if len(conv.users) == 1 else (None,)
         post = _post_op(user) if user is not None and user.args and user.args[0] is conv else None
