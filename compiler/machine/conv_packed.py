@@ -14,42 +14,18 @@ no counter shows, as for every frozen constant (`LENS_FREEZING=0`).
 """
 from __future__ import annotations
 
-import weakref
-
 import torch
+
+from compiler.machine.weight_packs import PackRegistry
 
 _LIB = torch.library.Library("lens", "DEF")
 _LIB.define("conv2d_onednn(Tensor x, Tensor weight, Tensor? bias, int[] padding, int[] stride, int[] dilation, "
             "int groups, str attr, Scalar[] scalars, str algorithm) -> Tensor")
 
 
-class _Constant:
-    """A registered weight (weakly), the version counter its packs were made at, its packs by call geometry."""
-
-    def __init__(self, tensor: torch.Tensor):
-        key = tensor.untyped_storage().data_ptr()
-        self.ref = weakref.ref(tensor, lambda _ref, key=key: _CONSTANTS.pop(key, None))
-        self.version = tensor._version
-        self.packs: dict[tuple, torch.Tensor] = {}
-
-
-_CONSTANTS: dict[int, _Constant] = {}  # storage data pointer -> constant
-
-
-def register(tensors) -> None:
-    """Marks frozen 4-d float32 CPU weights whose convolutions may keep a pack of them."""
-    for t in tensors:
-        if isinstance(t, torch.Tensor) and t.dim() == 4 and t.dtype == torch.float32 and t.device.type == "cpu" \
-                and t.layout == torch.strided and t.numel() > 0:
-            key = t.untyped_storage().data_ptr()
-            held = _CONSTANTS.get(key)
-            if held is None or held.ref() is None:
-                _CONSTANTS[key] = _Constant(t)
-
-
-def packed_count() -> int:
-    """How many packs are held (tests)."""
-    return sum(len(c.packs) for c in _CONSTANTS.values())
+_PACKS = PackRegistry(lambda t: t.dim() == 4 and t.dtype == torch.float32)
+register = _PACKS.register  # frozen 4-d float32 CPU weights whose convolutions may keep a pack of them
+packed_count = _PACKS.packed_count
 
 
 def _pack(weight, padding, stride, dilation, groups, x_size) -> torch.Tensor:
@@ -57,18 +33,14 @@ def _pack(weight, padding, stride, dilation, groups, x_size) -> torch.Tensor:
 
 
 def _packed(weight: torch.Tensor, padding, stride, dilation, groups: int, x_size: list[int]) -> torch.Tensor:
-    constant = _CONSTANTS.get(weight.untyped_storage().data_ptr())
-    owner = constant.ref() if constant is not None else None
-    if owner is None:
+    packs = _PACKS.packs_of(weight)
+    if packs is None:
         return _pack(weight, padding, stride, dilation, groups, x_size)
-    if owner._version != constant.version:  # changed in place: its packs are stale
-        constant.packs.clear()
-        constant.version = owner._version
     key = (weight.data_ptr(), tuple(weight.shape), tuple(weight.stride()), tuple(padding), tuple(stride),
            tuple(dilation), groups, tuple(x_size))
-    packed = constant.packs.get(key)
+    packed = packs.get(key)
     if packed is None:
-        packed = constant.packs[key] = _pack(weight, padding, stride, dilation, groups, x_size)
+        packed = packs[key] = _pack(weight, padding, stride, dilation, groups, x_size)
     return packed
 
 

@@ -25,32 +25,18 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import weakref
 
 import torch
 
 from compiler import config
 from compiler.machine import gemm_rows
+from compiler.machine.weight_packs import PackRegistry
 
 # Products below this many multiply-adds stay ATen's: MobileBERT's (128,128)x(128,512)-sized ones ran 1.07-1.24x
 # slower from packs split by rows than in MKL's own threading (whole model 1.10x), (128,384)x(384,512) 0.98x, BERT's
 # (128,768)x(768,768) 0.92x (measured inside the compiled models, docs/performance.md).
 MIN_MACS = 1 << 25
 _ROW_MAJOR, _NO_TRANS, _TRANS, _B_MATRIX = 101, 111, 112, 162
-
-
-class _Constant:
-    """A registered tensor (weakly), the version counter its packs were made at, and its packs by B-operand view."""
-
-    def __init__(self, tensor: torch.Tensor):
-        self.ref = weakref.ref(tensor, lambda _ref, key=tensor.untyped_storage().data_ptr(): _forget(key))
-        self.version = tensor._version
-        self.packs: dict[tuple, torch.Tensor] = {}
-
-    def drop_packs(self) -> None:
-        global _PACKED_BYTES
-        _PACKED_BYTES -= sum(_data_bytes(key) for key in self.packs)
-        self.packs.clear()
 
 
 def _data_bytes(key: tuple) -> int:
@@ -60,32 +46,18 @@ def _data_bytes(key: tuple) -> int:
     return 4 * k * n
 
 
-_CONSTANTS: dict[int, _Constant] = {}  # storage data pointer -> constant
 _PACKED_BYTES = 0  # what the packs held now take (config.cpp.gemm_packed_max_bytes caps it)
 
 
-def _forget(key: int) -> None:
-    constant = _CONSTANTS.pop(key, None)
-    if constant is not None:
-        constant.drop_packs()
+def _dropped(packs: dict) -> None:
+    global _PACKED_BYTES
+    _PACKED_BYTES -= sum(_data_bytes(key) for key in packs)
 
 
-def register(tensors) -> None:
-    """Marks frozen constants whose later use as a product's B operand may be packed (float32 CPU matrices). A
-    storage already registered to a live tensor keeps that registration and its packs (a recompile over the same
-    parameters registers them again)."""
-    for t in tensors:
-        if isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.dim() == 2 and t.device.type == "cpu" \
-                and t.layout == torch.strided and t.numel() > 0:
-            key = t.untyped_storage().data_ptr()
-            held = _CONSTANTS.get(key)
-            if held is None or held.ref() is None:
-                _CONSTANTS[key] = _Constant(t)
-
-
-def packed_count() -> int:
-    """How many packs are held (tests)."""
-    return sum(len(c.packs) for c in _CONSTANTS.values())
+# frozen constants whose later use as a product's B operand may be packed: float32 CPU matrices
+_PACKS = PackRegistry(lambda t: t.dtype == torch.float32 and t.dim() == 2, _dropped)
+register = _PACKS.register
+packed_count = _PACKS.packed_count
 
 
 @functools.lru_cache(maxsize=None)
@@ -112,21 +84,15 @@ def _pack(b: torch.Tensor, m: int) -> torch.Tensor:
 
 def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
     global _PACKED_BYTES
-    constant = _CONSTANTS.get(b.untyped_storage().data_ptr())
-    if constant is None:
+    packs = _PACKS.packs_of(b)
+    if packs is None:
         return None
-    owner = constant.ref()
-    if owner is None:
-        return None
-    if owner._version != constant.version:  # changed in place (an optimizer step, copy_): its packs are stale
-        constant.drop_packs()
-        constant.version = owner._version
     key = (b.data_ptr(), tuple(b.shape), tuple(b.stride()))
-    packed = constant.packs.get(key)
+    packed = packs.get(key)
     if packed is None:
         if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:
             return None  # (a second copy of every weight: past the cap, products read the weight itself)
-        packed = constant.packs[key] = _pack(b, m)
+        packed = packs[key] = _pack(b, m)
         _PACKED_BYTES += _data_bytes(key)
     return packed
 
@@ -134,7 +100,7 @@ def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
 def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
     """out (contiguous (M, N)) = a @ b (+ bias) from b's pack; False (out untouched) unless b is a registered
     constant and the product is one the row split takes."""
-    if not _CONSTANTS or not config.cpp.gemm_packed or config.cpp.gemm_library != "auto":
+    if not _PACKS or not config.cpp.gemm_packed or config.cpp.gemm_library != "auto":
         return False
     if a.shape[0] * b.shape[0] * b.shape[1] < MIN_MACS or not gemm_rows.applies(a, b, bias):
         return False

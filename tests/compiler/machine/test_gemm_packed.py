@@ -88,7 +88,7 @@ def test_registering_a_weight_again_keeps_its_pack_and_its_count(packs):
     before = gemm_packed._PACKED_BYTES
     gemm_packed.register([weight, weight.t()])
     close(gemm.mm(a, weight.t(), size=(M, N), stride=(N, 1)), a @ weight.t())
-    assert gemm_packed._CONSTANTS[weight.untyped_storage().data_ptr()].packs
+    assert gemm_packed._PACKS.packs_of(weight)
     assert gemm_packed._PACKED_BYTES == before
     del weight
     gc.collect()
@@ -99,11 +99,11 @@ def test_a_pack_is_freed_with_its_weight(packs):
     weight, a = torch.randn(N, K), torch.randn(M, K)
     gemm_packed.register([weight])
     gemm.mm(a, weight.t(), size=(M, N), stride=(N, 1))
-    key = weight.untyped_storage().data_ptr()
-    assert gemm_packed._CONSTANTS[key].packs
+    assert gemm_packed._PACKS.packs_of(weight)
+    held = gemm_packed.packed_count()
     del weight
     gc.collect()
-    assert key not in gemm_packed._CONSTANTS
+    assert gemm_packed.packed_count() == held - 1
 
 
 def test_compiled_linear_layers_use_packs_and_never_read_a_stale_one(packs):
