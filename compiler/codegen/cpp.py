@@ -9,11 +9,11 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import half, loop_nest, plan_passes, plan_record
+from compiler.codegen import half, loop_nest, plan_passes, plan_record, plan_verify
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
 from compiler.codegen.expressions import ExpressionRenderer
-from compiler.codegen.index import cpp_index, merge_loops
-from compiler.codegen.plan import DeferredPass, InnerLoops, KernelPlan, NodeBody, PlanError, RowPrefetch
+from compiler.codegen.index import cpp_index
+from compiler.codegen.plan import DeferredPass, KernelPlan, NodeBody, PlanError, RowPrefetch
 from compiler.codegen.strategies import (
     column_reduction,
     exp_lanes,
@@ -259,7 +259,9 @@ class KernelRenderer(ExpressionRenderer):
         if planned is None and ivars and config.verify_plan:
             raise PlanError(self.k.name, "inner loops", f"{n.name}'s own loops {isizes} were not planned")
         if planned is not None:
-            self._check_inner_loops(n, b, store, planned, parallel_inner)
+            if config.verify_plan and n.name not in self._printed_inner:  # (a later print sees the body merged)
+                self._printed_inner.add(n.name)
+                plan_verify.check_printed_loops(self.k.name, n.name, b, store, planned, parallel_inner, self.flat)
             ivars, isizes, pragmas = planned.vars, planned.sizes, planned.pragmas
             b.body = substitute(b.body, planned.subst)
             store = sympy.expand(store.xreplace(planned.subst))
@@ -286,20 +288,6 @@ class KernelRenderer(ExpressionRenderer):
         self.emit("}")
         if mirror is not None:
             self.mirrors[n.name] = (store, mirror)
-
-    def _check_inner_loops(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr, planned: InnerLoops,
-                           parallel_inner: bool) -> None:
-        """With config.verify_plan (on in the tests): the node's loops as planned are the ones its body and the
-        caller's threads call for when it is printed first (a later print of the same body sees it merged)."""
-        if not config.verify_plan or n.name in self._printed_inner:
-            return
-        self._printed_inner.add(n.name)
-        ivars, isizes = b.inner
-        merged = merge_loops(ivars, isizes, loop_nest.index_exprs(self.flat, b.body) + [store])
-        on_threads = any(p and "parallel" in p for p in planned.pragmas)
-        if (merged[0], merged[1]) != (planned.vars, planned.sizes) or (on_threads and not parallel_inner):
-            raise PlanError(self.k.name, "inner loops", f"{n.name}'s loops were planned as {planned.sizes} "
-                            f"{planned.pragmas} but print as {merged[1]} (threads allowed: {parallel_inner})")
 
     def local_index(self, flat: sympy.Expr) -> sympy.Expr:
         """A local array holds one outer iteration: its index is the flat index without the outer part."""

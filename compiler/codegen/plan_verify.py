@@ -1,10 +1,13 @@
 """Checks a KernelPlan after each planning pass (config.verify_plan, LENS_VERIFY_PLAN=1; on in the tests): a plan
-that contradicts itself raises PlanError naming the pass that left it so, instead of printing wrong C++."""
+that contradicts itself raises PlanError naming the pass that left it so, instead of printing wrong C++; and, as a
+node is printed, that the loops planned for it are the ones its body calls for."""
 from __future__ import annotations
 
 import sympy
 
-from compiler.codegen.plan import STRATEGIES, KernelPlan, NodeBody, PlanContext, PlanError
+from compiler.codegen import loop_nest
+from compiler.codegen.index import merge_loops
+from compiler.codegen.plan import STRATEGIES, InnerLoops, KernelPlan, NodeBody, PlanContext, PlanError
 from compiler.ir.nodes import IndexValue, Load, walk
 
 
@@ -76,3 +79,15 @@ class PlanVerifier:
             return f"body of {name} refers to unknown variables {', '.join(unknown)}"
         self._checked.add(key)
         return ""
+
+
+def check_printed_loops(kernel: str, node: str, b: NodeBody, store: sympy.Expr, planned: InnerLoops,
+                        parallel_inner: bool, flat) -> None:
+    """A node's loops as planned (plan_passes.inner_loops) are the ones its body and the caller's threads call for
+    when it is first printed: merged the same, and on threads only where the caller's loop is not."""
+    ivars, isizes = b.inner
+    merged_vars, merged_sizes, _ = merge_loops(ivars, isizes, loop_nest.index_exprs(flat, b.body) + [store])
+    on_threads = any(p and "parallel" in p for p in planned.pragmas)
+    if (merged_vars, merged_sizes) != (planned.vars, planned.sizes) or (on_threads and not parallel_inner):
+        raise PlanError(kernel, "inner loops", f"{node}'s loops were planned as {planned.sizes} {planned.pragmas} "
+                        f"but print as {merged_sizes} (threads allowed: {parallel_inner})")
