@@ -231,6 +231,7 @@ test("changing settings restarts the server once, with the new initialization op
     const expected = JSON.stringify({
       debugRoots: [session.workspace],
       traceDirs: [path.join(session.workspace, "torch_trace"), path.join(session.workspace, "more")],
+      profilerTraces: [],
       graphBreakSeverity: "warning",
       recompileSeverity: "information",
       compileFailureSeverity: "error",
