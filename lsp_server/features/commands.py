@@ -60,9 +60,10 @@ def profile_json(index: Index, run_id: str | None) -> dict[str, Any] | None:
 
 
 def costly_lines(view: RunView, limit: int = 50) -> list[dict[str, Any]]:
-    """The run's source lines by cost (share of the profiled iteration, ms), each with the kernels it came from."""
+    """The run's source lines by cost (share of the profiled iteration, ms), each with the kernels it came from;
+    lines of equal cost (one kernel's lines) in file and line order, so two answers of one run agree."""
     out = []
-    for (file, line), percent in sorted(view.line_share.items(), key=lambda item: -item[1])[:limit]:
+    for (file, line), percent in sorted(view.line_share.items(), key=lambda item: (-item[1], item[0]))[:limit]:
         hits = view.by_source_line.get((file, line), [])
         code = next((n.source.code for h in hits for name in h.nodes
                      if (n := h.ref.graph.nodes.get(name)) is not None and n.source is not None
