@@ -18,7 +18,12 @@ from lsp_server.features.notebook import NOTEBOOK_SYNC
 from lsp_server.index import Index
 from lsp_server.json_answer import json_converter
 from lsp_server.loading.discovery import discover
-from lsp_server.loading.gpu_profile import set_named_traces
+from lsp_server.loading.gpu_profile import (
+    is_trace_change,
+    named_traces,
+    retimed_runs,
+    set_named_traces,
+)
 from lsp_server.loading.inductor_build_errors import TLPARSE_DIR
 from lsp_server.loading.run_loader import debug_dir_for_root, find_run_dirs, load_run
 from lsp_server.loading.trace_loader import TRACE_DIR_NAME, TraceLoader, TraceUpdate
@@ -98,7 +103,8 @@ class KernelLensServer(LanguageServer):
         self.discover_nested()
         if self.settings.watch:
             self.watcher = RunWatcher(self.debug_dirs, self.index_paths, self.settings.debounce_ms / 1000,
-                                      self.trace_loader.roots, self.workspaces, self.add_found_root)
+                                      self.trace_loader.roots, self.workspaces, self.add_found_root,
+                                      named_traces())
             try:
                 self.watcher.start()
             except OSError as exc:  # no watching: `kernelLens.reindex` still works
@@ -157,7 +163,18 @@ class KernelLensServer(LanguageServer):
         rescanned: list[Path] = []
         trace_paths = {path for path in paths if self.trace_loader.owns(path)}
         trace = self.read_traces(lambda: self.trace_loader.refresh_paths(trace_paths)) if trace_paths else None
-        for path in paths - trace_paths:
+        profiler_paths = {path for path in paths - trace_paths if is_trace_change(path)}
+        retry: set[Path] = set()
+        if profiler_paths:  # a torch.profiler trace changed: the runs it may time are read again
+            with self.index_lock:
+                runs = [view.run for view in self.index.views.values()]
+            retimed, retry = retimed_runs(profiler_paths, runs)
+            for old in retimed:
+                run = load_run(old.path, old.id)
+                if run is not None:  # a structured trace's run keeps what its loader set
+                    run.kind, run.pid, run.time = old.kind, old.pid, old.time
+                loaded.append((old.path, run))
+        for path in paths - trace_paths - profiler_paths:
             if path in self.debug_dirs:
                 rescanned.append(path)
                 loaded += [(d, load_run(d)) for d in find_run_dirs(path)]
@@ -167,7 +184,7 @@ class KernelLensServer(LanguageServer):
                 loaded += [(d, load_run(d)) for d in find_run_dirs(path.parent)[-1:]]
             else:
                 loaded.append((path, load_run(path)))
-        retry = {path for path, run in loaded if run is not None and run.incomplete}
+        retry |= {path for path, run in loaded if run is not None and run.incomplete}
         if self.loop is not None and not self.loop.is_closed():
             self.loop.call_soon_threadsafe(self.apply_loaded, loaded, rescanned, trace)
         return retry

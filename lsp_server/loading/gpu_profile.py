@@ -5,21 +5,27 @@ the CPU op that launched them, in the order the graph's `call()` makes them. Tim
 shares are of the call's wall time (CPU start to the last kernel's end), busy % is the kernels' sum over it.
 A graph the trace times takes its kernels' times from the trace (the user's real loop) over `-p` output.
 Traces named in the `kernelLens.profilerTraces` setting (files, or folders searched as the program's is) are
-looked at after those beside the program, for every graph."""
+looked at after those beside the program, for every graph. A trace written, replaced or deleted after the
+server started re-reads the runs it may time (`retimed_runs`: the watcher reports the trace's path)."""
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
 from lens_format.profile import CategoryTime, GraphProfile, KernelTime
-from lsp_server.model import Graph, Kernel
-from lsp_server.parsers.profiler_trace import TRACE_SUFFIX, GraphCall, ProfilerTrace, read_profiler_trace
+from lsp_server.model import Graph, Kernel, Run
+from lsp_server.parsers.profiler_trace import (
+    TRACE_SUFFIX,
+    GraphCall,
+    ProfilerTrace,
+    read_profiler_trace,
+)
 
 SEARCH_DEPTH = 3
 EXTERN_OP = {"extern_kernels.mm": "aten::mm", "extern_kernels.addmm": "aten::addmm", "extern_kernels.bmm": "aten::bmm",
              "extern_kernels.baddbmm": "aten::baddbmm", "extern_kernels.convolution": "aten::convolution"}
 SEARCH_REUSE_S = 5.0  # one indexing pass loads many graphs of one program: its folder is walked once
-_parsed: dict[Path, tuple[float, ProfilerTrace]] = {}
+_parsed: dict[Path, tuple[tuple[int, int], ProfilerTrace]] = {}
 _searched: dict[Path, tuple[float, list[Path]]] = {}
 _named: list[Path] = []  # kernelLens.profilerTraces, absolute (set by the server at initialize)
 
@@ -27,6 +33,39 @@ _named: list[Path] = []  # kernelLens.profilerTraces, absolute (set by the serve
 def set_named_traces(paths: list[Path]) -> None:
     """The traces the user named in the settings: `*.pt.trace.json` files or folders holding them."""
     _named[:] = paths
+
+
+def named_traces() -> list[Path]:
+    return list(_named)
+
+
+def is_trace_change(path: Path) -> bool:
+    """A path the watcher reported that concerns profiler traces: a trace file, or a named folder itself."""
+    return path.name.endswith(TRACE_SUFFIX) or path in _named
+
+
+def may_time(trace: Path, graph: Graph) -> bool:
+    """Whether a trace at this path is one `traces_for(graph)` looks at, or the one the graph's profile came from."""
+    if not any(k.language == "triton" for k in graph.kernels):
+        return False
+    if graph.profile is not None and graph.profile.path in (trace, trace.resolve()):
+        return True
+    program = program_dir(graph)
+    if program is not None and program.resolve() in trace.resolve().parents[:SEARCH_DEPTH + 1]:
+        return True
+    return any(named == trace or named in trace.parents for named in _named)
+
+
+def retimed_runs(changed: set[Path], runs: list[Run]) -> tuple[list[Run], set[Path]]:
+    """After profiler traces changed: the runs they may time (to be read again), and the traces
+    to look at again later (half-written: not JSON yet). Forgets the folder walks and the changed files' parses."""
+    _searched.clear()
+    for path in changed:
+        _parsed.pop(path, None)
+    retimed = [run for run in runs if any(may_time(p, g) for p in changed for g in run.graphs)]
+    unfinished = {p for p in changed if p.is_file() and p.name.endswith(TRACE_SUFFIX)
+                  and (trace_at(p).problem or "").startswith("not JSON")}
+    return retimed, unfinished
 
 
 def clear_caches() -> None:
@@ -76,11 +115,15 @@ def traces_for(graph: Graph) -> list[Path]:
 
 
 def trace_at(path: Path) -> ProfilerTrace:
-    """Parsed once per file version."""
-    mtime = path.stat().st_mtime
+    """Parsed once per file version (modification time and size: a trace replaced within one clock tick)."""
+    try:
+        stat = path.stat()
+    except OSError as error:  # deleted since the folder was walked: the watcher reports it next
+        return ProfilerTrace(path, problem=str(error))
+    version = (stat.st_mtime_ns, stat.st_size)
     cached = _parsed.get(path)
-    if cached is None or cached[0] != mtime:
-        cached = _parsed[path] = (mtime, read_profiler_trace(path))
+    if cached is None or cached[0] != version:
+        cached = _parsed[path] = (version, read_profiler_trace(path))
     return cached[1]
 
 

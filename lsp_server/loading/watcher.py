@@ -4,7 +4,9 @@ Knows nothing about LSP: it calls `on_change(paths)` from its own thread, where 
 a trace log that changed, or a whole root (created/deleted); `on_change` returns the paths to retry.
 Below each workspace folder it also notices `torch_compile_debug/` and `torch_trace/` folders created at any
 depth (one recursive watch per top-level folder that is not skipped: see `discovery.py`) and reports each
-once to `on_found(kind, folder)` before its first change.
+once to `on_found(kind, folder)` before its first change. A torch.profiler trace (`*.pt.trace.json`) written,
+replaced or deleted anywhere it watches, or in the files and folders `kernelLens.profilerTraces` names, is
+reported as its own path (a named folder created or deleted: the folder).
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ from lsp_server.loading.discovery import (
     is_environment,
     skipped_name,
 )
+from lsp_server.loading.gpu_profile import walk_traces
+from lsp_server.parsers.profiler_trace import TRACE_SUFFIX
 
 log = logging.getLogger(__name__)
 RETRY_DELAY_S = 0.25
@@ -42,7 +46,9 @@ class RunWatcher(FileSystemEventHandler):
     def __init__(self, debug_dirs: list[Path], on_change: Callable[[set[Path]], set[Path]],
                  debounce_s: float = 0.05, trace_dirs: list[Path] | None = None,
                  workspaces: list[Path] | None = None,
-                 on_found: Callable[[str, Path], None] | None = None) -> None:
+                 on_found: Callable[[str, Path], None] | None = None,
+                 profiler_traces: list[Path] | None = None) -> None:
+        self.profiler_traces = list(profiler_traces or [])  # named trace files or folders (absolute)
         self.debug_dirs = [d.resolve() if d.exists() else d.absolute() for d in debug_dirs]
         self.trace_dirs = [d.resolve() if d.exists() else d.absolute() for d in trace_dirs or []]
         self.workspaces = [w.resolve() for w in workspaces or [] if w.is_dir()]
@@ -72,6 +78,18 @@ class RunWatcher(FileSystemEventHandler):
                 self.add_watch(parent, recursive=False)
         for root in roots:
             self.watch_debug_dir(root)
+        for named in self.profiler_traces:
+            self.watch_named_trace(named)
+
+    def watch_named_trace(self, named: Path) -> None:
+        """A named folder recursively (and its parent, for its creation); a named file through its folder."""
+        if named.is_dir():
+            self.watch_debug_dir(named)
+        folder = named.parent
+        if folder.is_dir() and not self.covered(folder) and folder not in self.watches:
+            added = self.add_watch(folder, recursive=False)
+            if added is not None:
+                self.watches[folder] = added
 
     def stop(self) -> None:
         with self.lock:
@@ -161,6 +179,14 @@ class RunWatcher(FileSystemEventHandler):
                 self.note(Path(raw if isinstance(raw, str) else raw.decode()), event.event_type)
 
     def note(self, path: Path, event_type: str) -> None:
+        if path.name.endswith(TRACE_SUFFIX):
+            self.schedule({path})
+            return
+        if path in self.profiler_traces:  # a named file, or a named folder created, moved or deleted
+            if event_type in ROOT_EVENTS or not path.is_dir():
+                self.watch_named_trace(path)
+                self.schedule({path})
+            return
         if self.note_trace(path, event_type):
             return
         for debug_dir in self.debug_dirs:
@@ -188,6 +214,9 @@ class RunWatcher(FileSystemEventHandler):
                     and path.is_dir() and not self.covered(path):
                 self.watch_subtree(path)
                 self.report_found(discover(path))  # what was written before the watch began
+                traces = set(walk_traces(path))
+                if traces:
+                    self.schedule(traces)
             return
         for workspace in self.workspaces:
             found = enclosing_found_dir(path, workspace)

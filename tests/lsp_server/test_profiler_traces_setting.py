@@ -1,9 +1,12 @@
 """`kernelLens.profilerTraces` (issue 47): a torch.profiler trace kept outside the program's folder times the
 GPU run's kernels when the setting names it (the file, or a folder holding it); without the setting, or with an
-invalid value (a message says so), the run keeps the times of Inductor's own `-p` benchmark."""
+invalid value (a message says so), the run keeps the times of Inductor's own `-p` benchmark. A trace written,
+replaced or deleted after the server started (named, or beside the program) times the run again."""
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -13,6 +16,8 @@ from lsp_workspaces import FIXTURES, SERVER, gpu_workspace, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from trace_workspaces import line_of
+
+from lsp_server.features.describe import format_ms
 
 TRAIN = FIXTURES / "inductor_gpu_train"
 SOFTMAX = "triton_per_fused__softmax_div_exp_masked_fill_prepare_softmax_online_sub_view_3"
@@ -104,3 +109,84 @@ async def test_without_the_setting_the_moved_trace_is_not_read(client: LanguageC
     assert 0 < share <= 1 and line[SOFTMAX] != pytest.approx(share * totals[SOFTMAX] / steps / 1000)
     messages = [m.message for m in client.messages]
     assert any("kernelLens.profilerTraces: invalid value" in m for m in messages) == (kind == "invalid")
+
+
+# -- traces written, replaced or deleted after the server started (watched) -----------------------------------
+@pytest.fixture
+def held(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, Path, Path]:
+    """(where the trace will be written: "named" folder or "beside" the program, workspace, the held trace)."""
+    workspace, trace = moved_trace(tmp_path)
+    held = Path(shutil.move(trace, tmp_path / trace.name))
+    (tmp_path / "elsewhere" / "logs").rmdir()
+    return request.param, workspace, held
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def watching(lsp_client: LanguageClient, held: tuple[str, Path, Path], tmp_path: Path):
+    await start_session(lsp_client, held[1], {"kernelLens": {"profilerTraces": [str(tmp_path / "elsewhere")]}})
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def poll(fetch, predicate, timeout: float = 60.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        answer = await fetch()
+        if predicate(answer):
+            return answer
+        assert asyncio.get_running_loop().time() < deadline, f"never matched; last: {answer!r}"
+        await asyncio.sleep(0.05)
+
+
+async def forward_ms(client: LanguageClient) -> dict[str, float]:
+    profile = await command(client, "kernelLens.getProfile")
+    forward = next(g for g in profile["graphs"] if g["graph_id"] == "model__0_forward_1.0")
+    return {k["name"]: k["total_ms"] for k in forward["kernels"] if k["name"].startswith("triton_")}
+
+
+def matches(times: dict[str, float], totals: dict[str, float], steps: int, scale: float = 1.0) -> bool:
+    return bool(times) and all(ms == pytest.approx(scale * totals[name] / steps / 1000) for name, ms in times.items())
+
+
+async def softmax_hint(client: LanguageClient, workspace: Path) -> tuple[str, float]:
+    """The softmax line's inlay hint label and its lineCosts milliseconds."""
+    prog = workspace / "prog.py"
+    line = line_of(prog, 'attn = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)')
+    hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
+        types.TextDocumentIdentifier(prog.as_uri()), types.Range(types.Position(0, 0), types.Position(200, 0))))
+    costs = await command(client, "kernelLens.lineCosts", {"uri": prog.as_uri()})
+    return next(h.label for h in hints or [] if h.position.line == line), \
+        next(e["ms"] for e in costs["lines"] if e["line"] == line)
+
+
+@pytest.mark.parametrize("held", ["named", "beside"], indirect=True)
+async def test_a_trace_written_after_start_retimes_the_run(watching: LanguageClient, held: tuple[str, Path, Path],
+                                                           tmp_path: Path):
+    """Written (into the named folder, in a sub-folder created after start; or beside the program), the trace
+    times the run; replaced by one whose kernels ran twice as long, the times double; deleted, -p's times
+    come back. The softmax line's inlay hint follows each time (its ms: lineCosts' for the line)."""
+    where, workspace, trace = held
+    totals, steps = truth_us(trace)
+    before = await forward_ms(watching)
+    assert not matches(before, totals, steps)
+    hint_before, _ = await softmax_hint(watching, workspace)
+    folder = tmp_path / "elsewhere" / "logs" if where == "named" else workspace / "profiler_traces"
+    folder.mkdir(parents=True)
+    written = folder / trace.name
+    shutil.copy(trace, written)
+    await poll(lambda: forward_ms(watching), lambda times: matches(times, totals, steps))
+    label, ms = await softmax_hint(watching, workspace)
+    assert label != hint_before and label.endswith(format_ms(ms)), label
+    data = json.loads(trace.read_text())
+    for event in data["traceEvents"]:
+        if event.get("cat") == "kernel":
+            event["dur"] *= 2
+    staged = folder / f".{trace.name}.tmp"
+    staged.write_text(json.dumps(data))
+    os.replace(staged, written)  # as atomic writers replace a file
+    await poll(lambda: forward_ms(watching), lambda times: matches(times, totals, steps, scale=2.0))
+    doubled, doubled_ms = await softmax_hint(watching, workspace)
+    assert doubled_ms == pytest.approx(2 * ms) and doubled.endswith(format_ms(doubled_ms))
+    written.unlink()
+    await poll(lambda: forward_ms(watching), lambda times: times == before)
+    assert (await softmax_hint(watching, workspace))[0] == hint_before
