@@ -347,6 +347,22 @@ class TritonChain(TypedDict):
     stages: dict[str, StageLinks]
 
 
+class TritonChainStart(TypedDict):
+    """A Triton kernel's chain opens on `line` of its graph's output_code.py (`uri`)."""
+    kernel: str
+    graph_id: str
+    run_id: str
+    uri: str
+    line: int
+    ms: Union[float, None]  # the kernel's time per call of its graph, where profiled
+
+
+class TritonKernelsAt(TypedDict):
+    """`kernelLens.tritonKernelsAt` ({uri, line}): the Triton kernels with a kept cache entry that a user's line
+    (those computing it, most costly first), a kernel's own file or output_code.py line leads to."""
+    kernels: list[TritonChainStart]
+
+
 class BenchmarkKernelResult(TypedDict):
     """`kernelLens.benchmarkKernel` ({uri, line}): the kernel's line of `python output_code.py -k` run on this
     machine's GPU; without a GPU, `error` says so and the figures are the ones recorded beside output_code.py."""
@@ -362,17 +378,19 @@ class BenchmarkKernelResult(TypedDict):
 
 
 TritonChainResult = Union[TritonChain, CommandError]
+TritonKernelsAtResult = Union[TritonKernelsAt, CommandError]
 
 
 ALIASES = {"RunKind": RunKind, "KernelKind": KernelKind, "JobKind": JobKind, "KernelChange": KernelChange,
-           "RunDiffResult": RunDiffResult, "TritonChainResult": TritonChainResult}
+           "RunDiffResult": RunDiffResult, "TritonChainResult": TritonChainResult,
+           "TritonKernelsAtResult": TritonKernelsAtResult}
 DECLARATIONS = ["RunKind", "KernelKind", "JobKind", RunSummary, SelectRunResult, KernelLocation, SourceLocation, ProfiledKernel,
                 KindShare, GraphProfile, RunProfile, CostlyLine, LineLink, LineRange, GraphLink, LinkedLines,
                 LineCostKernel, LineCost, LineCosts, ReindexResult, JobResult, KernelSpan, "KernelChange", TimePair,
                 SourceRef, DiffNode, KernelDiffNode, KernelDiffEntry, OutputsComparison, GraphDiff, RunDiff, CommandError, "RunDiffResult", CompileGuard,
                 RecompileCause, CompileSummary,
                 GraphBreakSummary, GraphBreaks, StageLinks, TritonLine, TritonChain, "TritonChainResult",
-                BenchmarkKernelResult]
+                TritonChainStart, TritonKernelsAt, "TritonKernelsAtResult", BenchmarkKernelResult]
 
 # executeCommand ID -> what its handler answers (None where there is nothing to say)
 COMMANDS: dict[str, object] = {
@@ -382,4 +400,5 @@ COMMANDS: dict[str, object] = {
     "kernelLens.runJob": JobResult, "kernelLens.profileInductor": JobResult,
     "kernelLens.linkedLines": Union[LinkedLines, None], "kernelLens.lineCosts": Union[LineCosts, None],
     "kernelLens.listCompiles": list[CompileSummary], "kernelLens.listGraphBreaks": GraphBreaks,
-    "kernelLens.tritonChain": TritonChainResult, "kernelLens.benchmarkKernel": BenchmarkKernelResult}
+    "kernelLens.tritonChain": TritonChainResult, "kernelLens.benchmarkKernel": BenchmarkKernelResult,
+    "kernelLens.tritonKernelsAt": TritonKernelsAtResult}

@@ -1,7 +1,9 @@
 """GPU kernels in the editor (issue 47): the kernel hover's compiled facts and autotuning, the compiled chain of
 a Triton kernel (`kernelLens.tritonChain`: a PTX/SASS/TTIR/TTGIR/LLIR line or an output_code.py line ->
-Triton line -> FX nodes -> the user's line, and back to every stage's lines), and `kernelLens.benchmarkKernel`
-(the kernel's line of `python output_code.py -k` run on this machine's GPU; without one, a clear message)."""
+Triton line -> FX nodes -> the user's line, and back to every stage's lines), the Triton kernels a line of the
+user's file or of a kernel's own file leads to (`kernelLens.tritonKernelsAt`: where the chain opens from), and
+`kernelLens.benchmarkKernel` (the kernel's line of `python output_code.py -k` run on this machine's GPU; without
+one, a clear message)."""
 from __future__ import annotations
 
 import asyncio
@@ -11,8 +13,9 @@ from typing import Any
 
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import path_of, uri_of
+from lsp_server.features.source_lines import file_lines
 from lsp_server.index import Index, source_of
-from lsp_server.model import Graph, Kernel, Run
+from lsp_server.model import Graph, Kernel, Run, normalize_path
 
 # What the loader attached (`kernel.gpu`: loading.triton_kernels.KernelGpu) answers everything here: its
 # methods read the stage files on first use, so this module imports no parser.
@@ -20,6 +23,7 @@ STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
 TRITON_CACHE_FOLDER = "triton_cache"
 KERNEL_BENCH_FILE = "benchmark_kernels.txt"
 CHAIN_COMMAND = "kernelLens.tritonChain"
+KERNELS_AT_COMMAND = "kernelLens.tritonKernelsAt"
 BENCHMARK_COMMAND = "kernelLens.benchmarkKernel"
 NO_GPU = ("Benchmarking a kernel needs a CUDA GPU on this machine (none found: torch.cuda.is_available() is "
           "False or torch is not installed). Run `python output_code.py -k` on a GPU machine, or "
@@ -86,6 +90,61 @@ def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: Any, t
             "source": {"uri": uri_of(source.file), "line": source.line - 1} if source else None,
             "stages": {stage: {"uri": uri_of(path), "lines": lines}
                        for stage, (path, lines) in kernel.gpu.stage_links(entry, triton_line).items()}}
+
+
+def chained(kernel: Kernel) -> bool:
+    """A Triton kernel whose launched cache entry is kept beside its run: its chain can be shown."""
+    gpu = kernel.gpu
+    return kernel.language == "triton" and gpu is not None and gpu.chosen is not None and gpu.offset is not None
+
+
+def chain_start(run_id: str, graph: Graph, kernel: Kernel, line0: int) -> dict[str, Any]:
+    """Where a kernel's chain opens: its output_code.py and the 0-based line there (a Triton line of the kernel)."""
+    return {"kernel": kernel.name, "graph_id": graph.id, "run_id": run_id, "uri": uri_of(str(graph.output_code)),
+            "line": line0, "ms": kernel.time_ms}
+
+
+def kernel_of_file(index: Index, path: str) -> tuple[Graph, Kernel] | None:
+    """The indexed Triton kernel whose own file (`# kernel path:` in output_code.py) is `path`."""
+    target = normalize_path(path)
+    for view in index.views.values():
+        for graph in view.run.graphs:
+            for kernel in graph.kernels:
+                own = kernel.gpu.kernel_file if kernel.gpu is not None else None
+                if own is not None and normalize_path(own) == target:
+                    return graph, kernel
+    return None
+
+
+def kernels_at_json(server: Any, index: Index, uri: str, line0: int) -> dict[str, Any]:
+    """The Triton kernels with a kept cache entry that a line leads to, most costly first: on a user's line, those
+    computing it (each at its first Triton line from it); on a kernel's own file or output_code.py, that kernel."""
+    path = path_of(uri)
+    generated = index.generated_file(path)
+    if generated is not None:
+        kernel = generated.kernel_at(line0 + 1)
+        if kernel is None or not chained(kernel):
+            return {"error": "not a line of a Triton kernel with a Triton cache entry kept beside its run"}
+        return {"kernels": [chain_start(generated.graph.run_id, generated.graph, kernel, line0)]}
+    own = kernel_of_file(index, path)
+    if own is not None:
+        graph, kernel = own
+        if not chained(kernel):
+            return {"error": f"`{kernel.name}`: no Triton cache entry kept beside its run (or none known as launched)"}
+        return {"kernels": [chain_start(graph.run_id, graph, kernel, kernel.gpu.offset + line0)]}
+    lines = file_lines(server, index, uri)
+    hits = lines.hits(line0 + 1) if lines is not None else []
+    found = []
+    for hit in hits:
+        kernel = hit.ref.kernel
+        body = [n for n in hit.generated_lines if kernel.gpu is not None and kernel.gpu.offset is not None
+                and kernel.gpu.offset < n <= kernel.end_line]
+        if chained(kernel) and body:
+            found.append(chain_start(hit.ref.run.id, hit.ref.graph, kernel, body[0] - 1))
+    if not found:
+        return {"error": "no Triton kernel with a Triton cache entry kept beside its run computes this line"
+                         if hits or lines is not None else "not a line of an indexed run's file or Triton kernel"}
+    return {"kernels": sorted(found, key=lambda k: (-(k["ms"] or 0.0), k["graph_id"], k["kernel"]))}
 
 
 def _bytes(value: int | None) -> str:
@@ -186,6 +245,15 @@ def register(server: Any) -> None:
         if not isinstance(request.get("uri"), str) or not isinstance(request.get("line"), int):
             return {"error": "tritonChain expects {\"uri\": str, \"line\": int}"}
         return chain_json(server.index, request["uri"], request["line"])
+
+    @server.command(KERNELS_AT_COMMAND)
+    @failsafe(server, KERNELS_AT_COMMAND)
+    def triton_kernels_at(*args: Any) -> dict[str, Any]:
+        """{uri, line (0-based)}: a user's line, a Triton kernel's own file or output_code.py -> where chains open."""
+        request = first_argument(args)
+        if not isinstance(request.get("uri"), str) or not isinstance(request.get("line"), int):
+            return {"error": "tritonKernelsAt expects {\"uri\": str, \"line\": int}"}
+        return kernels_at_json(server, server.index, request["uri"], request["line"])
 
     @server.command(BENCHMARK_COMMAND)
     @failsafe(server, BENCHMARK_COMMAND)

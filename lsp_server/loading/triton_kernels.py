@@ -14,7 +14,8 @@ from pathlib import Path
 
 from lsp_server.loading.gpu_profile import launch_facts
 from lsp_server.model import Graph, Kernel
-from lsp_server.parsers.kernel_bench import KERNEL_BENCH_FILE, KernelBench, kernel_key, parse_kernel_bench
+from lsp_server.parsers.kernel_bench import (KERNEL_BENCH_FILE, KernelBench, kernel_key, kernel_path,
+                                             parse_kernel_bench)
 from lsp_server.parsers.autotune_log import (AutotuneLog, GemmAutotune, KernelAutotune, parse_autotune_log,
                                              parse_best_config)
 from lsp_server.parsers.triton_cache import StageLine, TritonEntry, read_cache, stage_lines
@@ -80,6 +81,7 @@ class KernelGpu:
     bench: KernelBench | None = None  # its line of `output_code.py -k` kept beside output_code.py
     offset: int | None = None  # kernel_file_offset: kernel-file line L is output_code.py line offset + L
     bench_key: str | None = None  # its `# kernel path:` file's first 10 characters, what `-k` prints
+    kernel_file: str | None = None  # its `# kernel path:`: the kernel's own .py (what the IR's loc records name)
 
     def bench_from(self, text: str) -> KernelBench | None:
         """This kernel's line of a `python output_code.py -k` output."""
@@ -224,7 +226,8 @@ def attach_triton(graph: Graph) -> None:
         kernel.gpu = KernelGpu(mine, chosen, how, autotune,
                                records.best_configs.get(chosen.key) if chosen else None, tables, bench,
                                kernel_file_offset(graph, kernel) if kernel.language == "triton" else None,
-                               kernel_key(graph.output_code_lines, kernel.start_line))
+                               kernel_key(graph.output_code_lines, kernel.start_line),
+                               kernel_path(graph.output_code_lines, kernel.start_line))
 
 
 def kernel_file_offset(graph: Graph, kernel: Kernel) -> int | None:

@@ -39,15 +39,21 @@ def parse_kernel_bench(text: str) -> dict[str, KernelBench]:
     return found
 
 
-def kernel_key(output_code_lines: list[str], start_line: int) -> str | None:
+def kernel_path(output_code_lines: list[str], start_line: int) -> str | None:
     """The `# kernel path:` comment above a kernel's definition (1-based start_line: its `def`, deep inside a long
-    kernel's string, or its `async_compile.triton(` line) -> its bench key; None when the previous kernel's end
-    comes first."""
+    kernel's string, or its `async_compile.triton(` line): the kernel's own file; None when the previous kernel's
+    end comes first."""
     for number in range(min(start_line, len(output_code_lines)) - 1, -1, -1):
         text = output_code_lines[number]
         match = KERNEL_PATH.match(text)
         if match:
-            return Path(match["path"]).name[:KEY_LENGTH]
+            return match["path"]
         if text.startswith(PREVIOUS_KERNEL_END):
             return None
     return None
+
+
+def kernel_key(output_code_lines: list[str], start_line: int) -> str | None:
+    """The kernel's bench key: its own file's first characters (what `-k` prints)."""
+    path = kernel_path(output_code_lines, start_line)
+    return Path(path).name[:KEY_LENGTH] if path is not None else None

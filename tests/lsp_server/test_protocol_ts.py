@@ -143,6 +143,8 @@ def test_each_handler_answers_what_protocol_py_says(host: HandlerHost):
         # a CPU run has no Triton kernel: both answer their error shape (the GPU answers: test_server_gpu_train.py)
         "kernelLens.tritonChain": [({"uri": uri_of(graph.output_code), "line": kernel.start_line},)],
         "kernelLens.benchmarkKernel": [({"uri": uri_of(graph.output_code), "line": kernel.start_line},)],
+        "kernelLens.tritonKernelsAt": [({"uri": uri_of(graph.output_code), "line": kernel.start_line},),
+                                       ({"uri": uri_of(source), "line": 0},)],
     }
     answered = set()
     for name, calls in requests.items():

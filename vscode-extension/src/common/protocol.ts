@@ -334,6 +334,23 @@ export interface TritonChain {
 
 export type TritonChainResult = TritonChain | CommandError;
 
+/** A Triton kernel's chain opens on `line` of its graph's output_code.py (`uri`). */
+export interface TritonChainStart {
+  kernel: string;
+  graph_id: string;
+  run_id: string;
+  uri: string;
+  line: number;
+  ms: number | null;
+}
+
+/** `kernelLens.tritonKernelsAt` ({uri, line}): the Triton kernels with a kept cache entry that a user's line (those computing it, most costly first), a kernel's own file or output_code.py line leads to. */
+export interface TritonKernelsAt {
+  kernels: TritonChainStart[];
+}
+
+export type TritonKernelsAtResult = TritonKernelsAt | CommandError;
+
 /** `kernelLens.benchmarkKernel` ({uri, line}): the kernel's line of `python output_code.py -k` run on this machine's GPU; without a GPU, `error` says so and the figures are the ones recorded beside output_code.py. */
 export interface BenchmarkKernelResult {
   error?: string;
