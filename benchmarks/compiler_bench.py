@@ -27,8 +27,11 @@ import compiler  # noqa: F401  (registers the "lens" backend)
 from compiler import config
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import backend_compile_time
 import dynamic_workloads  # noqa: E402
 import half_workloads  # noqa: E402
+from backend_compile_time import BACKEND_MS as _BACKEND_MS
+from backend_compile_time import GRAPHS as _GRAPHS
 from compiler_bench_report import print_table, target_lines  # noqa: E402,F401  (target_lines: tests/benchmarks)
 
 try:
@@ -195,33 +198,12 @@ def _noop_backend(gm: torch.fx.GraphModule, example_inputs) -> Callable:
 
 
 _BACKENDS: dict[str, object] = {"dynamo": _noop_backend}  # + "lens" -> its callable (without the entry point)
-# ms spent inside each backend's graph compiler, on aten graphs after Dynamo + AOTAutograd (lens:
-# pipeline.compile_graph: lowering, codegen, g++ or cache, load; Inductor: _compile_fx_inner)
-_BACKEND_MS: dict[str, float] = {"lens": 0.0, "inductor": 0.0}
-_GRAPHS: dict[str, int] = {"lens": 0, "inductor": 0}  # graphs each backend's graph compiler compiled
-
-
-def _timed(key: str, inner: Callable) -> Callable:
-    def timed(*args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            _BACKEND_MS[key] += (time.perf_counter() - t0) * 1e3
-            _GRAPHS[key] += 1
-    return timed
 
 
 def _time_backends() -> None:
     import compiler.frontend.dynamo_backend as frontend
-    from compiler import pipeline
     _BACKENDS["lens"] = frontend.lens_backend
-    pipeline.compile_to_graph = _timed("lens", pipeline.compile_to_graph)  # (every path to the pipeline)
-    try:
-        import torch._inductor.compile_fx as compile_fx
-        compile_fx._compile_fx_inner = _timed("inductor", compile_fx._compile_fx_inner)
-    except (ImportError, AttributeError):  # another torch: Inductor's graph-compiler column stays empty
-        _BACKEND_MS.pop("inductor")
+    backend_compile_time.install()
 
 
 def _fresh_cache_dirs(tmp: str, tag: str) -> None:
