@@ -3,20 +3,21 @@ comes from: it plans the kernel first (codegen/plan_passes.py: loops, threads, s
 and then prints the plan. Outer loops run under OpenMP when the work is big enough; innermost loops are `omp simd`."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import half, loop_nest, plan_passes, plan_record, plan_verify
-from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
+from compiler.codegen import half, plan_passes, plan_record, plan_verify
+from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index
-from compiler.codegen.plan import DeferredPass, KernelPlan, NodeBody, PlanError, RowPrefetch
+from compiler.codegen.plan import KernelPlan, NodeBody, PlanError
+from compiler.codegen.printer import LinePrinter
 from compiler.codegen.strategies import (
     column_reduction,
-    exp_lanes,
     half_lanes,
     lane_reduction,
     row_blocks,
@@ -27,6 +28,7 @@ from compiler.codegen.strategies import (
 from compiler.codegen.strategies import deferred_output as pipeline
 from compiler.codegen.strategies import symbolic_sizes as symbolic
 from compiler.codegen.strategies.inplace import KernelArg, unique
+from compiler.codegen.strategies.kernel_locals import LocalBuffer
 from compiler.ir.nodes import Cast, ComputedBuffer, Layout, substitute
 from compiler.ir.size_symbols import is_static
 from compiler.scheduler import FusedKernel
@@ -42,16 +44,14 @@ class RenderedKernel:
     sizes: list[str] = ()  # Dynamo's size symbols it takes after the pointers (`int64_t s0`), by name
 
 
-class KernelRenderer(ExpressionRenderer):
+class KernelRenderer(ExpressionRenderer, LinePrinter):
     def __init__(self, kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
                  readable_lines: dict[str, int], inplace: dict[str, str],
                  assume: size_variants.Assumptions | None = None):
-        self.k, self.layouts, self.readable = kernel, layouts, readable_lines
-        self.lines: list[tuple[str, list[str]]] = []
-        self.indent = 0
-        self.last_origin: str | None = None
+        self.k, self.layouts = kernel, layouts
+        self.init_lines(readable_lines)
         self.context = plan_passes.plan_context(kernel, layouts, inplace, assume)
-        self.locals = self.context.locals
+        self.locals = dict(self.context.locals)  # (the column strategy holds some in its lanes: render)
         self.outer_vars: list[sympy.Symbol] = []
         self.local_stores: dict[str, sympy.Expr] = {}  # scalar locals: the flat index they hold
         # buffers an earlier node stored once this outer iteration -> (that flat index, the scalar holding it):
@@ -61,7 +61,6 @@ class KernelRenderer(ExpressionRenderer):
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
         self.inplace = self.context.inplace  # outputs over inputs (inplace.py)
         self.params = self.context.params
-        self.lane_loops: list[exp_lanes.LaneLoop] = []  # the lane loops open now (codegen/strategies/exp_lanes.py)
         # a kernel over symbolic sizes (codegen/strategies/symbolic_sizes.py) takes them as arguments and runs plain
         # loops, but in its size variants (`assume`: decisions taken from the hints, checked at run time; size_variants.py)
         self.sizes = self.context.sizes
@@ -69,62 +68,6 @@ class KernelRenderer(ExpressionRenderer):
         self.plan = KernelPlan(kernel.name)  # (built by render: codegen/plan_passes.py)
         self._printed_inner: set[str] = set()  # nodes whose planned inner loops were checked (config.verify_plan)
         self.init_expressions()
-
-    # -- what the plan decided (codegen/plan.py) ---------------------------------
-    @property
-    def streamed(self) -> set[str]:
-        """Nodes whose stores stream (codegen/strategies/streaming.py)."""
-        return self.plan.streamed
-
-    @property
-    def row_prefetch(self) -> RowPrefetch:
-        """Where row kernels ask for the next row (codegen/strategies/prefetch.py)."""
-        return self.plan.row_prefetch
-
-    @property
-    def deferred(self) -> DeferredPass | None:
-        """An output pass run a row late (codegen/strategies/deferred_output.py)."""
-        return self.plan.deferred
-
-    # -- lines ---------------------------------------------------------------------
-    def emit(self, text: str, nodes: list[str] | None = None) -> None:
-        self.lines.append(("    " * self.indent + text, list(nodes or [])))
-
-    def statement(self, text: str, origin: str | None) -> None:
-        if origin is not None and origin != self.last_origin and origin in self.readable:
-            self.emit(f"// Corresponding FX code line: {self.readable[origin]}")
-        self.last_origin = origin
-        self.emit(text, [origin] if origin else [])
-
-    # -- loops -------------------------------------------------------------------
-    def open_loop(self, var: sympy.Symbol, size: int, pragma: str | None, nodes: list[str], start: int = 0,
-                  step: int = 1) -> None:
-        if pragma:
-            self.emit(pragma)
-        if isinstance(size, sympy.Basic):
-            size = cpp_index(size)
-        if isinstance(start, sympy.Basic):  # (a symbolic row's tail starts past its lanes)
-            start = cpp_index(start)
-        inc = f"{var.name}++" if step == 1 else f"{var.name} += {step}"
-        self.emit(f"for (int64_t {var.name} = {start}; {var.name} < {size}; {inc})", nodes)
-        self.emit("{")
-        self.indent += 1
-
-    def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str], count: int | None = None) -> None:
-        """Inside `for (var_base ...; var_base += lanes)`: the `simd` loop over the block, defining `var`
-        (`count`: the first lanes only, a row's tail)."""
-        self.exp_values = {}
-        self.open_lanes_named(var.name, lanes, nodes, count)
-
-    def open_lanes_named(self, var: str, lanes: int, nodes: list[str], count: int | None = None) -> None:
-        self.lane_loops.append(exp_lanes.LaneLoop(var, lanes, list(nodes), len(self.lines), self.indent, count))
-        self.open_loop(sympy.Symbol(f"{var}_lane"), lanes if count is None else count, "#pragma omp simd", nodes)
-        self.emit(f"int64_t {var} = {var}_base + {var}_lane;", nodes[:1])
-
-    def simd_line(self, var: str, size: int, text: str, nodes: list[str]) -> None:
-        """A one-line `simd` loop: `for (var = 0; var < size; var++) text`."""
-        self.emit("#pragma omp simd", nodes)
-        self.emit(f"for (int64_t {var} = 0; {var} < {size}; {var}++) {text}", nodes)
 
     def declare_lanes(self, n: ComputedBuffer, acc: str, lanes: int) -> str:
         """Per-lane partials `{acc}_lanes` of reduction node `n`, set to its initial value (see fold_lanes)."""
@@ -141,28 +84,6 @@ class KernelRenderer(ExpressionRenderer):
         self.emit(f"for (int64_t lane = 0; lane < {first}; lane++) "
                   f"{acc} = {combine.format(acc=acc, v=f'{acc}_lanes[lane]')};", [n.origin])
 
-    def fold_tree(self, part: str, lanes: int, combine: str, nodes: list[str], also: str | None = None) -> int:
-        """Halve `part[0:lanes]` pairwise while the count is even (lane i takes lane i + half), so that a row's
-        partials meet in a tree of vector steps rather than a chain of `lanes` dependent scalar operations
-        (a 256-wide softmax row, one thread, L2-resident: 279 -> 236 ns; the order of a tree is also the one
-        ATen's vectorized reductions add their lanes in); `also`, an array folded by addition beside it.
-        Returns how many lanes are left for the caller's scalar combine."""
-        while lanes > 1 and lanes % 2 == 0:
-            half = lanes // 2
-            text = f"{part}[lane] = {combine.format(acc=f'{part}[lane]', v=f'{part}[lane + {half}]')};"
-            if also:
-                text = f"{{ {text} {also}[lane] += {also}[lane + {half}]; }}"
-            self.simd_line("lane", half, text, nodes)
-            lanes = half
-        return lanes
-
-    def close(self) -> None:
-        self.indent -= 1
-        self.emit("}")
-        if self.lane_loops and self.lane_loops[-1].indent == self.indent:
-            if not self.lane_loops.pop().cutting:  # the loop ends: its cut exps' arrays are out of scope
-                self.exp_values = {}
-
     # -- the kernel --------------------------------------------------------------
     def render(self) -> RenderedKernel:
         """Plan the kernel (codegen/plan_passes.py), then print the plan."""
@@ -172,76 +93,84 @@ class KernelRenderer(ExpressionRenderer):
         signature = ", ".join([f"{'' if a.is_output else 'const '}{a.ctype}* __restrict__ {a.param}"
                                for a in unique(self.params)] + [f"int64_t {s.name}" for s in self.sizes])
         self.emit(f'extern "C" void {k.name}({signature})', k.origins)
-        self.emit("{")
-        self.indent += 1
-        symbolic.declare_scratch(self, self.locals)
+        self.open_block()
+        symbolic.declare_scratch(self, k.nodes, self.locals)
         if self.plan.strategy == "column":
-            column_reduction.render(self, nest.sizes[0], nest.vars[0], bodies, nest.parallel)
+            col = self.plan.column
+            for n, b in zip(k.nodes, bodies):  # (its local reductions: later nodes read their lanes or partials)
+                if n.name in col.held:
+                    self.locals[n.name] = LocalBuffer(col.held[n.name], True, 1)
+                    self.local_stores[n.name] = sympy.expand(b.store)
+            column_reduction.render(self, col, k.nodes, bodies, nest.vars[0], nest.sizes[0], nest.parallel_if,
+                                    k.origins)
         elif self.plan.strategy == "total":
-            column_reduction.render_total(self, bodies)
+            column_reduction.render_total(self, k.nodes, bodies, self.plan.reduction_loops[k.nodes[0].name])
         else:
-            self._render_nest(nest.vars, nest.sizes, bodies, nest.parallel, nest.simdlen)
+            self._render_nest(bodies)
         self.indent -= 1
         self.emit("}")
         return RenderedKernel(k.name, k.kind, list(k.origins), unique(self.params), self.lines,
                               [s.name for s in self.sizes])
 
-    def _render_nest(self, ovars, osizes, bodies: list[NodeBody], parallel: bool, simdlen: str) -> None:
-        """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops."""
-        k, flat = self.k, self.plan.nest.flat
-        pragmas = loop_nest.outer_pragmas(k, osizes, parallel, simdlen, flat, self.plan.nest.parallel_if)
-        if self.streamed:
-            pragmas = streaming.open_region(self, pragmas)
-        if self.deferred:
-            pipeline.declare(self)
-        blocked = flat and bool(self.streamed)  # the last outer loop goes by whole lines
-        nest = len(ovars) - blocked
-        for v, s, pragma in zip(ovars[:nest], osizes[:nest], pragmas):
+    def _render_nest(self, bodies: list[NodeBody]) -> None:
+        """The outer loops (shared by the kernel's nodes), then each node's own inner/reduction loops, as planned."""
+        k, nest, d = self.k, self.plan.nest, self.plan.deferred
+        if nest.region:
+            streaming.open_region(self, nest.region)
+        if d:
+            pipeline.declare(self, d)
+        fb = self.plan.flat_blocks  # the last outer loop goes by whole lines
+        opened = len(nest.vars) - (fb is not None)
+        for v, s, pragma in zip(nest.vars[:opened], nest.sizes[:opened], nest.pragmas):
             self.open_loop(v, s, pragma, k.origins)
-        self.outer_vars = list(ovars)
-        if blocked:
-            streaming.render_flat(self, ovars[-1], osizes[-1], pragmas[-1], bodies,
-                                  lambda: self._render_bodies(bodies, parallel))
+        self.outer_vars = list(nest.vars)
+        if fb is not None:
+            streamed = [(n, b) for n, b in zip(k.nodes, bodies) if n.name in self.plan.streamed]
+            streaming.render_flat(self, fb, nest.vars[-1], nest.sizes[-1], streamed, self.plan.stream_out,
+                                  k.origins, lambda stage: self._render_bodies(bodies, stage))
         else:
-            self._render_bodies(bodies, parallel)
-        for _ in range(nest):
+            self._render_bodies(bodies, {})
+        for _ in range(opened):
             self.close()
-        if self.deferred:
-            pipeline.finish(self)
-        if self.streamed:
+        if d:
+            pipeline.finish(self, d)
+        if nest.region:
             streaming.close_region(self)
 
-    def _render_bodies(self, bodies: list[NodeBody], parallel: bool) -> None:
-        """One outer iteration: the kernel's local arrays, then each node's block (and row prefetches)."""
-        deferred = self.deferred.node if self.deferred else None
+    def _render_bodies(self, bodies: list[NodeBody], stage: dict[str, str]) -> None:
+        """One outer iteration: the kernel's local arrays, then each node's block (and row prefetches); `stage`: the
+        staged line elements streamed nodes store to (streaming.render_flat)."""
+        d, parallel = self.plan.deferred, self.plan.nest.parallel
+        self.stream_stage = stage
         for node in self.k.nodes:
             local = self.locals.get(node.name)
-            if local is not None and self.deferred and node.name in self.deferred.arrays:
-                pipeline.slot_pointers(self, node.name)
+            if local is not None and d and node.name in d.arrays:
+                pipeline.slot_pointers(self, d, node.name)
             elif local is not None and not local.scalar and not is_static(local.numel):
                 symbolic.scratch_row(self, node, local)
             elif local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
-        nodes, i, pf = [n for n in self.k.nodes if n is not deferred], 0, self.row_prefetch
+        nodes, i, pf = [n for n in self.k.nodes if d is None or n is not d.node], 0, self.plan.row_prefetch
         while i < len(nodes):
-            fused = self.plan.pairs.get(nodes[i].name)  # (a producer and its reduction in one loop: planned)
-            if fused is not None:
-                sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1], fused)
+            pair = self.plan.pairs.get(nodes[i].name)  # (a producer and its reduction in one loop: planned)
+            if pair is not None:
+                sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1], pair, pf, d)
             else:
-                self._render_node_block(nodes[i], bodies[i], parallel_inner=not parallel)
-            pair = fused is not None
-            i += 1 + pair
-            if i - 1 - pair <= pf.after < i:
+                self.node_block(nodes[i], bodies[i], parallel_inner=not parallel)
+            fused = pair is not None
+            i += 1 + fused
+            if i - 1 - fused <= pf.after < i:
                 self.lines += [("    " * self.indent + line, []) for line in pf.burst()]
-        if self.deferred:
-            pipeline.end_row(self)
+        if d:
+            pipeline.end_row(self, d)
+        self.stream_stage = {}
 
     def _mirrored(self, n: ComputedBuffer) -> str | None:
         """The scalar the plan keeps node `n`'s stored value in for later nodes (plan_passes.mirrors), unless its
         store goes to a staged line here (a streamed flat kernel's line block: later nodes read the line)."""
         return None if n.name in self.stream_stage else self.plan.mirrors.get(n.name)
 
-    def _render_node_block(self, n: ComputedBuffer, b: NodeBody, parallel_inner: bool) -> None:
+    def node_block(self, n: ComputedBuffer, b: NodeBody, parallel_inner: bool) -> None:
         ivars, isizes = b.inner
         local = self.locals.get(n.name)
         mirror = self._mirrored(n)
@@ -272,7 +201,7 @@ class KernelRenderer(ExpressionRenderer):
             opened = 0
             for depth, (v, s) in enumerate(zip(ivars, isizes)):
                 if depth == len(ivars) - 1 and row:
-                    streaming.render_row(self, n, b, v, s, store, row)
+                    streaming.render_row(self, n, self.plan.stream_out[n.name], b, v, s, store, row)
                     break
                 self.open_loop(v, s, pragmas[depth], n.origins)
                 opened += 1
@@ -288,6 +217,18 @@ class KernelRenderer(ExpressionRenderer):
         self.emit("}")
         if mirror is not None:
             self.mirrors[n.name] = (store, mirror)
+
+    @contextmanager
+    def renamed_locals(self, names: dict[str, str], stores: dict[str, sympy.Expr]):
+        """Print with kernel-local buffers `names` under other C++ names (a deferred pass's pending row), the
+        scalars of `stores` held at those flat indices."""
+        saved, saved_stores = self.locals, self.local_stores
+        self.locals = {**saved, **{n: replace(saved[n], name=new) for n, new in names.items()}}
+        self.local_stores = {**saved_stores, **stores}
+        try:
+            yield
+        finally:
+            self.locals, self.local_stores = saved, saved_stores
 
     def local_index(self, flat: sympy.Expr) -> sympy.Expr:
         """A local array holds one outer iteration: its index is the flat index without the outer part."""
@@ -325,8 +266,7 @@ class KernelRenderer(ExpressionRenderer):
         self.statement(f"{target} = {self.stored_body(n, b)};", n.origin)
 
     def accumulator(self, n: ComputedBuffer) -> str:
-        local = self.locals.get(n.name)
-        return local.name if local is not None else f"acc_{self.params[n.name].param}"
+        return self.plan.accumulators[n.name]  # (planned: plan_passes.accumulators)
 
     def declare_accumulator(self, n: ComputedBuffer, b: NodeBody) -> None:
         """Declared before the node's block: a local reduction's accumulator is what later nodes read."""
@@ -340,27 +280,21 @@ class KernelRenderer(ExpressionRenderer):
                            n.origin)
 
     def _render_reduction(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr) -> None:
-        rvars, rsizes = b.red
-        rtype = n.reduction_type
-        acc = self.accumulator(n)
-        lanes = 64 // half.compute_itemsize(n.dtype)
-        how = self.plan.reduction_loops[n.name]  # (planned: plan_passes.reduction_loop)
-        if how in ("lanes", "wide_sum"):
-            lane_reduction.render(self, n, b, acc, lanes)
-        elif how == "blocked":
-            row_blocks.render_blocked_reduction(self, n, b, acc)
+        loop = self.plan.reduction_loops[n.name]  # (planned: lane_reduction.plan_loop)
+        if loop.how in ("lanes", "wide_sum"):
+            lane_reduction.render(self, n, b, loop)
+        elif loop.how == "blocked":
+            row_blocks.render_blocked_reduction(self, n, b, loop, self.plan.row_prefetch, self.plan.deferred)
         else:
-            op = simd_reduction_op(n.dtype, rtype)
+            rvars, rsizes = b.red
             for depth, (v, s) in enumerate(zip(rvars, rsizes)):
-                last = depth == len(rvars) - 1
-                pragma = None
-                if last and op:
-                    pragma = f"#pragma omp simd reduction({op}:{acc})"
+                pragma = f"#pragma omp simd reduction({loop.op}:{loop.acc})" if depth == len(rvars) - 1 and loop.op \
+                    else None
                 self.open_loop(v, s, pragma, n.origins)
-            self.combine(n, b, acc, acc)
+            self.combine(n, b, loop.acc, loop.acc)
             for _ in rvars:
                 self.close()
-        self.store_reduction(n, store, acc)
+        self.store_reduction(n, store, loop.acc)
 
     def store_reduction(self, n: ComputedBuffer, store: sympy.Expr, acc: str) -> None:
         """After the reduction loops: the result goes to its buffer, or stays in its local accumulator."""

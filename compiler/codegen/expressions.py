@@ -36,6 +36,10 @@ class ExpressionRenderer:
         self.temp_generation: dict[str, int] = {}
         self.exp_values: dict[int, str] = {}  # id of an exp node cut in the lane loop open now -> its lanes
 
+    def lane_values_end(self) -> None:
+        """A lane loop ends or opens: the exps cut in the one before are out of scope."""
+        self.exp_values = {}
+
     def flat(self, ld: Load) -> sympy.Expr:
         return flat_load_index(self.layouts[ld.buffer][1], ld.index)
 

@@ -69,6 +69,87 @@ class InnerLoops:
 
 
 @dataclass
+class ReductionLoop:
+    """How a reduction of the loop nest runs in its own loops (plan_passes.reduction_loops), as printed by cpp.py,
+    lane_reduction.py and row_blocks.py: `how` one of REDUCTION_LOOPS."""
+
+    how: str
+    acc: str  # its accumulator
+    lanes: int = 0  # per-lane partials: elements of one register of them ("lanes", "wide_sum", "blocked")
+    registers: int = 1  # registers of lanes kept ("lanes", "wide_sum": lane_reduction.WIDE where rows are whole)
+    main: Size = 0  # elements the lanes take of the innermost loop ("lanes", "wide_sum")
+    tail: bool = False  # elements past `main`, combined one at a time
+    nan_sums: bool = False  # floating max/min: a second set of lanes sums the values, NaN when a NaN went by
+    op: str = ""  # the `omp simd reduction` operator ("simd")
+
+    @property
+    def partials(self) -> int:
+        return self.lanes * self.registers
+
+    def describe(self) -> str:
+        """The loop as kernel_plans.json's decision says it."""
+        if self.how in ("lanes", "wide_sum"):
+            regs = f"{self.registers} registers of {self.lanes} lanes" if self.registers > 1 else f"{self.lanes} lanes"
+            return (f"{self.partials} partials in {self.acc}_lanes ({regs})" + (", NaN noticed by sum lanes"
+                    if self.nan_sums else "") + (f", a scalar tail from {self.main}" if self.tail else ""))
+        if self.how == "blocked":
+            return f"{self.lanes} partials in {self.acc}_lanes, a block of a line at a time"
+        if self.how == "simd":
+            return f"omp simd reduction({self.op}:{self.acc})"
+        if self.how == "thread_partials":
+            return f"a partial per thread, each an omp simd reduction({self.op}:{self.acc}_part)"
+        return {"scalar": f"a scalar loop into {self.acc}", "none": f"no loop: {self.acc}"}[self.how]
+
+
+REDUCTION_LOOPS = ("lanes", "wide_sum", "blocked", "simd", "scalar", "none", "thread_partials")
+
+
+@dataclass
+class SiblingPair:
+    """A row's producer and the reduction reading it back in one loop (plan_passes.sibling_pairs, printed by
+    sibling_loops.py): by lines of the prefetching pass ("lines"), by blocks of exp lanes and a tail block of fewer
+    ("lane_blocks"), or one `omp simd reduction` loop ("simd")."""
+
+    reduction: str  # the reduction node's name
+    body: NodeBody  # its body in the producer's loop
+    how: str
+    acc: str  # the reduction's accumulator
+    lanes: int = 0  # per-lane partials ("lines", "lane_blocks")
+    main: int = 0  # "lane_blocks": elements of whole blocks
+    tail: bool = False  # "lane_blocks": a block of fewer lanes runs the rest
+    op: str = ""  # "simd": the `omp simd reduction` operator
+
+    def describe(self) -> str:
+        if self.how == "lines":
+            return f"by lines of {self.lanes} lanes into {self.acc}_lanes, asking for the next row's lines"
+        if self.how == "lane_blocks":
+            return (f"by blocks of {self.lanes} lanes up to {self.main} into {self.acc}_lanes"
+                    + (", then a tail block" if self.tail else ""))
+        return f"omp simd reduction({self.op}:{self.acc})"
+
+
+@dataclass
+class ColumnPlan:
+    """A column reduction's loops (column_reduction.plan_column): its first `reductions` nodes reduced into blocks of
+    `block` contiguous outputs (on threads, a block each, where `parallel`), or, with `phases`, passes over the rows
+    split among threads; then the pointwise epilogue per output."""
+
+    reductions: int
+    block: Size = 0
+    parallel: bool = False
+    phases: list[list[int]] | None = None  # the reductions grouped into passes over the rows (threads split them)
+    chunk_rows: int = 0  # phases: rows reduced into a fresh chunk partial before it joins the thread's
+    held: dict[str, str] = field(default_factory=dict)  # kernel-local reduction -> the value later nodes read of it
+    anchors: dict[str, str] = field(default_factory=dict)  # phases: reduction -> the input its chunk is placed against
+
+    def describe(self) -> str:
+        if self.phases:
+            return (f"rows split among threads, passes {self.phases}, chunks of {self.chunk_rows} rows, "
+                    "partials combined in thread order")
+        return f"blocks of {self.block} outputs" + (", a block per thread" if self.parallel else "")
+
+
+@dataclass
 class LoopNest:
     """The outer loops every node of the kernel shares."""
 
@@ -79,6 +160,8 @@ class LoopNest:
     flat: bool = False  # no node has loops of its own: the last outer loop is the vector loop
     simdlen: str = ""  # the `simdlen(N)` clause of `omp simd` pragmas (config.cpp.simdlen)
     total: Size = 1  # elements of work of the whole nest
+    pragmas: list[str | None] = field(default_factory=list)  # each outer loop's OpenMP pragma (loop_nest.py)
+    region: str = ""  # a streaming kernel's parallel region around them (its loops' worksharing `for`s in it)
 
 
 @dataclass
@@ -108,6 +191,27 @@ class RowPrefetch:
         return f"if ({self.row} + 1 < {self.rows}) {{ {fetches} }}"
 
 
+@dataclass(frozen=True)
+class OutputParam:
+    """A node's output parameter in the kernel's signature and its element type in memory (what a streamed line
+    is written to)."""
+
+    param: str
+    ctype: str
+
+
+@dataclass
+class FlatBlocks:
+    """A flat kernel's vector loop (the last outer loop) by blocks of whole lines, where its streamed nodes stage a
+    line each and write it out; elements past `main` run plainly (streaming.flat_blocks)."""
+
+    lanes: int
+    main: Size
+    tail: bool
+    pragma: str | None  # the loop by lines' own pragma (the lane loop is the vector loop now)
+    stage: dict[str, str] = field(default_factory=dict)  # streamed node -> the line element its store goes to
+
+
 @dataclass
 class DeferredPass:
     """A row kernel's output pass run a row late, inside the next row's prefetching pass (pipeline.py)."""
@@ -117,6 +221,10 @@ class DeferredPass:
     row: sympy.Symbol  # the outer loop variable
     arrays: list[str]  # local arrays it reads (two slots)
     scalars: list[str]  # scalar locals it reads (kept a row longer)
+    locals: dict[str, LocalBuffer] = field(default_factory=dict)  # of those: each node's local buffer
+    ctypes: dict[str, str] = field(default_factory=dict)  # and its C++ type
+    scalar_reads: dict[str, sympy.Expr] = field(default_factory=dict)  # scalar -> the flat index it reads it at
+    out: OutputParam | None = None  # where its lines stream
 
 
 @dataclass(frozen=True)
@@ -141,12 +249,15 @@ class KernelPlan:
     nest: LoopNest = field(default_factory=LoopNest)
     bodies: list[NodeBody] = field(default_factory=list)
     strategy: str = ""  # one of STRATEGIES, once chosen
-    column_phases: list[list[int]] | None = None  # a column reduction's passes over the rows split among threads
+    column: ColumnPlan | None = None  # a column reduction's blocks or passes
     streamed: set[str] = field(default_factory=set)  # nodes whose stores stream (streaming.py)
+    stream_out: dict[str, OutputParam] = field(default_factory=dict)  # streamed node -> where its lines go
+    flat_blocks: FlatBlocks | None = None  # a streamed flat kernel's vector loop by lines
     row_prefetch: RowPrefetch = field(default_factory=RowPrefetch)
     deferred: DeferredPass | None = None
-    pairs: dict[str, NodeBody] = field(default_factory=dict)  # producer -> its reduction's body in its loop
-    reduction_loops: dict[str, str] = field(default_factory=dict)  # reduction node -> how its loop runs
+    pairs: dict[str, SiblingPair] = field(default_factory=dict)  # producer -> the reduction in its loop
+    accumulators: dict[str, str] = field(default_factory=dict)  # reduction node -> its accumulator's name
+    reduction_loops: dict[str, ReductionLoop] = field(default_factory=dict)  # reduction node -> how its loop runs
     inner: dict[str, InnerLoops] = field(default_factory=dict)  # node -> its own pointwise loops, as printed
     mirrors: dict[str, str] = field(default_factory=dict)  # node -> the scalar later nodes read its stored value from
     assumptions: list[str] = field(default_factory=list)  # a size variant's checks the plan relies on

@@ -11,7 +11,6 @@ import torch
 from compiler import config
 from compiler import decisions as why
 from compiler.codegen import half, loop_nest, plan_verify
-from compiler.codegen.cpp_ops import simd_reduction_op
 from compiler.codegen.index import merge_loops
 from compiler.codegen.plan import InnerLoops, KernelPlan, PlanContext
 from compiler.codegen.strategies import column_reduction, lane_reduction, prefetch, streaming
@@ -19,7 +18,7 @@ from compiler.codegen.strategies import deferred_output as pipeline
 from compiler.codegen.strategies import symbolic_sizes as symbolic
 from compiler.codegen.strategies.inplace import kernel_params
 from compiler.codegen.strategies.kernel_locals import plan_locals
-from compiler.codegen.strategies.sibling_pairs import fused_body
+from compiler.codegen.strategies.sibling_pairs import fused_body, plan_pair
 from compiler.codegen.strategies.size_variants import Assumptions, checks
 from compiler.ir.nodes import Layout, substitute
 from compiler.ir.size_symbols import is_static
@@ -78,12 +77,10 @@ def choose_strategy(plan: KernelPlan, ctx: PlanContext) -> None:
     refused = column_reduction.refusal(ctx, list(nest.vars), bodies)  # (symbolic: blocks of outputs)
     if refused is None:
         plan.strategy = "column"
-        size = nest.sizes[0]
-        if nest.parallel and ctx.plans and is_static(size):  # (a generic symbolic kernel takes blocks of outputs)
-            plan.column_phases = column_reduction.split_phases(ctx, bodies, column_reduction.reductions(ctx, bodies),
-                                                               size)
-        how = "threads split the rows" if plan.column_phases else "threads take blocks of outputs"
+        plan.column = column_reduction.plan_column(ctx, plan)
+        how = "threads split the rows" if plan.column.phases else "threads take blocks of outputs"
         plan.decide("strategy", "", "column reduction", f"reductions read the outputs contiguously; {how}")
+        plan.decide("column blocks", "", plan.column.describe(), "as printed")
     elif ctx.plans and column_reduction.applies_to_total(ctx, list(nest.vars), bodies):
         plan.strategy = "total"
         plan.decide("strategy", "", "total reduction", "one sum/prod over enough elements: per-thread partials")
@@ -128,9 +125,11 @@ def sibling_pairs(plan: KernelPlan, ctx: PlanContext) -> None:
         if i + 1 < len(nodes) and symbolic.static_loops(bodies[i], bodies[i + 1]):
             fused = fused_body(ctx, plan.streamed, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1])
         if fused is not None:
-            plan.pairs[nodes[i].name] = fused
+            pair = plan.pairs[nodes[i].name] = plan_pair(nodes[i], bodies[i], nodes[i + 1], fused,
+                                                          plan.accumulators[nodes[i + 1].name], plan.row_prefetch)
             plan.decide("sibling loops", nodes[i].name, f"one loop with {nodes[i + 1].name}",
                         "the reduction reads back the element this iteration writes")
+            plan.decide("sibling loop", nodes[i].name, pair.describe(), "as printed")
         i += 1 + (fused is not None)
 
 
@@ -152,40 +151,33 @@ def merge_reduction_loops(plan: KernelPlan, ctx: PlanContext) -> None:
                     "every index steps through them as through one loop")
 
 
+def accumulators(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Each reduction's accumulator: its kernel-local scalar, else `acc_<its parameter>` (stored after its loops)."""
+    for n in ctx.kernel.nodes:
+        if n.reduction_type:
+            local = ctx.locals.get(n.name)
+            plan.accumulators[n.name] = local.name if local is not None else f"acc_{ctx.params[n.name].param}"
+
+
 def reduction_loops(plan: KernelPlan, ctx: PlanContext) -> None:
-    """How each reduction of the nest that runs in its own loop is vectorized, or why not."""
+    """How each reduction of the nest that runs in its own loop is vectorized, or why not, and its loop's lanes,
+    tail or `omp simd reduction` operator (lane_reduction.plan_loop)."""
+    if plan.strategy == "total":
+        n = ctx.kernel.nodes[0]
+        loop = plan.reduction_loops[n.name] = column_reduction.plan_total(n, plan.accumulators[n.name])
+        plan.decide("reduction loop", n.name, loop.describe(), "as printed")
     if plan.strategy != "nest":
         return
-    paired = {ctx.kernel.nodes[i + 1].name for i, n in enumerate(ctx.kernel.nodes) if n.name in plan.pairs}
+    paired = {p.reduction for p in plan.pairs.values()}
     for n, b in zip(ctx.kernel.nodes, plan.bodies):
         if not n.reduction_type or n.name in paired:
             continue
-        choice, reason = reduction_loop(plan, n, b.red)
-        plan.reduction_loops[n.name] = choice
-        plan.decide("vectorize", n.name, choice, reason)
-        if choice == "scalar":  # (why.json: the reduction loop stays scalar)
+        loop, reason = lane_reduction.plan_loop(n, b.red, plan.accumulators[n.name], plan.row_prefetch)
+        plan.reduction_loops[n.name] = loop
+        plan.decide("vectorize", n.name, loop.how, reason)
+        plan.decide("reduction loop", n.name, loop.describe(), "as printed")
+        if loop.how == "scalar":  # (why.json: the reduction loop stays scalar)
             why.not_vectorized([n.origin], "no_simd_reduction", reduction=n.reduction_type, dtype=n.dtype)
-
-
-def reduction_loop(plan: KernelPlan, n, red: tuple[list, list]) -> tuple[str, str]:
-    """(how node `n`'s reduction loop runs, why): per-lane partials, by lines of the prefetching pass, four
-    registers of lanes, `omp simd reduction`, or scalar."""
-    rvars, rsizes = red
-    lanes = 64 // half.compute_itemsize(n.dtype)
-    if (n.reduction_type in ("max", "min") and n.dtype != torch.bool and rvars  # (a symbolic row: lanes and a tail)
-            and (not is_static(rsizes) or rsizes[-1] >= 2 * lanes)):
-        return "lanes", f"{n.reduction_type} in per-lane partials (NaN-propagating), rows of {_sizes(rsizes)}"
-    if plan.row_prefetch.into == n.name:
-        return "blocked", "by lines, asking for the next row's lines (row prefetch)"
-    if rvars and lane_reduction.wide_sum(n, rsizes, lanes):
-        return "wide_sum", "a floating sum in four registers of lanes"
-    if not rvars:
-        return "none", "no reduction loop"
-    op = simd_reduction_op(n.dtype, n.reduction_type)
-    if op is not None:
-        return "simd", f"omp simd reduction({op})"
-    return "scalar", (f"inner loop not vectorized: OpenMP's simd reduction has no operator keeping "
-                      f"{n.reduction_type}'s semantics for {str(n.dtype).replace('torch.', '')}")
 
 
 def inner_loops(plan: KernelPlan, ctx: PlanContext) -> None:
@@ -193,8 +185,7 @@ def inner_loops(plan: KernelPlan, ctx: PlanContext) -> None:
     loop planned by the sibling pass): adjacent ones every index walks as one merged, the first on threads where the
     nest's outer loop is not (the nest's nodes; a column reduction's and the deferred pass's run on the outer
     loop's thread), the last `omp simd`."""
-    paired = set(plan.pairs) | {ctx.kernel.nodes[i + 1].name for i, n in enumerate(ctx.kernel.nodes)
-                                if n.name in plan.pairs}
+    paired = set(plan.pairs) | {p.reduction for p in plan.pairs.values()}
     deferred = plan.deferred.node.name if plan.deferred else None
     for n, b in zip(ctx.kernel.nodes, plan.bodies):
         ivars, isizes = b.inner
@@ -239,14 +230,33 @@ def mirrors(plan: KernelPlan, ctx: PlanContext) -> None:
     nodes = ctx.kernel.nodes
     for i, (n, b) in enumerate(zip(nodes, plan.bodies)):
         if b.inner[0] or n.name in ctx.locals or n.name not in ctx.params or half.is_half(n.dtype) or (
-                n.reduction_type and plan.reduction_loops.get(n.name) == "blocked"):
+                n.reduction_type and n.name in plan.reduction_loops and plan.reduction_loops[n.name].how == "blocked"):
             continue
         if not any(ld.buffer == n.name for m in nodes[i + 1:] for ld in m.reads()):
             continue
-        param = ctx.params[n.name].param
-        plan.mirrors[n.name] = f"acc_{param}" if n.reduction_type else f"{param}_at"
+        param = ctx.params[n.name].param  # (not kernel-local: a reduction's accumulator is acc_<param>)
+        plan.mirrors[n.name] = plan.accumulators[n.name] if n.reduction_type else f"{param}_at"
         plan.decide("mirrors", n.name, f"later nodes read {plan.mirrors[n.name]}",
                     "stored once per outer iteration and read again in this kernel")
+
+
+def outer_loops(plan: KernelPlan, ctx: PlanContext) -> None:
+    """The nest's outer loops' pragmas (loop_nest.outer_pragmas): a streaming kernel's inside its parallel region
+    (streaming.region), and a streamed flat kernel's vector loop by blocks of whole lines (streaming.flat_blocks)."""
+    if plan.strategy != "nest":
+        return
+    nest = plan.nest
+    pragmas = loop_nest.outer_pragmas(ctx.kernel, nest.sizes, nest.parallel, nest.simdlen, nest.flat, nest.parallel_if)
+    if plan.streamed:
+        nest.region, pragmas = streaming.region(pragmas)
+    if nest.flat and any(n.name in plan.streamed for n in ctx.kernel.nodes):
+        plan.flat_blocks = fb = streaming.flat_blocks(plan, ctx, pragmas[-1])
+        plan.decide("streamed lines", "", f"the last outer loop by blocks of {fb.lanes} lanes up to {fb.main}"
+                    + (", then a plain tail" if fb.tail else ""), "a flat kernel's streamed nodes each stage a line")
+    nest.pragmas = pragmas
+    if nest.vars:
+        plan.decide("outer loops", "", " | ".join(p or "plain" for p in pragmas) + (f" in {nest.region}" if nest.region
+                    else ""), "OpenMP: threads on the first loop, simd on a flat kernel's last")
 
 
 def size_assumptions(plan: KernelPlan, ctx: PlanContext) -> None:
@@ -264,10 +274,12 @@ PASSES: list[tuple[str, Pass]] = [
     ("streaming", streamed_stores),
     ("row prefetch", row_prefetch),
     ("deferred output pass", deferred_output_pass),
+    ("accumulators", accumulators),
     ("sibling loops", sibling_pairs),
     ("reduction loops", reduction_loops),
     ("inner loops", inner_loops),
     ("mirrors", mirrors),
+    ("outer loops", outer_loops),
     ("size assumptions", size_assumptions),
 ]
 

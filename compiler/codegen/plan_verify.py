@@ -36,7 +36,7 @@ class PlanVerifier:
                                               ("a deferred pass", plan.deferred), ("sibling loops", plan.pairs))
                      if value]
         yield f"{nest_only[0]} in a {plan.strategy} strategy" if nest_only and plan.strategy != "nest" else ""
-        yield "" if plan.column_phases is None or plan.strategy == "column" else "column phases outside a column strategy"
+        yield "" if plan.column is None or plan.strategy == "column" else "a column plan outside a column strategy"
         for name in sorted(plan.streamed):
             if name not in nodes or name not in ctx.kernel.unread_outputs or name in ctx.locals:
                 yield f"streamed node {name} is not an output of the kernel"

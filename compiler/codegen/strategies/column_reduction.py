@@ -14,10 +14,10 @@ import torch
 from compiler.codegen import half
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, SIMD_REDUCTION_OPS
 from compiler.codegen.index import cpp_index
-from compiler.codegen.plan import NodeBody, PlanContext
+from compiler.codegen.plan import ColumnPlan, KernelPlan, NodeBody, PlanContext, ReductionLoop
+from compiler.codegen.printer import NodePrinter
 from compiler.codegen.strategies import size_variants
-from compiler.codegen.strategies.kernel_locals import LocalBuffer
-from compiler.ir.nodes import Load, substitute, walk
+from compiler.ir.nodes import ComputedBuffer, Load, substitute, walk
 from compiler.ir.size_symbols import is_static
 
 KINDS = ("sum", "prod", "max", "min")
@@ -72,52 +72,77 @@ def reductions(ctx: PlanContext, bodies: list[NodeBody]) -> int:
     return _reductions(ctx.kernel, bodies, KINDS)
 
 
-def render(renderer, size: int, x: sympy.Symbol, bodies: list[NodeBody], parallel: bool) -> None:
-    k = renderer.k
-    m = _reductions(k, bodies, KINDS)
-    if renderer.plan.column_phases:  # (planned: split_phases)
-        _render_split(renderer, size, x, bodies, m, renderer.plan.column_phases)
-        return
-    block = BLOCK_BYTES // max(half.compute_itemsize(n.dtype) for n in k.nodes[:m])
+def plan_column(ctx: PlanContext, plan: KernelPlan) -> ColumnPlan:
+    """The column reduction of kernel `ctx.kernel`: blocks of outputs (threads take whole blocks), or, where the
+    outer loop runs on threads over a static count of outputs, rows split among threads when `split_phases` allows."""
+    nest, bodies, nodes = plan.nest, plan.bodies, ctx.kernel.nodes
+    m, size = _reductions(ctx.kernel, bodies, KINDS), nest.sizes[0]
+    phases = None
+    if nest.parallel and ctx.plans and is_static(size):  # (a generic symbolic kernel takes blocks of outputs)
+        phases = split_phases(ctx, bodies, m, size)
+    if phases:
+        for phase in phases:  # one loop nest: a pass's nodes use its first one's reduction vars
+            rvars = bodies[phase[0]].red[0]
+            for i in phase[1:]:
+                bodies[i].body = substitute(bodies[i].body, dict(zip(bodies[i].red[0], rvars)))
+                bodies[i].red = bodies[phase[0]].red
+        x = nest.vars[0].name
+        held = {n.name: half.round_to(n.dtype, f"static_cast<{CTYPES[n.dtype]}>(acc{i}_parts[{x}])")
+                for i, n in enumerate(nodes[:m]) if n.name in ctx.locals}
+        anchors = {}
+        for n, b in zip(nodes[:m], bodies[:m]):
+            first = next((ld for ld in walk(b.body) if isinstance(ld, Load) and ld.buffer in ctx.params), None)
+            anchors[n.name] = ctx.params[first.buffer].param if first else ""
+        return ColumnPlan(m, 0, True, phases, SPLIT_CHUNK_ROWS, held, anchors)
+    block = BLOCK_BYTES // max(half.compute_itemsize(n.dtype) for n in nodes[:m])
     block = max(1, min(size, block)) if is_static(size) else block
-    if parallel and (not is_static(size) or size > block):
-        renderer.emit("#pragma omp parallel for" + renderer.plan.nest.parallel_if, list(k.origins))
-    renderer.emit(f"for (int64_t {x.name}_base = 0; {x.name}_base < {size}; {x.name}_base += {block})",
-                  list(k.origins))
-    renderer.emit("{")
-    renderer.indent += 1
+    x = nest.vars[0].name
+    held = {n.name: half.round_to(n.dtype, f"static_cast<{CTYPES[n.dtype]}>(acc{i}_lanes[{x}_lane])")
+            for i, n in enumerate(nodes[:m]) if n.name in ctx.locals}
+    return ColumnPlan(m, block, nest.parallel and (not is_static(size) or size > block), None, 0, held)
+
+
+def render(r: NodePrinter, col: ColumnPlan, nodes: list[ComputedBuffer], bodies: list[NodeBody], x: sympy.Symbol,
+           size, parallel_if: str, origins: list[str]) -> None:
+    """Print the column reduction `col` plans (outputs along `x` < `size`; `parallel_if`: a symbolic count's
+    run-time clause of threads); its local reductions are read by later nodes as `col.held` says."""
+    m = col.reductions
+    if col.phases:
+        _render_split(r, col, nodes, bodies, x, size, origins)
+        return
+    block = col.block
+    if col.parallel:
+        r.emit("#pragma omp parallel for" + parallel_if, list(origins))
+    r.emit(f"for (int64_t {x.name}_base = 0; {x.name}_base < {size}; {x.name}_base += {block})", list(origins))
+    r.open_block()
     width = f"lens_min<int64_t>({block}, {size} - {x.name}_base)"
-    for i, (n, b) in enumerate(zip(k.nodes[:m], bodies[:m])):
+    for i, (n, b) in enumerate(zip(nodes[:m], bodies[:m])):
         acc, t = f"acc{i}_lanes", CTYPES[n.dtype]
-        renderer.statement(f"alignas(64) {t} {acc}[{block}];", n.origin)
-        renderer.emit(f"for (int64_t lane = 0; lane < {block}; lane++) {acc}[lane] = "
-                      f"{REDUCTION_INIT[n.reduction_type].format(t=t)};", [n.origin])
+        r.statement(f"alignas(64) {t} {acc}[{block}];", n.origin)
+        r.emit(f"for (int64_t lane = 0; lane < {block}; lane++) {acc}[lane] = "
+               f"{REDUCTION_INIT[n.reduction_type].format(t=t)};", [n.origin])
         rvars, rsizes = b.red
         for v, sz in zip(rvars, rsizes):
-            renderer.open_loop(v, sz, None, n.origins)
-        renderer.emit("#pragma omp simd", [n.origin])
-        _lane_loop(renderer, x, width, n.origins)
-        renderer.combine(n, b, acc, f"{acc}[{x.name}_lane]")
-        renderer.close()
+            r.open_loop(v, sz, None, n.origins)
+        r.emit("#pragma omp simd", [n.origin])
+        _lane_loop(r, x, width, n.origins)
+        r.combine(n, b, acc, f"{acc}[{x.name}_lane]")
+        r.close()
         for _ in rvars:
-            renderer.close()
-        if n.name in renderer.locals:  # later reductions and the epilogue read this lane's value
-            value = half.round_to(n.dtype, f"static_cast<{t}>({acc}[{x.name}_lane])")
-            renderer.locals[n.name] = LocalBuffer(value, True, 1)
-            renderer.local_stores[n.name] = sympy.expand(b.store)
-        else:  # stored before the next reduction, which may read it
-            _lane_loop(renderer, x, width, n.origins)
-            renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(sympy.expand(b.store))}] = "
-                               f"{half.store(n.dtype, f'{acc}[{x.name}_lane]')};", n.origin)
-            renderer.close()
-    if m == len(k.nodes):
-        renderer.close()
+            r.close()
+        if n.name not in col.held:  # stored before the next reduction, which may read it (a held one: its lane)
+            _lane_loop(r, x, width, n.origins)
+            store = sympy.expand(b.store)
+            r.statement(f"{r.store_target(n, store)} = {half.store(n.dtype, f'{acc}[{x.name}_lane]')};", n.origin)
+            r.close()
+    if m == len(nodes):
+        r.close()
         return
-    _lane_loop(renderer, x, width, list(k.origins))
-    for node, nb in zip(k.nodes[m:], bodies[m:]):
-        renderer._render_node_block(node, nb, parallel_inner=False)
-    renderer.close()
-    renderer.close()
+    _lane_loop(r, x, width, list(origins))
+    for node, nb in zip(nodes[m:], bodies[m:]):
+        r.node_block(node, nb, parallel_inner=False)
+    r.close()
+    r.close()
 
 
 def _text(size) -> str:
@@ -125,11 +150,10 @@ def _text(size) -> str:
     return str(size) if is_static(size) else f"({cpp_index(sympy.expand(size))})"
 
 
-def _lane_loop(renderer, x: sympy.Symbol, width: str, origins: list[str]) -> None:
-    renderer.emit(f"for (int64_t {x.name}_lane = 0; {x.name}_lane < {width}; {x.name}_lane++)", origins)
-    renderer.emit("{")
-    renderer.indent += 1
-    renderer.emit(f"int64_t {x.name} = {x.name}_base + {x.name}_lane;", origins)
+def _lane_loop(r: NodePrinter, x: sympy.Symbol, width: str, origins: list[str]) -> None:
+    r.emit(f"for (int64_t {x.name}_lane = 0; {x.name}_lane < {width}; {x.name}_lane++)", origins)
+    r.open_block()
+    r.emit(f"int64_t {x.name} = {x.name}_base + {x.name}_lane;", origins)
 
 
 # -- few outputs, many rows: threads split the rows ---------------------------------------------------------
@@ -176,130 +200,116 @@ def _partial_dtype(n) -> torch.dtype:
     return torch.float64 if n.dtype in floats and n.reduction_type == "sum" else n.dtype
 
 
-def _render_split(renderer, size: int, x: sympy.Symbol, bodies: list[NodeBody], m: int,
-                  phases: list[list[int]]) -> None:
+def _render_split(r: NodePrinter, col: ColumnPlan, nodes: list[ComputedBuffer], bodies: list[NodeBody],
+                  x: sympy.Symbol, size: int, origins: list[str]) -> None:
     """Each thread reduces a contiguous share of the rows into its own accumulators for all outputs (a
     vector loop over contiguous memory, and every thread streams its own part of the input in order);
     the partials are then combined per output in thread order (the same bits on every run with the same
     thread count). A pass that reads an earlier pass's results starts after it is combined."""
-    k = renderer.k
-    origins = list(k.origins)
-    renderer.emit("{")
-    renderer.indent += 1
-    renderer.emit(f"const int lens_threads = lens_min<int>(omp_get_max_threads(), {MAX_PARTIALS});", origins)
+    m, origins = col.reductions, list(origins)
+    r.open_block()
+    r.emit(f"const int lens_threads = lens_min<int>(omp_get_max_threads(), {MAX_PARTIALS});", origins)
     # per thread and node: its partial, and room for its chunk's partial placed against the input (_chunk)
-    arrays = [(f"acc{i}_{kind}", dtype, extra) for i, n in enumerate(k.nodes[:m])
+    arrays = [(f"acc{i}_{kind}", dtype, extra) for i, n in enumerate(nodes[:m])
               for kind, dtype, extra in (("parts", _partial_dtype(n), 0), ("chunks", n.dtype, PAGE))]
     offsets = [0]
     for _, dtype, extra in arrays:
         offsets.append(offsets[-1] + _padded(size, dtype) + extra)
-    renderer.emit(f"char* lens_block = static_cast<char*>(__builtin_malloc({offsets[-1]} * lens_threads + 64));",
+    r.emit(f"char* lens_block = static_cast<char*>(__builtin_malloc({offsets[-1]} * lens_threads + 64));",
                   origins)
-    renderer.emit("char* lens_parts = lens_block + (-reinterpret_cast<__UINTPTR_TYPE__>(lens_block) & 63);",
+    r.emit("char* lens_parts = lens_block + (-reinterpret_cast<__UINTPTR_TYPE__>(lens_block) & 63);",
                   origins)
     for (name, dtype, extra), offset in zip(arrays, offsets):
         kind = "char" if extra else CTYPES[dtype]
-        renderer.emit(f"{kind}* {name} = reinterpret_cast<{kind}*>(lens_parts + {offset} * lens_threads);", origins)
-    renderer.emit("#pragma omp parallel num_threads(lens_threads)", origins)
-    renderer.emit("{")
-    renderer.indent += 1
-    renderer.emit("const int64_t lens_team = omp_get_num_threads(), lens_tid = omp_get_thread_num();", origins)
-    for phase in phases:
-        _render_pass(renderer, size, x, bodies, phase)
-    if m < len(k.nodes):
-        renderer.emit("#pragma omp for", origins)
-        renderer.open_loop(x, size, None, origins)
-        for node, nb in zip(k.nodes[m:], bodies[m:]):
-            renderer._render_node_block(node, nb, parallel_inner=False)
-        renderer.close()
-    renderer.close()
-    renderer.emit("__builtin_free(lens_block);", origins)
-    renderer.close()
+        r.emit(f"{kind}* {name} = reinterpret_cast<{kind}*>(lens_parts + {offset} * lens_threads);", origins)
+    r.emit("#pragma omp parallel num_threads(lens_threads)", origins)
+    r.open_block()
+    r.emit("const int64_t lens_team = omp_get_num_threads(), lens_tid = omp_get_thread_num();", origins)
+    for phase in col.phases:
+        _render_pass(r, col, nodes, bodies, x, size, phase)
+    if m < len(nodes):
+        r.emit("#pragma omp for", origins)
+        r.open_loop(x, size, None, origins)
+        for node, nb in zip(nodes[m:], bodies[m:]):
+            r.node_block(node, nb, parallel_inner=False)
+        r.close()
+    r.close()
+    r.emit("__builtin_free(lens_block);", origins)
+    r.close()
 
 
-def _chunk(renderer, n, b: NodeBody, acc: str, t: str, stride: int, offset: int) -> None:
+def _chunk(r: NodePrinter, n, anchor_param: str, acc: str, t: str, stride: int, offset: int) -> None:
     """The thread's chunk partial, placed `offset` bytes past the input's address modulo 4 KiB (rounded to a
     line). Chunk partials on the threads' stacks, or packed side by side on the heap, ran 15-30% slower on
     one machine or the other (x.sum(0) of (8192, 1024): stores to the partial and loads of the row
     whose addresses agree in their low 12 bits wait on each other); placed this way they ran as fast as the
     best of those on both."""
-    first = next((ld for ld in walk(b.body) if isinstance(ld, Load) and ld.buffer in renderer.params), None)
-    anchor = (f"(reinterpret_cast<__UINTPTR_TYPE__>({renderer.params[first.buffer].param}) & -64)"  # line-aligned
-              if first else "0")
+    anchor = (f"(reinterpret_cast<__UINTPTR_TYPE__>({anchor_param}) & -64)"  # line-aligned
+              if anchor_param else "0")
     room = f"{acc}_room"
-    renderer.emit(f"char* {room} = {acc}_chunks + {stride} * lens_tid;", [n.origin])
-    renderer.emit(f"{t}* __restrict__ {acc} = reinterpret_cast<{t}*>({room} + (({anchor} + {offset // 64 * 64} - "
+    r.emit(f"char* {room} = {acc}_chunks + {stride} * lens_tid;", [n.origin])
+    r.emit(f"{t}* __restrict__ {acc} = reinterpret_cast<{t}*>({room} + (({anchor} + {offset // 64 * 64} - "
                   f"reinterpret_cast<__UINTPTR_TYPE__>({room})) & {PAGE - 1}));", [n.origin])
 
 
-def _render_pass(renderer, size: int, x: sympy.Symbol, bodies: list[NodeBody], phase: list[int]) -> None:
-    k = renderer.k
-    nodes = [k.nodes[i] for i in phase]
+def _render_pass(r: NodePrinter, col: ColumnPlan, all_nodes: list[ComputedBuffer], bodies: list[NodeBody],
+                 x: sympy.Symbol, size: int, phase: list[int]) -> None:
+    nodes = [all_nodes[i] for i in phase]
     origins = [o for n in nodes for o in n.origins]
-    rvars, rsizes = bodies[phase[0]].red
-    for i in phase[1:]:  # one loop nest: the pass's nodes use the first one's reduction vars
-        bodies[i].body = substitute(bodies[i].body, dict(zip(bodies[i].red[0], rvars)))
+    rvars, rsizes = bodies[phase[0]].red  # (planned: the pass's nodes use the first one's reduction vars)
     X = x.name
-    renderer.emit("{")
-    renderer.indent += 1
+    r.open_block()
     for j, (i, n) in enumerate(zip(phase, nodes)):
         pd = _partial_dtype(n)
         pt = CTYPES[pd]
-        renderer.statement(f"{pt}* __restrict__ acc{i}_mine = acc{i}_parts + "
+        r.statement(f"{pt}* __restrict__ acc{i}_mine = acc{i}_parts + "
                            f"{_padded(size, pd) // half.compute_itemsize(pd)} * lens_tid;", n.origin)
-        renderer.simd_line(X, size, f"acc{i}_mine[{X}] = {REDUCTION_INIT[n.reduction_type].format(t=pt)};",
+        r.simd_line(X, size, f"acc{i}_mine[{X}] = {REDUCTION_INIT[n.reduction_type].format(t=pt)};",
                            [n.origin])
-        _chunk(renderer, n, bodies[i], f"acc{i}", CTYPES[n.dtype], _padded(size, n.dtype) + PAGE,
+        _chunk(r, n, col.anchors[n.name], f"acc{i}", CTYPES[n.dtype], _padded(size, n.dtype) + PAGE,
                (2 * j + 1) * PAGE // (2 * len(phase)))
     rows = _text(math.prod(rsizes))
-    renderer.emit(f"const int64_t lens_end = {rows} * (lens_tid + 1) / lens_team;", origins)
-    renderer.emit(f"for (int64_t lens_first = {rows} * lens_tid / lens_team; lens_first < lens_end; "
-                  f"lens_first += {SPLIT_CHUNK_ROWS})", origins)
-    renderer.emit("{")
-    renderer.indent += 1
+    r.emit(f"const int64_t lens_end = {rows} * (lens_tid + 1) / lens_team;", origins)
+    r.emit(f"for (int64_t lens_first = {rows} * lens_tid / lens_team; lens_first < lens_end; "
+                  f"lens_first += {col.chunk_rows})", origins)
+    r.open_block()
     for i, n in zip(phase, nodes):
         init = REDUCTION_INIT[n.reduction_type].format(t=CTYPES[n.dtype])
-        renderer.simd_line(X, size, f"acc{i}[{X}] = {init};", [n.origin])
-    renderer.emit(f"for (int64_t lens_row = lens_first; lens_row < lens_min<int64_t>(lens_first + {SPLIT_CHUNK_ROWS}, "
+        r.simd_line(X, size, f"acc{i}[{X}] = {init};", [n.origin])
+    r.emit(f"for (int64_t lens_row = lens_first; lens_row < lens_min<int64_t>(lens_first + {col.chunk_rows}, "
                   f"lens_end); lens_row++)", origins)
-    renderer.emit("{")
-    renderer.indent += 1
+    r.open_block()
     inner = 1
     for v, s in reversed(list(zip(rvars, rsizes))):  # the row number as the reduction vars
         row = "lens_row" if inner == 1 else f"(lens_row / {_text(inner)})"
-        renderer.emit(f"const int64_t {v.name} = {row}" + (f" % {_text(s)};" if v != rvars[0] else ";"), origins)
+        r.emit(f"const int64_t {v.name} = {row}" + (f" % {_text(s)};" if v != rvars[0] else ";"), origins)
         inner *= s
-    renderer.open_loop(x, size, "#pragma omp simd", origins)
+    r.open_loop(x, size, "#pragma omp simd", origins)
     for i, n in zip(phase, nodes):
-        renderer.combine(n, bodies[i], f"acc{i}", f"acc{i}[{X}]")
-    renderer.close()
-    renderer.close()
+        r.combine(n, bodies[i], f"acc{i}", f"acc{i}[{X}]")
+    r.close()
+    r.close()
     for i, n in zip(phase, nodes):  # the chunk's partial joins the thread's
         mine = f"acc{i}_mine[{X}]"
-        renderer.simd_line(X, size, f"{mine} = {REDUCTION_COMBINE[n.reduction_type].format(acc=mine, v=f'acc{i}[{X}]')};",
+        r.simd_line(X, size, f"{mine} = {REDUCTION_COMBINE[n.reduction_type].format(acc=mine, v=f'acc{i}[{X}]')};",
                            [n.origin])
-    renderer.close()
-    renderer.close()
-    renderer.emit("#pragma omp barrier", origins)
-    renderer.emit("#pragma omp for", origins)
-    renderer.open_loop(x, size, None, origins)
+    r.close()
+    r.close()
+    r.emit("#pragma omp barrier", origins)
+    r.emit("#pragma omp for", origins)
+    r.open_loop(x, size, None, origins)
     for i, n in zip(phase, nodes):
         pd = _partial_dtype(n)
         t, pt = CTYPES[n.dtype], CTYPES[pd]
         other = f"acc{i}_parts[{_padded(size, pd) // half.compute_itemsize(pd)} * lens_t + {X}]"
-        renderer.statement(f"{pt} acc{i}_all = acc{i}_parts[{X}];", n.origin)
-        renderer.emit(f"for (int64_t lens_t = 1; lens_t < lens_team; lens_t++) acc{i}_all = "
+        r.statement(f"{pt} acc{i}_all = acc{i}_parts[{X}];", n.origin)
+        r.emit(f"for (int64_t lens_t = 1; lens_t < lens_team; lens_t++) acc{i}_all = "
                       f"{REDUCTION_COMBINE[n.reduction_type].format(acc=f'acc{i}_all', v=other)};", [n.origin])
-        renderer.emit(f"acc{i}_parts[{X}] = acc{i}_all;", [n.origin])
-        store = sympy.expand(bodies[i].store)
-        if n.name in renderer.locals:  # later passes and the epilogue read the combined value
-            value = half.round_to(n.dtype, f"static_cast<{t}>(acc{i}_parts[{X}])")
-            renderer.locals[n.name] = LocalBuffer(value, True, 1)
-            renderer.local_stores[n.name] = store
-        else:
+        r.emit(f"acc{i}_parts[{X}] = acc{i}_all;", [n.origin])
+        if n.name not in col.held:  # (a held one: later passes and the epilogue read the combined value)
             value = half.store(n.dtype, f"static_cast<{t}>(acc{i}_all)")
-            renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(store)}] = {value};", n.origin)
-    renderer.close()
+            r.statement(f"{r.store_target(n, sympy.expand(bodies[i].store))} = {value};", n.origin)
+    r.close()
 
 
 # -- reductions to one value (x.sum(), mse_loss's mean) ----------------------------------------------------
@@ -318,59 +328,52 @@ def applies_to_total(ctx: PlanContext, ovars: list, bodies: list[NodeBody]) -> b
     return bool(b.red[0]) and size_variants.holds(ctx, sympy.Ge(work, PARALLEL_SUM_MIN_WORK))
 
 
-def render_total(renderer, bodies: list[NodeBody]) -> None:
+def plan_total(n: ComputedBuffer, acc: str) -> ReductionLoop:
+    """A total's reduction loop: per-thread partials, each an `omp simd reduction` over its share."""
+    return ReductionLoop("thread_partials", acc, op=SIMD_REDUCTION_OPS[n.reduction_type])
+
+
+def render_total(r: NodePrinter, nodes: list[ComputedBuffer], bodies: list[NodeBody], loop: ReductionLoop) -> None:
     """Each thread sums a contiguous share of the first reduction dim into its own partial; the partials
-    are added in thread order (the same bits on every run with the same thread count)."""
-    n, b = renderer.k.nodes[0], bodies[0]
+    are added in thread order (the same bits on every run with the same thread count); `loop` as planned."""
+    n, b = nodes[0], bodies[0]
     t = CTYPES[n.dtype]
     init = REDUCTION_INIT[n.reduction_type].format(t=t)
-    op = SIMD_REDUCTION_OPS[n.reduction_type]
-    acc = renderer.accumulator(n)
+    op, acc = loop.op, loop.acc
     part = f"{acc}_part"
-    renderer.declare_accumulator(n, b)
-    renderer.emit("{")
-    renderer.indent += 1
-    renderer.emit(f"const int lens_threads = lens_min<int>(omp_get_max_threads(), {MAX_PARTIALS});", [n.origin])
-    renderer.emit(f"{t} lens_partials[{MAX_PARTIALS}];", [n.origin])
-    renderer.emit(f"for (int i = 0; i < lens_threads; i++) lens_partials[i] = {init};", [n.origin])
-    renderer.emit("#pragma omp parallel num_threads(lens_threads)", [n.origin])
-    renderer.emit("{")
-    renderer.indent += 1
-    renderer.emit("const int64_t lens_team = omp_get_num_threads(), lens_tid = omp_get_thread_num();", [n.origin])
-    renderer.statement(f"{t} {part} = {init};", n.origin)
+    r.declare_accumulator(n, b)
+    r.open_block()
+    r.emit(f"const int lens_threads = lens_min<int>(omp_get_max_threads(), {MAX_PARTIALS});", [n.origin])
+    r.emit(f"{t} lens_partials[{MAX_PARTIALS}];", [n.origin])
+    r.emit(f"for (int i = 0; i < lens_threads; i++) lens_partials[i] = {init};", [n.origin])
+    r.emit("#pragma omp parallel num_threads(lens_threads)", [n.origin])
+    r.open_block()
+    r.emit("const int64_t lens_team = omp_get_num_threads(), lens_tid = omp_get_thread_num();", [n.origin])
+    r.statement(f"{t} {part} = {init};", n.origin)
     rvars, rsizes = b.red
     v, s = rvars[0], rsizes[0]
     last = len(rvars) == 1
     if last:
-        renderer.emit(f"#pragma omp simd reduction({op}:{part})", [n.origin])
+        r.emit(f"#pragma omp simd reduction({op}:{part})", [n.origin])
     s = _text(s)
-    renderer.emit(f"for (int64_t {v.name} = {s} * lens_tid / lens_team; {v.name} < {s} * (lens_tid + 1) / lens_team; "
+    r.emit(f"for (int64_t {v.name} = {s} * lens_tid / lens_team; {v.name} < {s} * (lens_tid + 1) / lens_team; "
                   f"{v.name}++)", n.origins)
-    renderer.emit("{")
-    renderer.indent += 1
+    r.open_block()
     for depth, (w, size) in enumerate(zip(rvars[1:], rsizes[1:])):
         pragma = f"#pragma omp simd reduction({op}:{part})" if depth == len(rvars) - 2 else None
-        renderer.open_loop(w, size, pragma, n.origins)
-    renderer.combine(n, b, part, part)
+        r.open_loop(w, size, pragma, n.origins)
+    r.combine(n, b, part, part)
     for _ in rvars[1:]:
-        renderer.close()
-    renderer.close()
-    renderer.emit(f"lens_partials[lens_tid] = {part};", [n.origin])
-    renderer.close()
-    renderer.emit("for (int i = 0; i < lens_threads; i++)", [n.origin])
-    renderer.emit("{")
-    renderer.indent += 1
-    renderer.statement(f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v='lens_partials[i]')};",
+        r.close()
+    r.close()
+    r.emit(f"lens_partials[lens_tid] = {part};", [n.origin])
+    r.close()
+    r.emit("for (int i = 0; i < lens_threads; i++)", [n.origin])
+    r.open_block()
+    r.statement(f"{acc} = {REDUCTION_COMBINE[n.reduction_type].format(acc=acc, v='lens_partials[i]')};",
                        n.origin)
-    renderer.close()
-    store = sympy.expand(b.store)
-    if n.name in renderer.locals:
-        if half.is_half(n.dtype):
-            renderer.statement(f"{acc} = {half.round_to(n.dtype, acc)};", n.origin)
-        renderer.local_stores[n.name] = store
-    else:
-        renderer.statement(f"{renderer.params[n.name].param}[{cpp_index(store)}] = {half.store(n.dtype, acc)};",
-                           n.origin)
-    renderer.close()
-    for node, nb in zip(renderer.k.nodes[1:], bodies[1:]):
-        renderer._render_node_block(node, nb, parallel_inner=False)
+    r.close()
+    r.store_reduction(n, sympy.expand(b.store), acc)
+    r.close()
+    for node, nb in zip(nodes[1:], bodies[1:]):
+        r.node_block(node, nb, parallel_inner=False)

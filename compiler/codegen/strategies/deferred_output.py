@@ -29,9 +29,10 @@ import sympy
 
 from compiler import config
 from compiler.codegen.cpp_ops import CTYPES
-from compiler.codegen.plan import DeferredPass, KernelPlan, NodeBody, PlanContext
+from compiler.codegen.plan import DeferredPass, KernelPlan, PlanContext
+from compiler.codegen.printer import NodePrinter
 from compiler.codegen.strategies import prefetch, streaming
-from compiler.ir.nodes import ComputedBuffer, Load, substitute, walk
+from compiler.ir.nodes import Load, substitute, walk
 from compiler.ir.size_symbols import is_static
 
 PREV, SLOT = "lens_prev_row", "lens_slot"
@@ -67,80 +68,68 @@ def plan(plan: KernelPlan, ctx: PlanContext) -> None:
         plan.decide("deferred output pass", node.name, "no", "a local array it reads has a symbolic length "
                     "(its slots are stack arrays)")
         return
-    plan.deferred = DeferredPass(node, b, ovars[0], sorted(n for n in reads if not ctx.locals[n].scalar),
-                                 sorted(n for n in reads if ctx.locals[n].scalar))
+    scalars = sorted(n for n in reads if ctx.locals[n].scalar)
+    dtypes = {n.name: n.dtype for n in nodes}
+    plan.deferred = DeferredPass(node, b, ovars[0], sorted(n for n in reads if not ctx.locals[n].scalar), scalars,
+                                 {n: ctx.locals[n] for n in reads}, {n: CTYPES[dtypes[n]] for n in reads},
+                                 {ld.buffer: ctx.flat(ld) for ld in loads if ld.buffer in scalars},
+                                 plan.stream_out[node.name])
     plan.decide("deferred output pass", node.name, f"runs a row late in {pf.into}'s pass",
                 "its stores drain while the next row computes")
 
 
-def _ctype(r, name: str) -> str:
-    return CTYPES[next(n.dtype for n in r.k.nodes if n.name == name)]
-
-
-def declare(r) -> None:
+def declare(r: NodePrinter, d: DeferredPass) -> None:
     """Before the row loop (inside the parallel region): the thread's pending row and what it keeps."""
-    d = r.deferred
     r.emit(f"// the output pass of each row runs in the next row's (compiler/codegen/strategies/deferred_output.py)", [d.node.origin])
     r.emit(f"int64_t {PREV} = -1;")
     if d.arrays:
         r.emit(f"int64_t {SLOT} = 0;")
     for name in d.scalars:
-        r.emit(f"{_ctype(r, name)} {r.locals[name].name}_prev = 0;")
+        r.emit(f"{d.ctypes[name]} {d.locals[name].name}_prev = 0;")
     for name in d.arrays:
-        r.emit(f"alignas(64) {_ctype(r, name)} {r.locals[name].name}_slots[2][{r.locals[name].numel}];")
+        r.emit(f"alignas(64) {d.ctypes[name]} {d.locals[name].name}_slots[2][{d.locals[name].numel}];")
 
 
-def slot_pointers(r, name: str) -> None:
+def slot_pointers(r: NodePrinter, d: DeferredPass, name: str) -> None:
     """At the top of a row: local array `name` is this row's slot, `_prev` the pending row's."""
-    local, t = r.locals[name], _ctype(r, name)
-    r.emit(f"{t}* __restrict__ {local.name} = {local.name}_slots[{SLOT}];")
-    r.emit(f"const {t}* __restrict__ {local.name}_prev = {local.name}_slots[{SLOT} ^ 1];")
+    local, t = d.locals[name].name, d.ctypes[name]
+    r.emit(f"{t}* __restrict__ {local} = {local}_slots[{SLOT}];")
+    r.emit(f"const {t}* __restrict__ {local}_prev = {local}_slots[{SLOT} ^ 1];")
 
 
-def end_row(r) -> None:
+def end_row(r: NodePrinter, d: DeferredPass) -> None:
     """At the end of a row: it becomes the pending one."""
-    d = r.deferred
     for name in d.scalars:
-        r.emit(f"{r.locals[name].name}_prev = {r.locals[name].name};")
+        r.emit(f"{d.locals[name].name}_prev = {d.locals[name].name};")
     r.emit(f"{PREV} = {d.row.name};")
     if d.arrays:
         r.emit(f"{SLOT} ^= 1;")
 
 
 @contextmanager
-def _pending_row(r):
-    """Render with the pending row's locals (`_prev` names)."""
-    d, saved, stores = r.deferred, r.locals, r.local_stores
-    r.locals = {**saved, **{n: replace(saved[n], name=f"{saved[n].name}_prev") for n in d.arrays + d.scalars}}
-    # (the pending row's scalars were stored at the index it reads them: the renderer checks that)
-    r.local_stores = {**stores, **{ld.buffer: r.flat(ld) for ld in walk(d.body.body)
-                                   if isinstance(ld, Load) and ld.buffer in d.scalars}}
-    r.emit("{")
-    r.indent += 1
-    r.emit(f"const int64_t {d.row.name} = {PREV};")
-    try:
+def _pending_row(r: NodePrinter, d: DeferredPass):
+    """Print with the pending row's locals (`_prev` names; its scalars were stored at the index it reads them)."""
+    with r.renamed_locals({n: f"{d.locals[n].name}_prev" for n in d.arrays + d.scalars}, d.scalar_reads):
+        r.open_block()
+        r.emit(f"const int64_t {d.row.name} = {PREV};")
         yield
-    finally:
-        r.locals, r.local_stores = saved, stores
-        r.close()
+    r.close()
 
 
-def line(r, var: sympy.Symbol) -> None:
+def line(r: NodePrinter, d: DeferredPass, var: sympy.Symbol) -> None:
     """Inside the host pass's block of a line over `var`: the pending row's line of the deferred node."""
-    d = r.deferred
     (ivar,), _ = d.body.inner
     body = replace(d.body, body=substitute(d.body.body, {ivar: var}))
     r.emit(f"if ({PREV} >= 0)", [d.node.origin])
-    with _pending_row(r):
-        streaming.render_line(r, d.node, body, var, sympy.expand(d.body.store).xreplace({ivar: var}))
+    with _pending_row(r, d):
+        streaming.render_line(r, d.node, d.out, body, var, sympy.expand(d.body.store).xreplace({ivar: var}))
 
 
-def finish(r) -> None:
+def finish(r: NodePrinter, d: DeferredPass) -> None:
     """After the row loop: the thread's last row."""
-    d = r.deferred
-    slots = [(r.locals[name].name, _ctype(r, name)) for name in d.arrays]
     r.emit(f"if ({PREV} >= 0)", [d.node.origin])
-    with _pending_row(r):
-        for local, t in slots:
+    with _pending_row(r, d):
+        for name in d.arrays:
+            local, t = d.locals[name].name, d.ctypes[name]
             r.emit(f"const {t}* __restrict__ {local}_prev = {local}_slots[{SLOT} ^ 1];")
-        r._render_node_block(d.node, replace(d.body), parallel_inner=False)
+        r.node_block(d.node, replace(d.body), parallel_inner=False)

@@ -26,10 +26,14 @@ in a fixed order, so results are the same at every run, and no less accurate (mo
 from __future__ import annotations
 
 import sympy
+import torch
 
-from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
-from compiler.codegen.plan import NodeBody
+from compiler.codegen import half
+from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
+from compiler.codegen.plan import NodeBody, ReductionLoop, RowPrefetch
+from compiler.codegen.printer import NodePrinter
 from compiler.ir.index_functions import FloorDiv
+from compiler.ir.size_symbols import is_static
 
 # The per-element step on floating lanes (NaN is noticed through the sum lanes).
 _FAST_SELECT = {"max": "{v} > {acc} ? {v} : {acc}", "min": "{v} < {acc} ? {v} : {acc}"}
@@ -50,23 +54,53 @@ def wide_sum(n, rsizes: list[int], line: int) -> bool:
     return n.reduction_type == "sum" and n.dtype.is_floating_point and _wide(rsizes, line)
 
 
-def render(r, n, b: NodeBody, acc: str, lanes: int) -> None:
-    """Emit the lane reduction of node `n` (body/loops in `b`) into accumulator `acc` with renderer `r`
-    (`lanes`: elements of one vector register)."""
+def plan_loop(n, red: tuple[list, list], acc: str, pf: RowPrefetch) -> tuple[ReductionLoop, str]:
+    """(how node `n`'s reduction loop over `red` runs into `acc`, why): per-lane partials, by lines of the
+    prefetching pass (`pf`), four registers of lanes, `omp simd reduction`, or scalar."""
+    rvars, rsizes = red
+    line = 64 // half.compute_itemsize(n.dtype)
+    if (n.reduction_type in ("max", "min") and n.dtype != torch.bool and rvars  # (a symbolic row: lanes and a tail)
+            and (not is_static(rsizes) or rsizes[-1] >= 2 * line)):
+        return (_lanes("lanes", n, rsizes, acc, line),
+                f"{n.reduction_type} in per-lane partials (NaN-propagating), rows of {_sizes(rsizes)}")
+    if pf.into == n.name:
+        return ReductionLoop("blocked", acc, pf.lanes), "by lines, asking for the next row's lines (row prefetch)"
+    if rvars and wide_sum(n, rsizes, line):
+        return _lanes("wide_sum", n, rsizes, acc, line), "a floating sum in four registers of lanes"
+    if not rvars:
+        return ReductionLoop("none", acc), "no reduction loop"
+    op = simd_reduction_op(n.dtype, n.reduction_type)
+    if op is not None:
+        return ReductionLoop("simd", acc, op=op), f"omp simd reduction({op})"
+    return ReductionLoop("scalar", acc), (f"inner loop not vectorized: OpenMP's simd reduction has no operator "
+                                          f"keeping {n.reduction_type}'s semantics for {str(n.dtype).replace('torch.', '')}")
+
+
+def _lanes(how: str, n, rsizes: list, acc: str, line: int) -> ReductionLoop:
+    registers = WIDE if _wide(rsizes, line) else 1
+    lanes, size = line * registers, rsizes[-1]
+    main = size - size % lanes if isinstance(size, int) else FloorDiv(size, lanes) * lanes  # (a symbolic row)
+    return ReductionLoop(how, acc, line, registers, main, not isinstance(main, int) or main < size,
+                         n.dtype.is_floating_point and n.reduction_type in _FAST_SELECT)
+
+
+def _sizes(sizes) -> str:
+    return "×".join(str(s) for s in sizes) or "none"
+
+
+def render(r: NodePrinter, n, b: NodeBody, loop: ReductionLoop) -> None:
+    """Print the lane reduction of node `n` (body/loops in `b`) as `loop` plans it."""
     rvars, rsizes = b.red
-    line = lanes
-    if _wide(rsizes, line):
-        lanes = WIDE * line
+    acc, line, lanes, main = loop.acc, loop.lanes, loop.partials, loop.main
     t = CTYPES[n.dtype]
     init = REDUCTION_INIT[n.reduction_type].format(t=t)
     part = r.declare_lanes(n, acc, lanes)
-    sums = f"{acc}_sum" if n.dtype.is_floating_point and n.reduction_type in _FAST_SELECT else None
+    sums = f"{acc}_sum" if loop.nan_sums else None
     if sums:
         r.statement(f"alignas(64) {t} {sums}[{lanes}] = {{0}};", n.origin)
     for v, s in zip(rvars[:-1], rsizes[:-1]):
         r.open_loop(v, s, None, n.origins)
     v, size = rvars[-1], rsizes[-1]
-    main = size - size % lanes if isinstance(size, int) else FloorDiv(size, lanes) * lanes  # (a symbolic row)
     r.open_loop(sympy.Symbol(f"{v.name}_base"), main, None, n.origins, step=lanes)
     r.open_lanes(v, lanes, [n.origin])
     into = f"{part}[{v.name}_lane]"
@@ -78,7 +112,7 @@ def render(r, n, b: NodeBody, acc: str, lanes: int) -> None:
         r.combine(n, b, acc, into)
     r.close()
     r.close()
-    if not isinstance(main, int) or main < size:
+    if loop.tail:
         _exact_loop(r, n, b, acc, v, main, size)
     for _ in rvars[:-1]:
         r.close()
@@ -86,8 +120,7 @@ def render(r, n, b: NodeBody, acc: str, lanes: int) -> None:
     if lanes > line:  # the registers of lanes folded into the first
         r.emit("#pragma omp simd", n.origins)
         r.emit(f"for (int64_t lane = 0; lane < {line}; lane++)", n.origins)
-        r.emit("{")
-        r.indent += 1
+        r.open_block()
         for k in range(line, lanes, line):
             r.statement(f"{part}[lane] = {select.format(acc=f'{part}[lane]', v=f'{part}[lane + {k}]')};", n.origin)
             if sums:
@@ -97,16 +130,14 @@ def render(r, n, b: NodeBody, acc: str, lanes: int) -> None:
     if sums:
         r.statement(f"{t} {sums}_all = 0;", n.origin)
     r.emit(f"for (int64_t lane = 0; lane < {line}; lane++)", n.origins)
-    r.emit("{")
-    r.indent += 1
+    r.open_block()
     r.statement(f"{acc} = {select.format(acc=acc, v=f'{part}[lane]')};", n.origin)
     if sums:
         r.statement(f"{sums}_all += {sums}[lane];", n.origin)
     r.close()
     if sums:  # a NaN went by (or +inf and -inf): again, NaN-propagating
         r.emit(f"if ({sums}_all != {sums}_all)", n.origins)
-        r.emit("{")
-        r.indent += 1
+        r.open_block()
         r.statement(f"{acc} = {init};", n.origin)
         for w, s in zip(rvars[:-1], rsizes[:-1]):
             r.open_loop(w, s, None, n.origins)
@@ -116,7 +147,7 @@ def render(r, n, b: NodeBody, acc: str, lanes: int) -> None:
         r.close()
 
 
-def _exact_loop(r, n, b: NodeBody, acc: str, v: sympy.Symbol, start: int, stop: int) -> None:
+def _exact_loop(r: NodePrinter, n, b: NodeBody, acc: str, v: sympy.Symbol, start: int, stop: int) -> None:
     """`acc` combined with the body at v = start..stop-1, one element at a time."""
     r.open_loop(v, stop, None, n.origins, start=start)
     r.combine(n, b, acc, acc)

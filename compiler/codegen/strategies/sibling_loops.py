@@ -16,71 +16,60 @@ from __future__ import annotations
 
 import sympy
 
-from compiler.codegen.cpp_ops import simd_reduction_op
-from compiler.codegen.plan import NodeBody
-from compiler.codegen.strategies import exp_lanes, row_blocks
-from compiler.ir.nodes import ComputedBuffer, Op, walk
+from compiler.codegen.plan import DeferredPass, NodeBody, RowPrefetch, SiblingPair
+from compiler.codegen.printer import NodePrinter
+from compiler.codegen.strategies import row_blocks
+from compiler.ir.nodes import ComputedBuffer
 
 
-def render_pair(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeBody, fused: NodeBody) -> None:
-    """Emit producer `a` and reduction `b` in one loop (`fused`: `b`'s body in `a`'s loop, sibling_pairs.py)."""
-    acc = r.accumulator(b)
+def render_pair(r: NodePrinter, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, bb: NodeBody, pair: SiblingPair,
+                pf: RowPrefetch, deferred: DeferredPass | None) -> None:
+    """Print producer `a` and reduction `b` in one loop as `pair` plans it (`pf`: the row prefetch of a pair by
+    lines; `deferred`: the output pass whose line it writes in each block)."""
+    acc, fused = pair.acc, pair.body
     r.declare_accumulator(b, bb)
-    r.emit("{")
-    r.indent += 1
+    r.open_block()
     (x,), (size,) = ba.inner
-    blocked = r.row_prefetch.into == a.name  # by lines, asking for the next row's (prefetch.py)
-    if not blocked and _lane_blocks(ba, size):
-        _render_lane_blocks(r, a, ba, b, fused, acc, x, size)
+    if pair.how == "lane_blocks":
+        _render_lane_blocks(r, a, ba, b, pair, x, size)
         r.close()
         r.store_reduction(b, sympy.expand(bb.store), acc)
         return
-    if blocked:
-        into = r.declare_lanes(b, acc, r.row_prefetch.lanes) + f"[{x.name}_lane]"
-        row_blocks.open_blocks(r, x, size, a.origins + b.origins)
+    if pair.how == "lines":
+        into = r.declare_lanes(b, acc, pair.lanes) + f"[{x.name}_lane]"
+        row_blocks.open_blocks(r, pf, x, size, a.origins + b.origins)
     else:
         into = acc
-        op = simd_reduction_op(b.dtype, b.reduction_type)
-        r.open_loop(x, size, f"#pragma omp simd reduction({op}:{acc})", a.origins + b.origins)
+        r.open_loop(x, size, f"#pragma omp simd reduction({pair.op}:{acc})", a.origins + b.origins)
     store = sympy.expand(ba.store)
     r.store_body(a, ba, store)
     r.combine(b, fused, acc, into)
-    if blocked:
-        row_blocks.close_blocks(r, x)
-        r.fold_lanes(b, acc, r.row_prefetch.lanes)
+    if pair.how == "lines":
+        row_blocks.close_blocks(r, deferred, x)
+        r.fold_lanes(b, acc, pair.lanes)
     else:
         r.close()
     r.close()
     r.store_reduction(b, sympy.expand(bb.store), acc)
 
 
-def _lane_blocks(ba: NodeBody, size: int) -> bool:
-    """Whether the pair runs by blocks of one vector's lanes and a tail (when it does not go by lines,
-    prefetch.py): a float exp in the producer, cut out of its loop (exp_lanes.py) rather than called per
-    vector and, in the tail, per element."""
-    return size >= exp_lanes.LINE and any(isinstance(e, Op) and e.name == "exp" and exp_lanes.inlines(e.dtype)
-                                          for e in walk(ba.body))
-
-
-def _render_lane_blocks(r, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, fused: NodeBody, acc: str,
+def _render_lane_blocks(r: NodePrinter, a: ComputedBuffer, ba: NodeBody, b: ComputedBuffer, pair: SiblingPair,
                         x: sympy.Symbol, size: int) -> None:
-    lanes = exp_lanes.LINE
-    main = size - size % lanes
+    lanes, main, acc = pair.lanes, pair.main, pair.acc
     part = r.declare_lanes(b, acc, lanes)
     store = r.store_target(a, sympy.expand(ba.store))
     r.open_loop(sympy.Symbol(f"{x.name}_base"), main, None, a.origins + b.origins, step=lanes)
     r.open_lanes(x, lanes, a.origins + b.origins)
     r.statement(f"{store} = {r.stored_body(a, ba)};", a.origin)
-    r.combine(b, fused, acc, f"{part}[{x.name}_lane]")
+    r.combine(b, pair.body, acc, f"{part}[{x.name}_lane]")
     r.close()
     r.close()
-    if main < size:  # the tail as the first lanes of one more block: its exps in one vector too
-        r.emit("{")
-        r.indent += 1
+    if pair.tail:  # the tail as the first lanes of one more block: its exps in one vector too
+        r.open_block()
         r.emit(f"const int64_t {x.name}_base = {main};")
         r.open_lanes(x, lanes, a.origins + b.origins, count=size - main)
         r.statement(f"{store} = {r.stored_body(a, ba)};", a.origin)
-        r.combine(b, fused, acc, f"{part}[{x.name}_lane]")
+        r.combine(b, pair.body, acc, f"{part}[{x.name}_lane]")
         r.close()
         r.close()
     r.fold_lanes(b, acc, lanes)

@@ -18,12 +18,14 @@ each thread fences (`sfence`) before the parallel region's closing barrier.
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 import sympy
 
 from compiler import config
 from compiler.codegen.index import cpp_index
-from compiler.codegen.plan import KernelPlan, NodeBody, PlanContext
+from compiler.codegen.plan import FlatBlocks, KernelPlan, NodeBody, OutputParam, PlanContext
+from compiler.codegen.printer import NodePrinter
 from compiler.codegen.strategies import size_variants
 from compiler.ir.index_functions import FloorDiv
 from compiler.ir.nodes import ComputedBuffer
@@ -133,6 +135,7 @@ def plan(plan: KernelPlan, ctx: PlanContext) -> None:
     for name in sorted(out):
         decide("streaming", name, "streamed", "an unread graph output written in whole lines on threads")
     plan.streamed = out
+    plan.stream_out = {name: OutputParam(ctx.params[name].param, ctx.params[name].ctype) for name in sorted(out)}
 
 
 def _refusal(n: ComputedBuffer, k, ctx: PlanContext) -> str:
@@ -150,37 +153,54 @@ def _refusal(n: ComputedBuffer, k, ctx: PlanContext) -> str:
     return ""
 
 
-def open_region(r, pragmas: list[str | None]) -> list[str | None]:
-    """Open the parallel region of a streaming kernel; the outer loop's pragma becomes a worksharing `for`
-    (no barrier: each thread fences first, then the region's end waits for all)."""
+def region(pragmas: list[str | None]) -> tuple[str, list[str | None]]:
+    """The parallel region of a streaming kernel, and its outer loops' pragmas in it: the first becomes a worksharing
+    `for` (no barrier: each thread fences first, then the region's end waits for all)."""
     first = pragmas[0] or ""
     assert first.startswith("#pragma omp parallel for"), first
     clause = re.search(r" if\(parallel: .*\)$", first)  # (threads chosen at run time: the region's clause)
     if clause:
         first = first[:clause.start()]
-    r.emit("#pragma omp parallel" + (clause.group(0) if clause else ""))
-    r.emit("{")
-    r.indent += 1
-    return [first.replace("#pragma omp parallel for", "#pragma omp for", 1) + " nowait", *pragmas[1:]]
+    return ("#pragma omp parallel" + (clause.group(0) if clause else ""),
+            [first.replace("#pragma omp parallel for", "#pragma omp for", 1) + " nowait", *pragmas[1:]])
 
 
-def close_region(r) -> None:
+def flat_blocks(plan: KernelPlan, ctx: PlanContext, pragma: str | None) -> FlatBlocks:
+    """The vector loop of a streamed flat kernel (every node's body sits in it, its pragma `pragma`) over blocks of
+    whole lines: streamed nodes fill their staged line, the others store as usual; a plain tail after them."""
+    var, size = plan.nest.vars[-1], plan.nest.sizes[-1]
+    streamed = [n for n in ctx.kernel.nodes if n.name in plan.streamed]
+    lanes = max(line_lanes(n) for n in streamed)
+    main = size - size % lanes if is_static(size) else FloorDiv(size, lanes) * lanes
+    if pragma is not None:  # the lane loop is the vector loop now
+        pragma = None if pragma.startswith("#pragma omp simd") else re.sub(r" simd( simdlen\(\d+\))?", "", pragma)
+    # (only inside an outer loop: `plan` keeps a lone loop whole)
+    return FlatBlocks(lanes, main, size_variants.tail(main, size), pragma,
+                      {n.name: f"{n.name}_line[{var.name}_lane]" for n in streamed})
+
+
+def open_region(r: NodePrinter, region_pragma: str) -> None:
+    r.emit(region_pragma)
+    r.open_block()
+
+
+def close_region(r: NodePrinter) -> None:
     r.emit("lens_sfence();")
-    r.indent -= 1
-    r.emit("}")
+    r.close()
 
 
 def _base(var: sympy.Symbol) -> sympy.Symbol:
     return sympy.Symbol(f"{var.name}_base", integer=True, nonnegative=True)
 
 
-def _stream_lines(r, n: ComputedBuffer, store: sympy.Expr, var: sympy.Symbol, block: int) -> None:
+def _stream_lines(r: NodePrinter, n: ComputedBuffer, out: OutputParam, store: sympy.Expr, var: sympy.Symbol,
+                  block: int) -> None:
     """Write node `n`'s staged block (`block` elements, whole lines) to its output."""
     lanes = line_lanes(n)
     start = cpp_index(sympy.expand(store.xreplace({var: _base(var)})))
     for j in range(0, block, lanes):
         off = f" + {j}" if j else ""
-        r.statement(f"lens_stream_line({r.params[n.name].param} + {start}{off}, {n.name}_line{off});", n.origin)
+        r.statement(f"lens_stream_line({out.param} + {start}{off}, {n.name}_line{off});", n.origin)
 
 
 def row_layout(n: ComputedBuffer, var: sympy.Symbol, size, store: sympy.Expr) -> str:
@@ -193,16 +213,16 @@ def row_layout(n: ComputedBuffer, var: sympy.Symbol, size, store: sympy.Expr) ->
     return "lines" if line_aligned(store, var, lanes) else "peeled"
 
 
-def render_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, store: sympy.Expr,
-               layout: str) -> None:
+def render_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody, var: sympy.Symbol, size: int,
+               store: sympy.Expr, layout: str) -> None:
     """Node `n`'s innermost loop as planned by `row_layout` ("lines" or "peeled")."""
     if layout == "peeled":
-        _render_peeled_row(r, n, b, var, size, store)
+        _render_peeled_row(r, n, out, b, var, size, store)
         return
     lanes = line_lanes(n)
     main = size - size % lanes
     r.open_loop(_base(var), main, None, n.origins, step=lanes)
-    render_line(r, n, b, var, store)
+    render_line(r, n, out, b, var, store)
     r.close()
     if main < size:
         r.open_loop(var, size, "#pragma omp simd", n.origins, start=main)
@@ -210,65 +230,57 @@ def render_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, 
         r.close()
 
 
-def _render_peeled_row(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, size: int, store: sympy.Expr) -> None:
+def _render_peeled_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody, var: sympy.Symbol,
+                       size: int, store: sympy.Expr) -> None:
     """A row that starts anywhere in a line (a softmax over 1000 columns: every other row starts mid-line):
     the elements up to its first line boundary stored plainly, then whole lines streamed, then the tail.
     (Streaming the aligned rows only, the others' lines went plainly: (8192, 1000) softmax 4.5 ms against
     eager's 4.2.)"""
     lanes, base = line_lanes(n), _base(var)
-    param = r.params[n.name].param
     head, last = f"{var.name}_head", f"{var.name}_end"
     start = cpp_index(sympy.expand(store.xreplace({var: 0})))
-    r.emit("{", n.origins)
-    r.indent += 1
-    r.statement(f"const int64_t {head} = lens_line_head({param} + {start}, {size});", n.origin)
+    r.open_block(n.origins)
+    r.statement(f"const int64_t {head} = lens_line_head({out.param} + {start}, {size});", n.origin)
     r.statement(f"const int64_t {last} = {head} + ({size} - {head}) / {lanes} * {lanes};", n.origin)
     for lo, hi in ((0, head), (last, size)):
         r.emit("#pragma omp simd", n.origins)
         r.emit(f"for (int64_t {var.name} = {lo}; {var.name} < {hi}; {var.name}++)", n.origins)
-        r.emit("{")
-        r.indent += 1
+        r.open_block()
         r.store_body(n, b, store)
         r.close()
         if lo == 0:
             r.emit(f"for (int64_t {base.name} = {head}; {base.name} < {last}; {base.name} += {lanes})", n.origins)
-            r.emit("{")
-            r.indent += 1
-            render_line(r, n, b, var, store)
+            r.open_block()
+            render_line(r, n, out, b, var, store)
             r.close()
     r.close()
 
 
-def render_line(r, n: ComputedBuffer, b: NodeBody, var: sympy.Symbol, store: sympy.Expr) -> None:
+def render_line(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody, var: sympy.Symbol,
+                store: sympy.Expr) -> None:
     """Inside a loop over `{var}_base` by lines: node `n`'s line there, computed and streamed out."""
     lanes = line_lanes(n)
-    r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
+    r.statement(f"alignas(64) {out.ctype} {n.name}_line[{lanes}];", n.origin)
     r.open_lanes(var, lanes, n.origins)
     r.statement(f"{n.name}_line[{var.name}_lane] = {r.stored_body(n, b)};", n.origin)
     r.close()
-    _stream_lines(r, n, store, var, lanes)
+    _stream_lines(r, n, out, store, var, lanes)
 
 
-def render_flat(r, var: sympy.Symbol, size: int, pragma: str | None, bodies: list[NodeBody], render_bodies) -> None:
-    """The vector loop of a flat kernel (every node's body sits in it) over blocks of whole lines: streamed
-    nodes fill their staged line, the others store as usual; `render_bodies()` emits the node blocks."""
-    streamed = [(n, b) for n, b in zip(r.k.nodes, bodies) if n.name in r.streamed]
-    lanes = max(line_lanes(n) for n, _ in streamed)
-    main = size - size % lanes if is_static(size) else FloorDiv(size, lanes) * lanes
-    if pragma is not None:  # the lane loop is the vector loop now
-        pragma = None if pragma.startswith("#pragma omp simd") else re.sub(r" simd( simdlen\(\d+\))?", "", pragma)
-    r.open_loop(_base(var), main, pragma, r.k.origins, step=lanes)
+def render_flat(r: NodePrinter, fb: FlatBlocks, var: sympy.Symbol, size, streamed: list[tuple[ComputedBuffer, NodeBody]],
+                outs: dict[str, OutputParam], origins: list[str], render_bodies: Callable[[dict], None]) -> None:
+    """The vector loop of a flat kernel by blocks of whole lines as `fb` plans it (`streamed`: its streamed nodes);
+    `render_bodies(stage)` prints the node blocks with the staged line elements the streamed nodes store to."""
+    r.open_loop(_base(var), fb.main, fb.pragma, origins, step=fb.lanes)
     for n, _ in streamed:
-        r.statement(f"alignas(64) {r.params[n.name].ctype} {n.name}_line[{lanes}];", n.origin)
-    r.open_lanes(var, lanes, r.k.origins)
-    r.stream_stage = {n.name: f"{n.name}_line[{var.name}_lane]" for n, _ in streamed}
-    render_bodies()
-    r.stream_stage = {}
+        r.statement(f"alignas(64) {outs[n.name].ctype} {n.name}_line[{fb.lanes}];", n.origin)
+    r.open_lanes(var, fb.lanes, origins)
+    render_bodies(fb.stage)
     r.close()
     for n, b in streamed:
-        _stream_lines(r, n, b.store, var, lanes)
+        _stream_lines(r, n, outs[n.name], b.store, var, fb.lanes)
     r.close()
-    if size_variants.tail(main, size):  # (only inside an outer loop: `plan` keeps a lone loop whole)
-        r.open_loop(var, size, "#pragma omp simd", r.k.origins, start=main)
-        render_bodies()
+    if fb.tail:
+        r.open_loop(var, size, "#pragma omp simd", origins, start=fb.main)
+        render_bodies({})
         r.close()

@@ -21,7 +21,8 @@ from compiler import config
 from compiler.codegen.cpp_ops import CTYPES
 from compiler.codegen.index import cpp_index
 from compiler.codegen.plan import NodeBody
-from compiler.ir.nodes import IndexValue, Layout, Load, walk
+from compiler.codegen.printer import NodePrinter
+from compiler.ir.nodes import ComputedBuffer, IndexValue, Layout, Load, walk
 from compiler.ir.size_symbols import Size, free_symbols, is_static, sorted_symbols
 from compiler.scheduler import FusedKernel
 
@@ -70,25 +71,23 @@ def static_loops(*bodies: NodeBody) -> bool:
     return all(is_static(b.inner[1]) and is_static(b.red[1]) for b in bodies)
 
 
-def declare_scratch(r, locals_: dict) -> None:
+def declare_scratch(r: NodePrinter, nodes: list[ComputedBuffer], locals_: dict) -> None:
     """At the kernel's top: each symbolic-size local array's per-thread row and its capacity (elements), kept
     from call to call (the most a thread ever needed: rows grow, never shrink)."""
-    for n in r.k.nodes:
+    for n in nodes:
         local = locals_.get(n.name)
         if local is not None and not local.scalar and not is_static(local.numel):
             r.statement(f"static thread_local {CTYPES[n.dtype]}* {local.name}_row = nullptr;", n.origin)
             r.statement(f"static thread_local int64_t {local.name}_cap = 0;", n.origin)
 
 
-def scratch_row(r, n, local) -> None:
+def scratch_row(r: NodePrinter, n: ComputedBuffer, local) -> None:
     """In an outer iteration: the local array `local` of node `n` as this thread's row, grown if too short."""
     t, size = CTYPES[n.dtype], cpp_index(sympy.expand(local.numel))
     r.emit(f"if ({local.name}_cap < {size})", [n.origin])
-    r.emit("{")
-    r.indent += 1
+    r.open_block()
     r.statement(f"__builtin_free({local.name}_row);", n.origin)
     r.statement(f"{local.name}_row = static_cast<{t}*>(__builtin_malloc(sizeof({t}) * {size}));", n.origin)
     r.statement(f"{local.name}_cap = {size};", n.origin)
-    r.indent -= 1
-    r.emit("}")
+    r.close()
     r.statement(f"{t}* __restrict__ {local.name} = {local.name}_row;", n.origin)
