@@ -18,17 +18,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import re
 import sys
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
 os.environ.setdefault("TORCH_COMPILE_DEBUG", "1")
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -84,11 +86,17 @@ def log_softmax_gate(x, y):
     return (l * e).sum(dim=-1) + torch.abs(x).amin(dim=-1)
 
 
-def gpt2():
+def attention(x, wq, wk, wv, mask):
+    q, k, v = x @ wq, x @ wk, x @ wv
+    s = (q @ k.transpose(-1, -2)) / 8.0 + (1.0 - mask) * -10000.0
+    return torch.softmax(s, dim=-1) @ v + x
+
+
+def gpt2(device: str = "cpu"):
     """transformers' GPT2Model of one layer from a small config, random weights (embeddings, attention, MLP)."""
     from transformers import GPT2Config, GPT2Model
     config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=100, n_positions=32)
-    model = GPT2Model(config).eval()
+    model = GPT2Model(config).eval().to(device)
 
     def run(ids):
         with torch.no_grad():
@@ -104,6 +112,8 @@ PROGRAMS = {
     "block": (block, lambda: (torch.randn(16, 64), torch.randn(64, 64), torch.randn(64, 64), torch.randn(64),
                               torch.randn(64))),
     "log_softmax_gate": (log_softmax_gate, lambda: (torch.randn(32, 48), torch.randn(32, 48))),
+    "attention": (attention, lambda: (torch.randn(2, 16, 64), torch.randn(64, 64), torch.randn(64, 64),
+                                      torch.randn(64, 64), (torch.rand(2, 1, 16) > 0.2).float())),
 }
 OPTIONAL = {"gpt2": (gpt2, lambda: (torch.randint(0, 100, (1, 8)),))}  # --only gpt2 (transformers)
 
@@ -125,6 +135,15 @@ class Swap:
         return f"swap-{self.name}"
 
 
+def program(name: str, device: str) -> tuple:
+    """The program `name` and its arguments on `device`, the same in every process (seeded)."""
+    fn, make = PROGRAMS[name] if name in PROGRAMS else OPTIONAL[name]
+    torch.manual_seed(0)
+    if name in OPTIONAL:
+        fn = fn(device)
+    return fn, tuple(a.to(device) for a in make())
+
+
 def compile_once(fn, args, swap: Swap, debug_root: Path) -> Path | None:
     """Compile `fn` with `swap` in a fresh Dynamo state; the graph folder Inductor wrote (one graph)."""
     import torch._inductor.config as inductor_config
@@ -139,61 +158,102 @@ def compile_once(fn, args, swap: Swap, debug_root: Path) -> Path | None:
     return written[-1].parent if len(written) == 1 else None
 
 
+def start_worker(root: str) -> None:
+    """Each worker process writes its Inductor runs under a folder of its own."""
+    torch._dynamo.config.debug_dir_root = str(Path(root) / f"worker_{os.getpid()}")
+
+
+def compile_swapped(name: str, device: str, node: str | None) -> tuple[str | None, str | None]:
+    """In a worker: program `name` compiled with `node`'s op swapped (None: as it is) -> (its graph folder, the
+    op swapped in; None when the node has no swap)."""
+    fn, args = program(name, device)
+    swap = Swap(node)
+    folder = compile_once(fn, args, swap, Path(torch._dynamo.config.debug_dir_root))
+    return (str(folder) if folder else None), swap.swapped
+
+
+POST_GRAD_NODE = re.compile(r"^\s+(?P<name>\w+)(?::[^=]*)?= torch\.ops\.(?P<target>\w+\.\w+\.\w+)\(", re.MULTILINE)
+
+
 def post_grad_nodes(folder: Path) -> list[str]:
-    """The nodes of the kernels, as Inductor's provenance lists them."""
+    """The nodes of the kernels, as Inductor's provenance lists them, less those whose op (in the post-grad graph,
+    fx_graph_transformed.py) has no swap: compiling them again would change nothing."""
     data = json.loads((folder / "inductor_provenance_tracking_node_mappings.json").read_text())
-    return sorted({n for nodes in data.get("cppCodeToPost", {}).values() for n in nodes})
+    nodes = sorted({n for nodes in data.get("cppCodeToPost", {}).values() for n in nodes})
+    transformed = folder / "fx_graph_transformed.py"
+    text = transformed.read_text() if transformed.is_file() else ""
+    targets = {m["name"]: m["target"] for m in POST_GRAD_NODE.finditer(text)}
+    swappable = {str(op) for op, other in SWAPS.items() if other is not op}
+    return [n for n in nodes if n not in targets or targets[n] in swappable]
 
 
-KERNEL_DEF = re.compile(r"^(cpp_fused_\w+) = async_compile")
+KERNEL_DEF = re.compile(r"^(?P<name>cpp_fused_\w+|triton_\w+) = async_compile")
 
 
-def kernel_bodies(text: str) -> list[tuple[int, list[str]]]:
-    """Each C++ kernel's (first line, lines) in order (the kernel's name left out: a swap renames it)."""
-    lines, found, current = text.splitlines(), [], None
+def kernel_bodies(text: str) -> list[tuple[int, list[str], int]]:
+    """Each generated kernel's (first line, lines, index of its first statement) in order; a swap renames the
+    kernel, so its name reads `KERNEL`. A Triton kernel's statements follow its `def` (not its decorator)."""
+    lines, found, current, name = text.splitlines(), [], None, ""
     for number, line in enumerate(lines, start=1):
-        if KERNEL_DEF.match(line):
-            current = (number, [])
+        start = KERNEL_DEF.match(line)
+        if start:
+            current, name = (number, [], 0), start["name"]
             found.append(current)
         elif current is not None:
             if line.startswith("'''"):
                 current = None
             else:
-                current[1].append(line)
-    return found
+                current[1].append(line.replace(name, "KERNEL"))
+    return [(first, body, next((i + 1 for i, l in enumerate(body) if l.startswith("def ")), 0))
+            for first, body, _ in found]
 
 
 def changed_lines(base: str, swapped: str) -> list[int] | None:
-    """Lines (1-based, of `base`) of C++ statements that differ; None where the kernels' shape changed."""
+    """Lines (1-based, of `base`) of statements that differ; None where the kernels' shape changed."""
     a, b = kernel_bodies(base), kernel_bodies(swapped)
     if len(a) != len(b) or any(len(x[1]) != len(y[1]) for x, y in zip(a, b)):
         return None
-    return [start + 1 + i for (start, la), (_, lb) in zip(a, b) for i, (p, q) in enumerate(zip(la, lb)) if p != q]
+    return [start + 1 + i for (start, la, first), (_, lb, _) in zip(a, b)
+            for i, (p, q) in enumerate(zip(la, lb)) if p != q and i >= first]
 
 
-def truth_of(name: str, debug_root: Path) -> tuple[Path, dict[int, list[str]], list[str]]:
-    fn, make = PROGRAMS[name] if name in PROGRAMS else OPTIONAL[name]
-    torch.manual_seed(0)
-    if name in OPTIONAL:
-        fn = fn()
-    args = make()
-    base = compile_once(fn, args, Swap(None), debug_root)
-    assert base is not None, name
-    base_text = (base / "output_code.py").read_text()
-    owners: dict[int, list[str]] = {}
-    skipped = []
-    for node in post_grad_nodes(base):
-        swap = Swap(node)
-        folder = compile_once(fn, args, swap, debug_root)
-        if swap.swapped is None:
-            continue  # an op with no swap (a view, var_mean...): its statements are not cases
-        changed = changed_lines(base_text, (folder / "output_code.py").read_text()) if folder else None
-        if changed is None:
-            skipped.append(node)
-            continue
-        for line in changed:
-            owners.setdefault(line, []).append(node)
-    return base, owners, skipped
+def truth(names: list[str], device: str, debug_root: Path, jobs: int, save: Path | None = None) -> list[dict]:
+    """Each program's unswapped run and its cases: the statements exactly one node's swap changes. The
+    compilations run in `jobs` processes (a GPU run's Triton compiles are slow); `save` gets the programs done
+    so far after each (a run cut short keeps them)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=context, initializer=start_worker,
+                             initargs=(str(debug_root),)) as pool:
+        bases = dict(zip(names, pool.map(compile_swapped, names, [device] * len(names), [None] * len(names))))
+        tasks = {}
+        for name in names:
+            assert bases[name][0] is not None, f"{name} did not compile"
+            for node in post_grad_nodes(Path(bases[name][0])):
+                tasks[name, node] = pool.submit(compile_swapped, name, device, node)
+        results = []
+        for name in names:
+            base = Path(bases[name][0])
+            base_text = (base / "output_code.py").read_text()
+            owners: dict[int, list[str]] = {}
+            skipped = []
+            for node in [n for p, n in tasks if p == name]:
+                folder, swapped = tasks[name, node].result()
+                if swapped is None:
+                    continue  # an op with no swap (a view, var_mean...): its statements are not cases
+                changed = changed_lines(base_text, Path(folder, "output_code.py").read_text()) if folder else None
+                if changed is None:
+                    skipped.append(node)
+                    continue
+                for line in changed:
+                    owners.setdefault(line, []).append(node)
+            text = base_text.splitlines()
+            cases = [{"line": line, "text": text[line - 1].strip(), "node": nodes[0]}
+                     for line, nodes in sorted(owners.items()) if len(nodes) == 1]  # two swaps change it: no owner
+            results.append({"program": name, "folder": str(base), "skipped_swaps": skipped, "cases": cases})
+            print(f"{name}: {len(cases)} cases", flush=True)
+            if save is not None:
+                save.write_text(json.dumps(results, indent=1) + "\n")
+    return results
 
 
 def server_lines(folder: Path) -> dict[int, list[str]]:
@@ -202,15 +262,7 @@ def server_lines(folder: Path) -> dict[int, list[str]]:
     from lsp_server.model import Graph
     graph = Graph(folder.name, folder, "bench")
     build_graph(graph)
-    return {kl.line: kl.nodes for k in graph.kernels if k.language == "cpp" for kl in k.lines}
-
-
-def measure(name: str, debug_root: Path) -> dict:
-    base, owners, skipped = truth_of(name, debug_root)
-    text = (base / "output_code.py").read_text().splitlines()
-    cases = [{"line": line, "text": text[line - 1].strip(), "node": nodes[0]}
-             for line, nodes in sorted(owners.items()) if len(nodes) == 1]  # two swaps change it: no single owner
-    return score({"program": name, "folder": str(base), "skipped_swaps": skipped, "cases": cases})
+    return {kl.line: kl.nodes for k in graph.kernels if k.language != "python" for kl in k.lines}
 
 
 def score(result: dict) -> dict:
@@ -225,20 +277,7 @@ def score(result: dict) -> dict:
     return result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="where Inductor writes (default: a temp dir)")
-    parser.add_argument("--cases", type=Path, default=None, help="write every case (JSON) here")
-    parser.add_argument("--only", action="append", default=None)
-    parser.add_argument("--score", type=Path, default=None, help="score the cases of an earlier --cases file again")
-    options = parser.parse_args()
-    if options.score is not None:
-        results = [score(r) for r in json.loads(options.score.read_text())]
-    else:
-        out = options.out or Path(tempfile.mkdtemp(prefix="statement_map_"))
-        os.chdir(out)
-        torch._dynamo.config.debug_dir_root = str(out / "torch_compile_debug")  # not where the script started
-        results = [measure(name, out / "torch_compile_debug") for name in options.only or PROGRAMS]
+def report(results: list[dict]) -> None:
     total = sum(r["statements"] for r in results)
     mapped, right = sum(r["mapped"] for r in results), sum(r["right"] for r in results)
     for r in results:
@@ -247,6 +286,31 @@ def main() -> None:
         for miss in r["misses"]:
             print(f"  miss: line {miss['line']} `{miss['text']}` is {miss['node']}, answered {miss['answer']}")
     print(f"all: {total} statements; mapped {mapped / max(total, 1):.1%}, right {right / max(total, 1):.1%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=None, help="where Inductor writes (default: a temp dir)")
+    parser.add_argument("--cases", type=Path, default=None, help="write every case (JSON) here")
+    parser.add_argument("--only", action="append", default=None)
+    parser.add_argument("--score", type=Path, default=None, help="score the cases of an earlier --cases file again")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: Triton kernels")
+    parser.add_argument("--jobs", type=int, default=1, help="processes compiling at once")
+    parser.add_argument("--truth-only", action="store_true", help="write the cases unscored (no lsp_server needed)")
+    options = parser.parse_args()
+    if options.score is not None:
+        results = json.loads(options.score.read_text())
+    else:
+        out = (options.out or Path(tempfile.mkdtemp(prefix="statement_map_"))).resolve()
+        out.mkdir(parents=True, exist_ok=True)
+        os.chdir(out)
+        if options.jobs > 1:  # each process compiles its Triton/C++ kernels itself, not in a pool of its own
+            os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        results = truth(options.only or list(PROGRAMS), options.device, out / "torch_compile_debug", options.jobs,
+                        options.cases)
+    if not options.truth_only:
+        results = [score(r) for r in results]
+        report(results)
     if options.cases:
         options.cases.write_text(json.dumps(results, indent=1) + "\n")
 

@@ -1,4 +1,5 @@
-"""Which FX node a statement of a real Inductor C++ kernel computes.
+"""Which FX node a statement of a real Inductor kernel computes: each kernel language's op vocabulary (C++, Triton),
+and the op-order matching of C++ statements that g++ could not compile.
 
 Inductor's CPU kernels carry no per-statement origin (no `// Corresponding FX code line` as ours have, no
 source-node comment inside the kernel), but a kernel's statements follow its nodes in topological order.
@@ -38,26 +39,65 @@ SPELLINGS: dict[str, frozenset[str]] = {
     "min": frozenset({"minimum"}), "sum": frozenset({"add"}), "mean": frozenset({"add"}), "prod": frozenset({"mul"}),
     "any": frozenset({"or"}), "all": frozenset({"and"}),
     "var_mean": frozenset({"welford_combine", "welford_vec_reduce_all", "add"}),  # or its two sums
+    "prepare_softmax_online": frozenset({"maximum", "max", "add", "sum"}),  # a softmax's max and sum in one pass
     "mul": frozenset({"and"}),  # of booleans
     "logical_and": frozenset({"and"}), "logical_or": frozenset({"or"}), "logical_not": frozenset({"not"}),
     "bitwise_and": frozenset({"and"}), "bitwise_or": frozenset({"or"}), "bitwise_not": frozenset({"not"}),
 }
 
 
+@dataclass(frozen=True)
+class Vocabulary:
+    """How one kernel language spells ops: its helpers' names, its operators, the names that compute no op."""
+
+    helpers: dict[str, str]  # a called name -> the aten op it computes, where the names differ
+    spellings: dict[str, frozenset[str]]  # aten op -> the names its statement may show instead of its own
+    ignored: frozenset[str]  # calls that compute no node (loads, casts, broadcasts)
+    binary: re.Pattern[str]
+    unary_minus: re.Pattern[str]
+    negation: re.Pattern[str]
+    masked_where: re.Pattern[str] | None = None  # a `where` padding with a mask, not the `where` op
+
+    def ops(self, rhs: str) -> frozenset[str]:
+        """Op names a statement's right-hand side shows: functions it calls (namespace dropped), operators."""
+        names = {name.rsplit("::", 1)[-1] for name in CALLED.findall(rhs)} - self.ignored
+        if self.masked_where is not None and self.masked_where.search(rhs):
+            names.discard("where")
+        found = {self.helpers.get(name, name) for name in names}
+        found |= {OPERATORS[op] for op in self.binary.findall(rhs)}
+        if self.unary_minus.search(rhs):
+            found.add("neg")
+        if self.negation.search(rhs):
+            found.add("not")
+        return frozenset(found)
+
+    def computes(self, op: str, ops: frozenset[str] | set[str]) -> bool:
+        return op in ops or bool(self.spellings.get(op, frozenset()) & ops)
+
+
+CPP = Vocabulary(HELPERS, SPELLINGS, frozenset(), BINARY, UNARY_MINUS, NOT)
+TRITON_VARIABLE = r"(?<![\w.])_?tmp\d+(?:_\w+)?"
+TRITON = Vocabulary(
+    {"max2": "max", "min2": "min", "welford": "welford_reduce"},
+    {**SPELLINGS, "div": frozenset({"div", "mul"}),  # by a constant: times its reciprocal
+     "mean": frozenset({"add", "sum"}), "var_mean": frozenset({"add", "sum", "welford_reduce",
+                                                                            "welford_combine"})},
+    frozenset({"load", "store", "full", "zeros", "broadcast_to", "to", "arange", "program_id", "range", "float",
+               "static_range", "device_assert", "debug_barrier", "promote_to_tensor", "reshape", "int"}),
+    re.compile(TRITON_VARIABLE + r"(?:\[[^\]]*\])?\)?\s*(==|!=|<=|>=|[*/+|&<>-])\s*[\w(!~-]"),
+    re.compile(r"(?:^|[=(,])\s*-\s*\(?" + TRITON_VARIABLE),
+    re.compile(r"(?:^|[=(,\s])~\s*\(?" + TRITON_VARIABLE),
+    re.compile(r"\bwhere\((?![^,]*" + TRITON_VARIABLE + ")"),  # its condition reads no variable: a mask
+)
+
+
 def statement_ops(text: str) -> set[str]:
     """Op names a C++ statement shows: functions it calls (namespace dropped) and arithmetic operators."""
-    rhs = text.split("=", 1)[1] if TMP_DEFINITION.search(text) else text
-    ops = {HELPERS.get(name.rsplit("::", 1)[-1], name.rsplit("::", 1)[-1]) for name in CALLED.findall(rhs)}
-    ops |= {OPERATORS[op] for op in BINARY.findall(rhs)}
-    if UNARY_MINUS.search(rhs):
-        ops.add("neg")
-    if NOT.search(rhs):
-        ops.add("not")
-    return ops
+    return set(CPP.ops(text.split("=", 1)[1] if TMP_DEFINITION.search(text) else text))
 
 
 def computes(op: str, ops: set[str]) -> bool:
-    return op in ops or bool(SPELLINGS.get(op, frozenset()) & ops)
+    return CPP.computes(op, ops)
 
 
 def kernel_statements(lines: list[str], failing: int) -> tuple[list[str], int] | None:
@@ -110,7 +150,8 @@ TAIL = re.compile(r"\bC10_UNLIKELY\s*\(")
 # `float tmp_acc0 = 0;` (a declaration: something before the name), `tmp_acc0_vec = tmp_acc0_vec + tmp0;`
 ACCUMULATOR = re.compile(r"^(?P<declared>.*?)\btmp_acc(?P<number>\d+)(?:_vec|_arr)?\s*=(?!=)")
 REDUCTIONS = frozenset({"sum", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "mean", "any", "all",
-                        "var", "var_mean", "std", "logsumexp", "norm", "welford_reduce"})
+                        "var", "var_mean", "std", "logsumexp", "norm", "welford_reduce",
+                        "prepare_softmax_online"})
 
 
 @dataclass

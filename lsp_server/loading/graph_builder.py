@@ -13,7 +13,8 @@ from lens_format.profile import GraphProfile
 from lsp_server.loading.benchmark_profile import benchmark_profile
 from lsp_server.loading.gpu_profile import attach_trace_profile
 from lsp_server.loading.triton_kernels import attach_triton
-from lsp_server.loading.cpp_dataflow import launch_arguments, statement_owners
+from lsp_server.loading import cpp_dataflow, triton_dataflow
+from lsp_server.loading.statement_flow import launch_arguments
 from lsp_server.loading.why_records import graph_why
 from lsp_server.model import FxNode, Graph, Kernel, KernelLine, SourceLocation, normalize_path
 from lsp_server.parsers import PARSERS, ParseError, UnsupportedVersionError
@@ -323,17 +324,26 @@ def extern_nodes(callee: str, handle: int | None, source_nodes: list[str], prove
     return own or nodes  # the call's own node: its origins also list the nodes computing its inputs
 
 
+STATEMENT_READERS = {"cpp": cpp_dataflow.statement_owners, "triton": triton_dataflow.statement_owners}
+
+
 def lines_by_op_name(output: OutputCode, code: CodeKernel, kernel: Kernel, graph: Graph,
                      buffers: dict[str, frozenset[str]] | None = None) -> list[KernelLine]:
-    """Inductor maps kernels to nodes, not lines: a C++ body's statements by its data flow (cpp_dataflow: one node,
-    or "one of" several where the records do not decide), else a body line to the nodes whose op it calls."""
+    """Inductor maps kernels to nodes, not lines: a C++ or Triton body's statements by its data flow (statement_flow:
+    one node, or "one of" several where the records do not decide), else a body line to the nodes whose op it calls."""
     nodes = kernel.nodes
-    if code.flavor == "cpp":
+    reader = STATEMENT_READERS.get(code.flavor)
+    if reader is not None:
         ordered = sorted((graph.nodes[n] for n in nodes if n in graph.nodes), key=lambda n: n.readable_line or 0)
         body = output.lines[code.start_line:code.end_line - 1]
         launch = output.lines[kernel.launch_lines[0] - 1] if kernel.launch_lines else ""
-        found = statement_owners(body, [(n.name, op_name(n.target), n.args) for n in ordered],
-                                 launch_arguments(launch), buffers, {n.name: n.args for n in graph.nodes.values()})
+        # The kernel's `# Graph fragment:` is the post-grad graph: nodes a post-grad pass made (an online softmax's
+        # `sub_tensor`) are in no other file, and a node both have may read other nodes there
+        fragment = {f.name: (f.name, op_name(f.target), list(f.args)) for f in code.fragment}
+        flow_nodes = [fragment.pop(n.name, (n.name, op_name(n.target), n.args)) for n in ordered]
+        flow_nodes += list(fragment.values())
+        graph_args = {n.name: n.args for n in graph.nodes.values()} | {n: args for n, _, args in flow_nodes}
+        found = reader(body, flow_nodes, launch_arguments(launch), buffers, graph_args)
         if found:
             return [KernelLine(code.start_line + 1 + index, names, one_of=len(names) > 1)
                     for index, names in sorted(found.items())]

@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lsp_server.parsers.fx_graph_readable import call_args, clean_target
+
 # `name = async_compile.cpp_pybinding([...], r'''` / `.triton('name', '''`; ours: any `name = f(..., r'''`
 KERNEL_START = re.compile(r"^(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<call>[\w.]+)\((?P<rest>.*)$")
 KERNEL_CALLS = ("async_compile.cpp_pybinding", "async_compile.cpp", "async_compile.triton")
@@ -25,6 +27,9 @@ EXTERN_PREFIXES = ("extern_kernels.", "torch.ops.")  # calls of ATen's own kerne
 LAUNCH = re.compile(r"^\s*(?P<callee>extern_kernels\.\w+|[A-Za-z_]\w*)(?:\.run)?\(")
 # A fallback kernel: an ATen op Inductor calls as it is (`buf1 = torch.ops.aten._scaled_dot_product_..._cpu.default(`)
 FALLBACK = re.compile(r"^\s*(?:[A-Za-z_]\w*\s*=\s*)?(?P<callee>torch\.ops\.\w+\.\w+\.\w+)\(")
+# `#   %sub_tensor : Tensor "f32[...]"[num_users=1] = call_function[target=torch.ops.aten.sub.Tensor](args = (...` in
+# a kernel's `# Graph fragment:` comment: a post-grad node it computes (one a post-grad pass made is in no other file)
+FRAGMENT_NODE = re.compile(r"^#\s+%(?P<name>\w+) : .*?= call_function\[target=(?P<target>[^\]]+)\](?P<call>.*)$")
 CPP_FOR = re.compile(r"^for\s*\(")
 BRACE = re.compile(r"[{}]")
 
@@ -38,6 +43,15 @@ class FxLineMark:
     fx_line: int
 
 
+@dataclass(frozen=True)
+class FragmentNode:
+    """A post-grad node of a kernel's `# Graph fragment:` comment: its name, target and what it reads."""
+
+    name: str
+    target: str
+    args: tuple[str, ...]
+
+
 @dataclass
 class CodeKernel:
     name: str
@@ -47,6 +61,7 @@ class CodeKernel:
     source_nodes: list[str] = field(default_factory=list)
     original_aten: list[str] = field(default_factory=list)
     fx_marks: list[FxLineMark] = field(default_factory=list)
+    fragment: list[FragmentNode] = field(default_factory=list)  # Triton's: the post-grad nodes it computes
 
 
 @dataclass(frozen=True)
@@ -91,6 +106,7 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
     current: CodeKernel | None = None
     pending_nodes: tuple[list[str], list[str]] = ([], [])
     pending_marks: list[tuple[int, int]] = []
+    fragment: list[FragmentNode] = []
     pending_handle: tuple[str, int | None] | None = None
     call_line = None
     handle_wait = 0
@@ -110,14 +126,18 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
         start = KERNEL_START.match(line)
         if start and (start["call"] in KERNEL_CALLS or "'''" in start["rest"]):
             current = CodeKernel(start["name"], "triton" if "triton" in start["call"] else "cpp",
-                                 number, len(lines), *pending_nodes)
+                                 number, len(lines), *pending_nodes, fragment=fragment)
             kernels.append(current)
             known.add(current.name)
-            pending_nodes, pending_marks = ([], []), []
+            pending_nodes, pending_marks, fragment = ([], []), [], []
             continue
         nodes = SOURCE_NODES.match(line)
         if nodes:
-            pending_nodes = (split_list(nodes["nodes"]), split_list(nodes["aten"]))
+            pending_nodes, fragment = (split_list(nodes["nodes"]), split_list(nodes["aten"])), []
+            continue
+        node = FRAGMENT_NODE.match(line) if call_line is None else None
+        if node:
+            fragment.append(FragmentNode(node["name"], clean_target(node["target"]), tuple(call_args(node["call"]))))
             continue
         provenance = PROVENANCE.match(line)
         if provenance:
@@ -145,13 +165,14 @@ def parse_output_code_text(path: Path, text: str) -> OutputCode:
 
 
 def cpp_loops(lines: list[str], start: int, end: int) -> list[CodeLoop]:
-    """The braced `for` loops of the C++ on lines start..end (1-based), matched by braces: a header's `{` may open
-    on the next line; a loop of one statement without braces has no body lines and is left out."""
+    """The braced `for` loops of the C++ on lines start..end (1-based), matched by braces (not those of `//`
+    comments): a header's `{` may open on the next line; a loop of one statement without braces has no body lines
+    and is left out. The one brace walk: the hover's loops and the statement data flow's (cpp_dataflow) both."""
     loops: list[CodeLoop] = []
     blocks: list[tuple[int | None, int]] = []  # each open `{`: the loop header owning it (None: no loop's), its line
     header: int | None = None  # a `for` line whose `{` has not opened yet
     for number in range(max(start, 1), min(end, len(lines)) + 1):
-        text = lines[number - 1].strip()
+        text = lines[number - 1].split("//", 1)[0].strip()
         if header is not None and not text.startswith("{"):
             header = None
         if CPP_FOR.match(text):
