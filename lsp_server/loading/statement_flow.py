@@ -127,7 +127,7 @@ def candidates(flow: Flow, ops: frozenset[str], read: frozenset[str], accumulato
             taken = {name for owners in flow.owner.values() for name in owners} | flow.reduced
             free = [n for n in named if n.name not in taken]
             return free if len(free) == 1 else []
-        return named if not read else []
+        return named if not read or len(named) == 1 else []  # the kernel's one node of its op: what else
     tied = [n for n in named if overlap[n.name] == best]
     if len(tied) > 1 and operands:  # `x * x` is the node reading x twice, not the one reading x and x²
         counts = Counter(v for t in operands for v in flow.values.get(t, frozenset()))

@@ -58,8 +58,9 @@ def kernel_pointers(body: list[str], launch_args: list[str]) -> dict[str, str]:
     return {}
 
 
-def read_statement(index: int, text: str) -> Statement | None:
-    """One Triton line as a statement (None: indexing, masks and other lines the data flow skips)."""
+def read_statement(index: int, text: str, indexing: set[str] = frozenset()) -> Statement | None:
+    """One Triton line as a statement (None: indexing, masks and other lines the data flow skips). A variable in
+    `indexing` only computes addresses (an embedding's `tmp7 = tl.where(tmp6, tmp5, tmp3)`): no node's op."""
     store = STORE.match(text)
     if store is not None:
         args = split_arguments(store["args"])
@@ -78,7 +79,8 @@ def read_statement(index: int, text: str) -> Statement | None:
     own = [accumulator_key(t) for t in targets if accumulator_key(t)]
     read_keys = [k for v in variables if (k := accumulator_key(v))]
     operands = tuple(v for v in variables if v not in targets and not accumulator_key(v))
-    reading = {"operands": operands, "pointers": tuple(POINTER.findall(rhs)), "ops": TRITON.ops(rhs)}
+    ops = frozenset() if set(targets) <= indexing else TRITON.ops(rhs)
+    reading = {"operands": operands, "pointers": tuple(POINTER.findall(rhs)), "ops": ops}
     if own and own[0] not in read_keys:  # `_tmp2 = tl.full(...)`, `tmp3_m2 = tl.zeros(...)`: it starts
         return Statement(index, "declare", targets, own[0])
     if own:  # `_tmp2 = tl.where(r0_mask & xmask, tmp3, _tmp2)`
@@ -95,7 +97,40 @@ def read_statement(index: int, text: str) -> Statement | None:
 def triton_statements(body: list[str]) -> list[Statement]:
     """The statements of the kernel's function (after its `def`; the decorator and imports are not)."""
     start = next((i + 1 for i, text in enumerate(body) if DEF.match(text)), len(body))
-    return [s for index in range(start, len(body)) if (s := read_statement(index, body[index])) is not None]
+    indexing = address_variables(body[start:])
+    return [s for index in range(start, len(body)) if (s := read_statement(index, body[index], indexing)) is not None]
+
+
+ADDRESSED = re.compile(r"\btl\.(?:load|store)\(|\btl\.device_assert\(")
+
+
+def address_variables(lines: list[str]) -> set[str]:
+    """The variables read only to compute addresses: in a load's or store's pointer argument, a bounds check, or
+    an address variable's own definition (read backwards: a variable's uses come after it)."""
+    uses: dict[str, list[bool]] = {}  # variable -> for each use, whether it computes an address
+    found: set[str] = set()
+    for text in reversed(lines):
+        call = ADDRESSED.search(text)
+        definition = DEFINITION.match(text)
+        if call is not None:
+            args = split_arguments(text[call.end():])
+            for variable in VARIABLE.findall(args[0] if "device_assert" not in call.group(0) else text):
+                uses.setdefault(variable, []).append(True)
+            if definition is None and "store" in call.group(0):
+                for variable in VARIABLE.findall(",".join(args[1:2])):
+                    uses.setdefault(variable, []).append(False)
+            if definition is None:
+                continue
+        if definition is None:
+            continue
+        targets = [t.strip() for t in definition["targets"].split(",")]
+        address = all(uses.get(t) and all(uses[t]) for t in targets)
+        if address:
+            found.update(targets)
+        rhs = definition["rhs"] if call is None else definition["rhs"][:definition["rhs"].find("tl.load(")]
+        for variable in VARIABLE.findall(rhs):
+            uses.setdefault(variable, []).append(address)
+    return found
 
 
 def statement_owners(body: list[str], nodes: list[tuple[str, str, list[str]]], launch_args: list[str],
