@@ -109,18 +109,31 @@ class ExpressionRenderer:
         got = block.temps.get(key)
         if got is not None and self.temp_generation.get(got) == self.generation:
             return got
-        # (not where each half op is rounded as eager materializes it: the exp read back from its lanes would skip
-        # that rounding, float16's exp(12) a finite float instead of inf)
-        emulated = config.emulate_precision_casts and half.is_half(node.dtype)
-        loop = exp_lanes.applies(self, node.dtype) if isinstance(node, Op) and node.name == "exp" and not emulated \
-            else None
-        if loop is None:
+        loop = self.lane_loops[-1] if self.lane_loops else None
+        if loop is None or not loop.cut_exps or not exp_lanes.cut(node) or self.indent != loop.indent + 1:
             name = block.temps[key] = self._temp(text, node.origin)
             return name
-        name = self._new_temp()
-        self.exp_values[id(node)] = exp_lanes.cut(self, loop, name, operands[0], node.origin)
+        name = self._new_temp()  # (an exp directly in a lane loop planned to cut its exps)
+        self.exp_values[id(node)] = self._cut_exp(loop, name, operands[0], node.origin)
         self.temp_generation[name] = self.generation
         return name
+
+    def _cut_exp(self, loop: exp_lanes.LaneLoop, name: str, operand: str, origin: str | None) -> str:
+        """Print `name = exp(operand)` across a cut of `loop` (exp_lanes.py); temps from before the cut are stale
+        afterwards. Returns the array holding the exp's lanes until the lane loop ends: a later cut reads them back
+        from there rather than computing the exp again."""
+        array = f"{name}_lanes"
+        init = "" if loop.count is None else " = {}"  # (a tail's unused lanes: zeros, not whatever the stack held)
+        self.lines.insert(loop.start, ("    " * loop.indent + f"alignas(64) float {array}[{loop.lanes}]{init};",
+                                       [origin] if origin else []))
+        self.statement(f"{array}[{loop.var}_lane] = {operand};", origin)
+        loop.cutting = True
+        self.close()
+        self.statement(f"lens_exp_lanes<{loop.lanes}>({array});", origin)
+        self.open_lanes_named(loop.var, loop.lanes, loop.nodes, loop.count, loop.cut_exps)
+        self.generation += 1
+        self.statement(f"auto {name} = {array}[{loop.var}_lane];", origin)
+        return array
 
     def _new_temp(self) -> str:
         self.tmp_count += 1

@@ -66,6 +66,7 @@ class InnerLoops:
     subst: dict
     pragmas: list[str | None]
     streamed_row: str = ""  # a streamed node's innermost loop: "lines", "peeled" or "" (streaming.row_layout)
+    cut_exps: bool = False  # its streamed lines' lane loops cut their exps out (exp_lanes.py)
 
 
 @dataclass
@@ -81,6 +82,7 @@ class ReductionLoop:
     tail: bool = False  # elements past `main`, combined one at a time
     nan_sums: bool = False  # floating max/min: a second set of lanes sums the values, NaN when a NaN went by
     op: str = ""  # the `omp simd reduction` operator ("simd")
+    cut_exps: bool = False  # its lane loop cuts its exps out (exp_lanes.py)
 
     @property
     def partials(self) -> int:
@@ -118,6 +120,7 @@ class SiblingPair:
     main: int = 0  # "lane_blocks": elements of whole blocks
     tail: bool = False  # "lane_blocks": a block of fewer lanes runs the rest
     op: str = ""  # "simd": the `omp simd reduction` operator
+    cut_exps: bool = False  # its lane loop cuts its exps out (exp_lanes.py)
 
     def describe(self) -> str:
         if self.how == "lines":
@@ -225,6 +228,7 @@ class DeferredPass:
     ctypes: dict[str, str] = field(default_factory=dict)  # and its C++ type
     scalar_reads: dict[str, sympy.Expr] = field(default_factory=dict)  # scalar -> the flat index it reads it at
     out: OutputParam | None = None  # where its lines stream
+    cut_exps: bool = False  # its lines' lane loops cut their exps out (exp_lanes.py)
 
 
 @dataclass(frozen=True)

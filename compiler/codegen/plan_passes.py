@@ -13,7 +13,7 @@ from compiler import decisions as why
 from compiler.codegen import half, loop_nest, plan_verify
 from compiler.codegen.index import merge_loops
 from compiler.codegen.plan import InnerLoops, KernelPlan, PlanContext
-from compiler.codegen.strategies import column_reduction, lane_reduction, prefetch, streaming
+from compiler.codegen.strategies import column_reduction, exp_lanes, lane_reduction, prefetch, streaming
 from compiler.codegen.strategies import deferred_output as pipeline
 from compiler.codegen.strategies import symbolic_sizes as symbolic
 from compiler.codegen.strategies.inplace import kernel_params
@@ -259,6 +259,36 @@ def outer_loops(plan: KernelPlan, ctx: PlanContext) -> None:
                     else ""), "OpenMP: threads on the first loop, simd on a flat kernel's last")
 
 
+def exp_lane_cuts(plan: KernelPlan, ctx: PlanContext) -> None:
+    """Which lane loops cut a float exp out (exp_lanes.py: an inline 16-lane exp instead of a call per vector): those
+    of a multiple of 16 lanes whose bodies hold one, the lanes of a reduction, a sibling pair, a streamed row's lines
+    or the deferred pass's lines (a streamed flat kernel's line block prints its nodes in blocks of their own)."""
+    bodies = {n.name: b for n, b in zip(ctx.kernel.nodes, plan.bodies)}
+    nodes = {n.name: n for n in ctx.kernel.nodes}
+    pieces = []
+    for name, loop in plan.reduction_loops.items():
+        if loop.how in ("lanes", "wide_sum", "blocked"):
+            loop.cut_exps = exp_lanes.cuts(loop.partials, bodies[name].body)
+            pieces.append((name, loop.cut_exps, loop.partials))
+    for name, pair in plan.pairs.items():
+        if pair.how != "simd":
+            pair.cut_exps = exp_lanes.cuts(pair.lanes, bodies[name].body, pair.body.body)
+            pieces.append((name, pair.cut_exps, pair.lanes))
+    for name, inner in plan.inner.items():
+        if inner.streamed_row:
+            lanes = streaming.line_lanes(nodes[name])
+            inner.cut_exps = exp_lanes.cuts(lanes, bodies[name].body)
+            pieces.append((name, inner.cut_exps, lanes))
+    if plan.deferred is not None:
+        d = plan.deferred
+        d.cut_exps = exp_lanes.cuts(streaming.line_lanes(d.node), d.body.body)
+        pieces.append((d.node.name, d.cut_exps, streaming.line_lanes(d.node)))
+    for name, cut, lanes in pieces:
+        if cut:
+            plan.decide("exp lanes", name, f"its exps by lens_exp_lanes<{lanes}>, cut out of its lane loop",
+                        "an inline vector exp rather than a call of its vector variant in the loop")
+
+
 def size_assumptions(plan: KernelPlan, ctx: PlanContext) -> None:
     """A size variant's decisions on symbolic sizes, the run-time check its plan relies on."""
     if ctx.assume is not None:
@@ -280,6 +310,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("inner loops", inner_loops),
     ("mirrors", mirrors),
     ("outer loops", outer_loops),
+    ("exp lanes", exp_lane_cuts),
     ("size assumptions", size_assumptions),
 ]
 

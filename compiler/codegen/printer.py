@@ -48,14 +48,17 @@ class LinePrinter:
         self.emit(f"for (int64_t {var.name} = {start}; {var.name} < {size}; {inc})", nodes)
         self.open_block()
 
-    def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str], count: int | None = None) -> None:
+    def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str], count: int | None = None,
+                   cut_exps: bool = False) -> None:
         """Inside `for (var_base ...; var_base += lanes)`: the `simd` loop over the block, defining `var`
-        (`count`: the first lanes only, a row's tail)."""
+        (`count`: the first lanes only, a row's tail; `cut_exps`: planned, exps printed directly in it are cut out
+        of it, exp_lanes.py)."""
         self.lane_values_end()
-        self.open_lanes_named(var.name, lanes, nodes, count)
+        self.open_lanes_named(var.name, lanes, nodes, count, cut_exps)
 
-    def open_lanes_named(self, var: str, lanes: int, nodes: list[str], count: int | None = None) -> None:
-        self.lane_loops.append(LaneLoop(var, lanes, list(nodes), len(self.lines), self.indent, count))
+    def open_lanes_named(self, var: str, lanes: int, nodes: list[str], count: int | None = None,
+                         cut_exps: bool = False) -> None:
+        self.lane_loops.append(LaneLoop(var, lanes, list(nodes), len(self.lines), self.indent, count, cut_exps))
         self.open_loop(sympy.Symbol(f"{var}_lane"), lanes if count is None else count, "#pragma omp simd", nodes)
         self.emit(f"int64_t {var} = {var}_base + {var}_lane;", nodes[:1])
 
@@ -100,7 +103,8 @@ class NodePrinter(Protocol):
     def open_block(self, nodes: list[str] | None = None) -> None: ...
     def open_loop(self, var: sympy.Symbol, size, pragma: str | None, nodes: list[str], start=0,
                   step: int = 1) -> None: ...
-    def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str], count: int | None = None) -> None: ...
+    def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str], count: int | None = None,
+                   cut_exps: bool = False) -> None: ...
     def simd_line(self, var: str, size, text: str, nodes: list[str]) -> None: ...
     def fold_tree(self, part: str, lanes: int, combine: str, nodes: list[str], also: str | None = None) -> int: ...
     def close(self) -> None: ...

@@ -122,7 +122,8 @@ def line(r: NodePrinter, d: DeferredPass, var: sympy.Symbol) -> None:
     body = replace(d.body, body=substitute(d.body.body, {ivar: var}))
     r.emit(f"if ({PREV} >= 0)", [d.node.origin])
     with _pending_row(r, d):
-        streaming.render_line(r, d.node, d.out, body, var, sympy.expand(d.body.store).xreplace({ivar: var}))
+        streaming.render_line(r, d.node, d.out, body, var, sympy.expand(d.body.store).xreplace({ivar: var}),
+                              d.cut_exps)
 
 
 def finish(r: NodePrinter, d: DeferredPass) -> None:

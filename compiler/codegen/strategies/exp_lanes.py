@@ -6,8 +6,9 @@ in registers around each call, and the variant loads its constants again each ti
 `for (v_lane = 0; v_lane < 16k; v_lane++)`, one iteration per lane) is cut at the exp: the first half stores the
 exp's operand per lane into an aligned array, `lens_exp_lanes<16k>` computes it in place, inlined, and the loop
 opens again with the exp's value read back per lane. Temps of the first half are out of scope in the second:
-the renderer computes again those that later nodes read (`KernelRenderer.generation`), except exps, whose lanes
-it reads back from their arrays. The same bits as the
+the printer computes again those that later nodes read (expressions.py `generation`), except exps, whose lanes
+it reads back from their arrays. Which lane loops cut is planned with the piece that opens them (`cuts`); the
+printer cuts there (expressions.py `_cut_exp`). The same bits as the
 call (the two share their body). A masked softmax row kernel (8192 x 1024): 2.25-2.65 -> 2.09-2.37 ms here.
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ from dataclasses import dataclass
 import torch
 
 from compiler import config
+from compiler.codegen import half
+from compiler.ir.nodes import Expr, Op, walk
 
 LINE = 16  # float lanes of the vector function
 
@@ -29,6 +32,7 @@ class LaneLoop:
     start: int  # index in the renderer's lines of the loop's first line (its pragma)
     indent: int  # the renderer's indent outside the loop
     count: int | None = None  # lanes the loop runs, when fewer than `lanes` (a row's tail)
+    cut_exps: bool = False  # planned: exps printed directly in it are cut out (`cuts`)
     cutting: bool = False  # closed by a cut (it opens again), not ended
 
 
@@ -38,27 +42,14 @@ def inlines(dtype: torch.dtype) -> bool:
     return config.cpp.inline_exp and dtype in floats and "exp" not in config.cpp.op_overrides
 
 
-def applies(r, dtype: torch.dtype) -> LaneLoop | None:
-    """The lane loop an exp of `dtype` rendered now is directly in, when it is cut there."""
-    loop = r.lane_loops[-1] if r.lane_loops else None
-    if not inlines(dtype) or loop is None or loop.lanes % LINE or r.indent != loop.indent + 1:
-        return None
-    return loop
+def cut(e: Expr) -> bool:
+    """Whether IR expression `e` is an exp cut out of the lane loop it is printed directly in: a float one, not where
+    each half op is rounded as eager materializes it (the exp read back from its lanes would skip that rounding,
+    float16's exp(12) a finite float instead of inf)."""
+    return (isinstance(e, Op) and e.name == "exp" and inlines(e.dtype)
+            and not (config.emulate_precision_casts and half.is_half(e.dtype)))
 
 
-def cut(r, loop: LaneLoop, name: str, operand: str, origin: str | None) -> str:
-    """Emit `name = exp(operand)` across a cut of `loop` (see the module doc); the renderer's temps from before
-    the cut are stale afterwards. Returns the array holding the exp's lanes until the lane loop ends: a later
-    cut reads them back from there rather than computing the exp again."""
-    array = f"{name}_lanes"
-    init = "" if loop.count is None else " = {}"  # (a tail's unused lanes: zeros, not whatever the stack held)
-    r.lines.insert(loop.start, ("    " * loop.indent + f"alignas(64) float {array}[{loop.lanes}]{init};",
-                                [origin] if origin else []))
-    r.statement(f"{array}[{loop.var}_lane] = {operand};", origin)
-    loop.cutting = True
-    r.close()
-    r.statement(f"lens_exp_lanes<{loop.lanes}>({array});", origin)
-    r.open_lanes_named(loop.var, loop.lanes, loop.nodes, loop.count)
-    r.generation += 1
-    r.statement(f"auto {name} = {array}[{loop.var}_lane];", origin)
-    return array
+def cuts(lanes: int, *bodies: Expr) -> bool:
+    """Whether a lane loop of `lanes` printing `bodies` cuts an exp out (planned with its piece: the plan passes)."""
+    return lanes % LINE == 0 and any(cut(e) for body in bodies for e in walk(body))

@@ -102,7 +102,7 @@ def render(r: NodePrinter, n, b: NodeBody, loop: ReductionLoop) -> None:
         r.open_loop(v, s, None, n.origins)
     v, size = rvars[-1], rsizes[-1]
     r.open_loop(sympy.Symbol(f"{v.name}_base"), main, None, n.origins, step=lanes)
-    r.open_lanes(v, lanes, [n.origin])
+    r.open_lanes(v, lanes, [n.origin], cut_exps=loop.cut_exps)
     into = f"{part}[{v.name}_lane]"
     if sums:
         val = r.body_value(b)

@@ -37,7 +37,7 @@ def render_pair(r: NodePrinter, a: ComputedBuffer, ba: NodeBody, b: ComputedBuff
         return
     if pair.how == "lines":
         into = r.declare_lanes(b, acc, pair.lanes) + f"[{x.name}_lane]"
-        row_blocks.open_blocks(r, pf, x, size, a.origins + b.origins)
+        row_blocks.open_blocks(r, pf, x, size, a.origins + b.origins, pair.cut_exps)
     else:
         into = acc
         r.open_loop(x, size, f"#pragma omp simd reduction({pair.op}:{acc})", a.origins + b.origins)
@@ -59,7 +59,7 @@ def _render_lane_blocks(r: NodePrinter, a: ComputedBuffer, ba: NodeBody, b: Comp
     part = r.declare_lanes(b, acc, lanes)
     store = r.store_target(a, sympy.expand(ba.store))
     r.open_loop(sympy.Symbol(f"{x.name}_base"), main, None, a.origins + b.origins, step=lanes)
-    r.open_lanes(x, lanes, a.origins + b.origins)
+    r.open_lanes(x, lanes, a.origins + b.origins, cut_exps=pair.cut_exps)
     r.statement(f"{store} = {r.stored_body(a, ba)};", a.origin)
     r.combine(b, pair.body, acc, f"{part}[{x.name}_lane]")
     r.close()
@@ -67,7 +67,7 @@ def _render_lane_blocks(r: NodePrinter, a: ComputedBuffer, ba: NodeBody, b: Comp
     if pair.tail:  # the tail as the first lanes of one more block: its exps in one vector too
         r.open_block()
         r.emit(f"const int64_t {x.name}_base = {main};")
-        r.open_lanes(x, lanes, a.origins + b.origins, count=size - main)
+        r.open_lanes(x, lanes, a.origins + b.origins, count=size - main, cut_exps=pair.cut_exps)
         r.statement(f"{store} = {r.stored_body(a, ba)};", a.origin)
         r.combine(b, pair.body, acc, f"{part}[{x.name}_lane]")
         r.close()

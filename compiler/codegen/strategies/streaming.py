@@ -214,15 +214,15 @@ def row_layout(n: ComputedBuffer, var: sympy.Symbol, size, store: sympy.Expr) ->
 
 
 def render_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody, var: sympy.Symbol, size: int,
-               store: sympy.Expr, layout: str) -> None:
-    """Node `n`'s innermost loop as planned by `row_layout` ("lines" or "peeled")."""
+               store: sympy.Expr, layout: str, cut_exps: bool) -> None:
+    """Node `n`'s innermost loop as planned by `row_layout` ("lines" or "peeled"; `cut_exps`: exp_lanes.py)."""
     if layout == "peeled":
-        _render_peeled_row(r, n, out, b, var, size, store)
+        _render_peeled_row(r, n, out, b, var, size, store, cut_exps)
         return
     lanes = line_lanes(n)
     main = size - size % lanes
     r.open_loop(_base(var), main, None, n.origins, step=lanes)
-    render_line(r, n, out, b, var, store)
+    render_line(r, n, out, b, var, store, cut_exps)
     r.close()
     if main < size:
         r.open_loop(var, size, "#pragma omp simd", n.origins, start=main)
@@ -231,7 +231,7 @@ def render_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody,
 
 
 def _render_peeled_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody, var: sympy.Symbol,
-                       size: int, store: sympy.Expr) -> None:
+                       size: int, store: sympy.Expr, cut_exps: bool) -> None:
     """A row that starts anywhere in a line (a softmax over 1000 columns: every other row starts mid-line):
     the elements up to its first line boundary stored plainly, then whole lines streamed, then the tail.
     (Streaming the aligned rows only, the others' lines went plainly: (8192, 1000) softmax 4.5 ms against
@@ -251,17 +251,18 @@ def _render_peeled_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: N
         if lo == 0:
             r.emit(f"for (int64_t {base.name} = {head}; {base.name} < {last}; {base.name} += {lanes})", n.origins)
             r.open_block()
-            render_line(r, n, out, b, var, store)
+            render_line(r, n, out, b, var, store, cut_exps)
             r.close()
     r.close()
 
 
 def render_line(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody, var: sympy.Symbol,
-                store: sympy.Expr) -> None:
-    """Inside a loop over `{var}_base` by lines: node `n`'s line there, computed and streamed out."""
+                store: sympy.Expr, cut_exps: bool) -> None:
+    """Inside a loop over `{var}_base` by lines: node `n`'s line there, computed and streamed out (`cut_exps`:
+    planned, exp_lanes.py)."""
     lanes = line_lanes(n)
     r.statement(f"alignas(64) {out.ctype} {n.name}_line[{lanes}];", n.origin)
-    r.open_lanes(var, lanes, n.origins)
+    r.open_lanes(var, lanes, n.origins, cut_exps=cut_exps)
     r.statement(f"{n.name}_line[{var.name}_lane] = {r.stored_body(n, b)};", n.origin)
     r.close()
     _stream_lines(r, n, out, store, var, lanes)
