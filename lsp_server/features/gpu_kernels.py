@@ -93,9 +93,10 @@ def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: Any, t
 
 
 def chained(kernel: Kernel) -> bool:
-    """A Triton kernel whose launched cache entry is kept beside its run: its chain can be shown."""
+    """A Triton kernel whose launched cache entry is kept beside its run with its stages: its chain can be shown."""
     gpu = kernel.gpu
-    return kernel.language == "triton" and gpu is not None and gpu.chosen is not None and gpu.offset is not None
+    return kernel.language == "triton" and gpu is not None and gpu.chosen is not None and gpu.offset is not None \
+        and bool(gpu.chosen.stages)
 
 
 def chain_start(run_id: str, graph: Graph, kernel: Kernel, line0: int) -> dict[str, Any]:
@@ -116,6 +117,24 @@ def kernel_of_file(index: Index, path: str) -> tuple[Graph, Kernel] | None:
     return None
 
 
+def def_line(graph: Graph, kernel: Kernel) -> int:
+    """1-based output_code.py line of the kernel's `def` (its opening line where none is found)."""
+    opening = f"def {kernel.name}("
+    lines = graph.output_code_lines
+    return next((n + 1 for n in range(kernel.gpu.offset, min(kernel.end_line, len(lines)))
+                 if lines[n].startswith(opening)), kernel.gpu.offset + 1)
+
+
+def compiled_line(kernel: Kernel, lines: list[int]) -> int:
+    """Of a kernel's output_code.py lines (1-based, ascending), the first that every stage kept has instructions
+    from (a constant, `tmp1 = tl.full([1], 0.5, ...)`, compiles to none), else the first with some, else the first."""
+    counts = [sum(bool(stage_lines) for _, stage_lines in
+                  kernel.gpu.stage_links(kernel.gpu.chosen, n - kernel.gpu.offset).values()) for n in lines]
+    full = len(kernel.gpu.chosen.stages)
+    return next((n for n, c in zip(lines, counts) if c == full and full), None) or \
+        next((n for n, c in zip(lines, counts) if c), lines[0])
+
+
 def kernels_at_json(server: Any, index: Index, uri: str, line0: int) -> dict[str, Any]:
     """The Triton kernels with a kept cache entry that a line leads to, most costly first: on a user's line, those
     computing it (each at its first Triton line from it); on a kernel's own file or output_code.py, that kernel."""
@@ -124,25 +143,27 @@ def kernels_at_json(server: Any, index: Index, uri: str, line0: int) -> dict[str
     if generated is not None:
         kernel = generated.kernel_at(line0 + 1)
         if kernel is None or not chained(kernel):
-            return {"error": "not a line of a Triton kernel with a Triton cache entry kept beside its run"}
+            return {"error": "not a line of a Triton kernel whose compiled stages are kept beside its run"}
         return {"kernels": [chain_start(generated.graph.run_id, generated.graph, kernel, line0)]}
     own = kernel_of_file(index, path)
     if own is not None:
         graph, kernel = own
         if not chained(kernel):
-            return {"error": f"`{kernel.name}`: no Triton cache entry kept beside its run (or none known as launched)"}
+            return {"error": f"`{kernel.name}`: no compiled stage kept beside its run (or no entry known as launched)"}
         return {"kernels": [chain_start(graph.run_id, graph, kernel, kernel.gpu.offset + line0)]}
     lines = file_lines(server, index, uri)
     hits = lines.hits(line0 + 1) if lines is not None else []
     found = []
     for hit in hits:
-        kernel = hit.ref.kernel
-        body = [n for n in hit.generated_lines if kernel.gpu is not None and kernel.gpu.offset is not None
-                and kernel.gpu.offset < n <= kernel.end_line]
-        if chained(kernel) and body:
-            found.append(chain_start(hit.ref.run.id, hit.ref.graph, kernel, body[0] - 1))
+        kernel, graph = hit.ref.kernel, hit.ref.graph
+        if not chained(kernel):
+            continue
+        body = [n for n in hit.generated_lines if kernel.gpu.offset < n <= kernel.end_line]
+        # no Triton line of the kernel from this line (its nodes are only on the launch): the kernel's `def`
+        line = compiled_line(kernel, body) if body else def_line(graph, kernel)
+        found.append(chain_start(hit.ref.run.id, graph, kernel, line - 1))
     if not found:
-        return {"error": "no Triton kernel with a Triton cache entry kept beside its run computes this line"
+        return {"error": "no Triton kernel whose compiled stages are kept beside its run computes this line"
                          if hits or lines is not None else "not a line of an indexed run's file or Triton kernel"}
     return {"kernels": sorted(found, key=lambda k: (-(k["ms"] or 0.0), k["graph_id"], k["kernel"]))}
 

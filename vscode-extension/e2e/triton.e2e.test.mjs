@@ -2,14 +2,15 @@
 // committed H100 training step (tests/fixtures/inductor_gpu_train/transformer_train) copied into the workspace,
 // the kernel view opened on a Triton kernel's line of output_code.py shows the kernel's PTX beside it; the PTX
 // lines of that Triton line are labelled with it, and a PTX line leads back to its Triton line (the one its
-// `.loc` directive names), with the user's line and the kernel's time. Saves triton_chain.png.
+// `.loc` directive names), with the user's line and the kernel's time. Saves triton_chain.png. The chain also opens
+// from a line of the user's program (the kernel picked among those computing it) and from the kernel's own file.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
 import { after, before, test } from "node:test";
 import { EditorSession, PYTHON, REPO, until } from "./session.mjs";
-import { editorLine, quickInput, runCommand } from "./workbench.mjs";
+import { editorLine, openFile, quickInput, runCommand } from "./workbench.mjs";
 
 const PROGRAM = "transformer_train";
 const KERNEL = "triton_poi_fused_gelu_view_7";
@@ -117,5 +118,87 @@ test("the kernel view shows a Triton kernel's PTX beside it, each PTX line linke
     await until(async () => /⏱ [\d.]+ ms · [\d.]+% of the graph call · PTX beside/.test(await renderedText(codeGroup.locator(".view-lines").first())),
       30_000, () => "no kernel time on the def line");
     await session.screenshot("triton_chain.png");
+  }),
+);
+
+const SOFTMAX = "triton_per_fused__softmax_div_exp_masked_fill_prepare_softmax_online_sub_view_3";
+
+/** Ground truth from the fixture's files: a forward kernel's lines in output_code.py and its own file. */
+function kernelFacts(program, kernel) {
+  const codePath = only(/model__0_forward_1\.0\/output_code\.py$/, path.join(program, "torch_compile_debug"));
+  const code = fs.readFileSync(codePath, "utf8").split("\n");
+  const opening = code.findIndex((l) => l.startsWith(`${kernel} = async_compile.triton(`));
+  const end = code.findIndex((l, i) => i > opening && l.startsWith("''', device_str="));
+  const kernelFile = [...code.slice(0, opening)].reverse().find((l) => l.startsWith("# kernel path: ")).slice("# kernel path: ".length);
+  return { code, opening: opening + 1, end: end + 1, kernelFile };
+}
+
+function userLine(program, text) {
+  return fs.readFileSync(path.join(program, "prog.py"), "utf8").split("\n").findIndex((l) => l.includes(text)) + 1;
+}
+
+/** Runs Show Triton Kernel Chain of This Line until `kernel`'s PTX shows (the server indexes the run after start). */
+async function showChain(page, kernel, pick) {
+  const ptxGroup = groupShowing(page, `${kernel}.ptx`);
+  await until(async () => {
+    await runCommand(page, "Kernel Lens: Show Triton Kernel Chain of This Line");
+    await pick?.();
+    return ptxGroup.waitFor({ timeout: 5_000 }).then(() => true, () => false);
+  }, 120_000, () => `the chain never showed ${kernel}'s PTX`);
+  return ptxGroup;
+}
+
+test("a line of the user's program opens the chain of the kernel picked among those computing it", { timeout: 6 * 60_000 }, (t) =>
+  session.reporting(t, async () => {
+    const page = session.page;
+    const program = path.join(session.workspace, PROGRAM);
+    const facts = kernelFacts(program, SOFTMAX);
+    const scores = userLine(program, "scores = (q @ k.transpose(-2, -1))");
+    await runCommand(page, "View: Close All Editor Groups");
+    await quickInput(page, "", `${PROGRAM}/prog.py`);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "prog.py" }).first().waitFor({ timeout: 30_000 });
+    await page.keyboard.press("Enter");
+    await editorLine(page, "class Block").waitFor({ timeout: 30_000 });
+    await goToLine(page, scores);
+    await editorLine(page, "scores = (q @ k").waitFor({ timeout: 30_000 });
+    let offered = [];
+    const ptxGroup = await showChain(page, SOFTMAX, async () => {
+      // two kernels with kept stages compute the line (the qkv projection's, the softmax): the softmax is picked
+      const rows = page.locator(".quick-input-list .monaco-list-row");
+      const softmax = rows.filter({ hasText: SOFTMAX }).first();
+      if (!(await softmax.waitFor({ timeout: 5_000 }).then(() => true, () => false))) {
+        return; // refused: the run is not indexed yet
+      }
+      offered = await rows.allTextContents();
+      await softmax.click();
+    });
+    assert.equal(offered.length, 2, `offered: ${offered.join(" | ")}`);
+    assert.ok(offered.some((r) => r.includes("triton_poi_fused_addmm_clone_split_transpose_view_1")), offered.join(" | "));
+    // the PTX lines of the kernel's first Triton line from the user's line carry that Triton line and the user's
+    const label = await until(async () => (await renderedText(ptxGroup.locator(".view-lines").first())).match(/◀ output_code\.py:(\d+) · prog\.py:(\d+)/),
+      30_000, () => "no ◀ output_code.py label in the PTX");
+    const [, tritonLine, labelled] = label.map(Number);
+    assert.equal(labelled, scores);
+    assert.ok(facts.opening < tritonLine && tritonLine < facts.end, `Triton line ${tritonLine} outside the kernel ${facts.opening}-${facts.end}`);
+    t.diagnostic(`picked among ${offered.length}; PTX labelled ${label[0]} (${facts.code[tritonLine - 1].trim()})`);
+  }),
+);
+
+test("a line of the kernel's own file opens its chain at the same line of output_code.py", { timeout: 6 * 60_000 }, (t) =>
+  session.reporting(t, async () => {
+    const page = session.page;
+    const program = path.join(session.workspace, PROGRAM);
+    const facts = kernelFacts(program, KERNEL);
+    const erf = facts.code.findIndex((l, i) => i > facts.opening && l.includes("libdevice.erf(")) + 1;
+    const gelu = userLine(program, "h = F.gelu(");
+    await runCommand(page, "View: Close All Editor Groups");
+    await openFile(page, path.basename(facts.kernelFile), "import triton");
+    await goToLine(page, erf - facts.opening + 1); // kernel-file line L is output_code.py's opening line + L - 1
+    await editorLine(page, "libdevice.erf(").waitFor({ timeout: 30_000 });
+    const ptxGroup = await showChain(page, KERNEL);
+    await until(async () => (await renderedText(ptxGroup.locator(".view-lines").first())).includes(`◀ output_code.py:${erf} · prog.py:${gelu}`),
+      30_000, () => `no ◀ output_code.py:${erf} label in the PTX`);
+    const codeGroup = groupShowing(page, "output_code.py");
+    await codeGroup.locator(".view-line", { hasText: "libdevice.erf(" }).first().waitFor({ timeout: 30_000 });
   }),
 );

@@ -286,6 +286,14 @@ export function registerCommands(services: CommandServices): vscode.Disposable[]
         throw new CommandRefused(`Kernel Lens: put the cursor on a line of a Triton kernel in an output_code.py (${refused}).`);
       }
     },
+    [Commands.showTritonChain]: async () => {
+      requireTrust();
+      const editor = vscode.window.activeTextEditor;
+      const refused = editor ? await services.kernelView.openTritonChain(editor) : "no editor is open";
+      if (refused) {
+        throw new CommandRefused(`Kernel Lens: no Triton kernel's compiled chain from this line (${refused}).`);
+      }
+    },
     [Commands.restartServer]: async () => {
       requireTrust();
       await services.server.restart();

@@ -20,6 +20,7 @@ export const Commands = {
   compareRuns: "kernelLens.compareRuns",
   openKernelView: "kernelLens.openKernelView",
   showTritonStage: "kernelLens.showTritonStage",
+  showTritonChain: "kernelLens.showTritonChain",
   pickCompile: "kernelLens.pickCompile",
   showGraphBreaks: "kernelLens.showGraphBreaks",
   profileInductorRun: "kernelLens.profileInductorRun",
@@ -39,6 +40,7 @@ export const ServerCommands = {
   listCompiles: "kernelLens.listCompiles",
   listGraphBreaks: "kernelLens.listGraphBreaks",
   profileInductor: "kernelLens.profileInductor",
+  tritonKernelsAt: "kernelLens.tritonKernelsAt",
 } as const;
 
 /** How long to wait for settings/interpreter changes to settle before restarting the server. */

@@ -5,9 +5,10 @@
 
 import * as vscode from "vscode";
 import { ServerCommands } from "../common/constants";
-import { LinkedLines } from "../common/protocol";
+import { LinkedLines, TritonKernelsAtResult } from "../common/protocol";
 import { KernelLensServer } from "../common/server";
 import { BAND_COLOURS, lineLabel, LinkIndex, Side } from "./linkedBands";
+import { chainStarts, startItem } from "./tritonChain";
 import { TritonChainView } from "./tritonChainView";
 
 const ACTIVE_BORDER = "editorLink.activeForeground";
@@ -46,6 +47,36 @@ export class KernelView implements vscode.Disposable {
     const paired = !!linked && linked.links.length > 0 && (await this.openPair(editor, linked));
     const chained = await this.chain.open(editor, paired ? vscode.ViewColumn.Three : besideColumn(editor));
     return paired || chained;
+  }
+
+  /** The compiled chain of a Triton kernel the cursor's line leads to (a user's line: the kernel computing it,
+   *  picked when several do; a kernel's own file or output_code.py: that kernel): its output_code.py at the Triton
+   *  line beside, and its stage in the next column. Returns why it cannot (undefined: shown, or the pick cancelled). */
+  async openTritonChain(editor: vscode.TextEditor): Promise<string | undefined> {
+    const answer = await this.server.executeCommand<TritonKernelsAtResult | null>(ServerCommands.tritonKernelsAt, {
+      uri: editor.document.uri.toString(),
+      line: editor.selection.active.line,
+    });
+    const starts = chainStarts(answer);
+    if (typeof starts === "string") {
+      return starts;
+    }
+    const start = starts.length === 1 ? starts[0] : (await vscode.window.showQuickPick(
+      starts.map((s) => ({ ...startItem(s), start: s })),
+      { placeHolder: `${starts.length} Triton kernels compute this line: which one's compiled chain?` },
+    ))?.start;
+    if (!start) {
+      return undefined;
+    }
+    const here = editor.document.uri.toString() === start.uri;
+    const generated = await vscode.window.showTextDocument(here ? editor.document : await vscode.workspace.openTextDocument(vscode.Uri.parse(start.uri)), {
+      viewColumn: here ? editor.viewColumn : besideColumn(editor),
+      preview: false,
+      selection: new vscode.Range(start.line, 0, start.line, 0),
+    });
+    generated.revealRange(new vscode.Range(start.line, 0, start.line, 0), vscode.TextEditorRevealType.InCenter);
+    const stageColumn = generated.viewColumn === vscode.ViewColumn.One ? vscode.ViewColumn.Two : vscode.ViewColumn.Three;
+    return (await this.chain.open(generated, stageColumn)) ? undefined : `${start.kernel}: no compiled stage kept beside its run`;
   }
 
   /** Shows the stage the user picks of the Triton kernel under the cursor; a message when there is none. */

@@ -2,7 +2,7 @@
  * answer offers, which one opens first, the labels linking a stage line and its Triton line, and the cost of the
  * kernel and of the user line a Triton line came from. Pure (no `vscode` import) so unit tests read it directly. */
 
-import { CommandError, LineCosts, RunProfile, TritonChain, TritonChainResult } from "../common/protocol";
+import { CommandError, LineCosts, RunProfile, TritonChain, TritonChainResult, TritonChainStart, TritonKernelsAtResult } from "../common/protocol";
 import { formatMs } from "./profileHtml";
 
 /** Triton's stages in compile order, as the server names them, and as the view shows them. */
@@ -73,4 +73,18 @@ export function stageLineLabel(chain: TritonChain, costMs: number | undefined): 
 export function kernelLabel(cost: { ms: number; percent: number } | undefined, stage: string): string {
   const time = cost ? `${formatMs(cost.ms)} ms · ${cost.percent.toFixed(1)}% of the graph call · ` : "";
   return `⏱ ${time}${STAGE_TITLES[stage] ?? stage} beside`;
+}
+
+/** The places a line leads to (`kernelLens.tritonKernelsAt`), or why there are none. */
+export function chainStarts(answer: TritonKernelsAtResult | null | undefined): TritonChainStart[] | string {
+  if (!answer) {
+    return "no answer from the language server";
+  }
+  return "error" in answer ? (answer as CommandError).error : answer.kernels;
+}
+
+/** A kernel the user picks among those computing a line: its name, graph and time per graph call. */
+export function startItem(start: TritonChainStart): { label: string; description: string } {
+  const time = start.ms === null ? "not profiled" : `${formatMs(start.ms)} ms`;
+  return { label: start.kernel, description: `${start.graph_id} · ${time}` };
 }

@@ -4,7 +4,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { LineCosts, RunProfile, TritonChain } from "../../common/protocol";
-import { chainError, firstStage, isChain, kernelCost, kernelLabel, lineCostMs, stageLineLabel, stagesOf, tritonLineLabel } from "../../views/tritonChain";
+import {
+  chainError, chainStarts, firstStage, isChain, kernelCost, kernelLabel, lineCostMs, stageLineLabel, stagesOf, startItem, tritonLineLabel,
+} from "../../views/tritonChain";
 
 const ENTRY = "file:///ws/torch_compile_debug/run_1/triton_cache/KNZY7K2I";
 const CODE = "file:///ws/torch_compile_debug/run_1/torchinductor/model__0_forward_1.0/output_code.py";
@@ -70,4 +72,14 @@ test("costs: the kernel's time and share from the profile, the user line's share
   assert.equal(lineCostMs(costs, CHAIN), 0.006); // this graph's kernel, not the backward's of the same name
   assert.equal(lineCostMs(costs, { ...CHAIN, source: { uri: "file:///ws/prog.py", line: 3 } }), undefined);
   assert.equal(lineCostMs(undefined, CHAIN), undefined);
+});
+
+test("a line leads to its kernels' chains, or says why not; a pick shows each kernel's graph and time", () => {
+  const start = { kernel: CHAIN.kernel, graph_id: CHAIN.graph_id, run_id: "run_1", uri: CODE, line: 820, ms: 0.004006 };
+  assert.deepEqual(chainStarts({ kernels: [start] }), [start]);
+  assert.equal(chainStarts({ error: "no Triton kernel with a Triton cache entry kept beside its run computes this line" }),
+    "no Triton kernel with a Triton cache entry kept beside its run computes this line");
+  assert.equal(chainStarts(null), "no answer from the language server");
+  assert.deepEqual(startItem(start), { label: "triton_poi_fused_gelu_view_7", description: "model__0_forward_1.0 · 0.004 ms" });
+  assert.equal(startItem({ ...start, ms: null }).description, "model__0_forward_1.0 · not profiled");
 });
