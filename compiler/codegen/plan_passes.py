@@ -254,8 +254,9 @@ def outer_loops(plan: KernelPlan, ctx: PlanContext) -> None:
         plan.decide("streamed lines", "", f"the last outer loop by blocks of {fb.lanes} lanes up to {fb.main}"
                     + (", then a plain tail" if fb.tail else ""), "a flat kernel's streamed nodes each stage a line")
     nest.pragmas = pragmas
+    printed = pragmas[:-1] + [plan.flat_blocks.pragma] if plan.flat_blocks else pragmas
     if nest.vars:
-        plan.decide("outer loops", "", " | ".join(p or "plain" for p in pragmas) + (f" in {nest.region}" if nest.region
+        plan.decide("outer loops", "", " | ".join(p or "plain" for p in printed) + (f" in {nest.region}" if nest.region
                     else ""), "OpenMP: threads on the first loop, simd on a flat kernel's last")
 
 
