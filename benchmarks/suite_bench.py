@@ -167,9 +167,16 @@ def main(argv=None) -> int:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--warm", action="store_true", help="keep the user's lens and Inductor caches")
     parser.add_argument("--json", default="")
+    parser.add_argument("--report", default="", help="print the tables of a --json file's results, one per mode")
     parser.add_argument("--one", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.backends = [b for b in args.backends.split(",") if b] or list(MODES[args.mode].backends)
+    if args.report:
+        with open(args.report) as f:
+            results = [ModelResult(**json.loads(line)) for line in f if line.strip()]
+        for mode in dict.fromkeys(r.mode for r in results):
+            print(f"{mode}:\n" + suite_report.table([r for r in results if r.mode == mode], MODES[mode]) + "\n")
+        return 0
     if args.one:
         import torch
         torch.set_num_threads(args.threads)

@@ -15,7 +15,12 @@ def geomean(values: list[float]) -> float:
 
 
 def _split(split: dict[str, float] | None) -> str:
-    return f"{split['gemm_conv']:.1f} / {split['other_aten']:.1f} / {split['generated']:.1f}" if split else "-"
+    """Shares of the profiled step (its absolute ms are wall time under the profiler, inflated by a loaded machine and
+    the profiler's own cost per op; the medians are the timing)."""
+    total = sum(split.values()) if split else 0.0
+    if not total:
+        return "-"
+    return " / ".join(f"{split[k] / total:.0%}" for k in ("gemm_conv", "other_aten", "generated"))
 
 
 def _pair(d: dict[str, float], a: str, b: str) -> str:
@@ -28,7 +33,7 @@ def table(results: list, mode: Mode) -> str:
     backends = [b for b in mode.backends if any(b in r.median_ms for r in results)] or list(mode.backends)
     lines = ["| suite | model | " + " | ".join(f"{_NAMES.get(b, b)} ms" for b in backends) +
              f" | lens / {base} | lens / eager | accurate | first call lens / {base} s | graph compiler lens / {base}"
-             f" s (ratio) | lens GEMM+conv / other ATen / rest ms | {base} GEMM+conv / other ATen / rest ms | "
+             f" s (ratio) | lens GEMM+conv / other ATen / rest | {base} GEMM+conv / other ATen / rest | "
              "lens native | status |",
              "|---" * (len(backends) + 11) + "|"]
     ratios: dict[str, list[float]] = {}

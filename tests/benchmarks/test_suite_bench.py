@@ -92,7 +92,7 @@ def test_table_reports_the_geomean_of_accurate_models_only():
                                     accurate={"eager": True, "lens": False})
     text = suite_report.table([ok, wrong], suite_modes.MODES["bf16"])
     assert "geomean lens / Ind.+fr. (bf16), timm: 0.50 over 1 models" in text.splitlines()
-    assert "| timm | a | 4.00 | 2.00 | 1.00 | 0.50 | 0.25 | yes | 3.0 / 30.0 | 1.0 / 10.0 (0.10) | 0.8 / 0.1 / 0.1 | - | " \
+    assert "| timm | a | 4.00 | 2.00 | 1.00 | 0.50 | 0.25 | yes | 3.0 / 30.0 | 1.0 / 10.0 (0.10) | 75% / 10% / 15% | - | " \
            "80% | ok |" in text.splitlines()
     assert "| timm | b | 4.00 | 2.00 | 0.10 | 0.05 | 0.03 | NO | - | - | - | - | - | ok |" in text.splitlines()
     assert "geomean graph compiler lens / Ind.+fr.: 0.10 over 1 models" in text.splitlines()
