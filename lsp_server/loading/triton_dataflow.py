@@ -6,6 +6,7 @@ input padded by `tl.where(xmask, tmp3, 0)`), looped ones folding into an accumul
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
 from lsp_server.loading.cpp_statements import TRITON, TRITON_VARIABLE
 from lsp_server.loading.statement_flow import Statement, split_arguments
@@ -95,10 +96,26 @@ def read_statement(index: int, text: str, indexing: set[str] = frozenset()) -> S
 
 
 def triton_statements(body: list[str]) -> list[Statement]:
-    """The statements of the kernel's function (after its `def`; the decorator and imports are not)."""
+    """The statements of the kernel's function, in order."""
+    lines = logical_lines(body)
+    indexing = address_variables([text for _, text in lines])
+    return [s for index, text in lines if (s := read_statement(index, text, indexing)) is not None]
+
+
+def logical_lines(body: list[str]) -> list[tuple[int, str]]:
+    """The lines of the kernel's function (after its `def`: the decorator and imports are not), a call split over
+    lines (`triton_helpers.welford_reduce(` and its arguments below) joined into its first."""
     start = next((i + 1 for i, text in enumerate(body) if DEF.match(text)), len(body))
-    indexing = address_variables(body[start:])
-    return [s for index in range(start, len(body)) if (s := read_statement(index, body[index], indexing)) is not None]
+    joined: list[tuple[int, str]] = []
+    depth = 0
+    for index in range(start, len(body)):
+        text = body[index]
+        if depth > 0:
+            joined[-1] = (joined[-1][0], joined[-1][1] + " " + text.strip())
+        else:
+            joined.append((index, text))
+        depth = max(depth + text.count("(") + text.count("[") - text.count(")") - text.count("]"), 0)
+    return joined
 
 
 ADDRESSED = re.compile(r"\btl\.(?:load|store)\(|\btl\.device_assert\(")
@@ -137,5 +154,9 @@ def statement_owners(body: list[str], nodes: list[tuple[str, str, list[str]]], l
                      buffers: dict[str, frozenset[str]] | None = None,
                      graph_args: dict[str, list[str]] | None = None) -> dict[int, list[str]]:
     """Index into `body` (a Triton kernel's lines) -> the node it computes; see statement_flow.statement_owners."""
-    return flow_owners(triton_statements(body), TRITON, nodes, kernel_pointers(body, launch_args), buffers,
-                       graph_args)
+    owners = flow_owners(triton_statements(body), TRITON, nodes, kernel_pointers(body, launch_args), buffers,
+                         graph_args)
+    lines = [index for index, _ in logical_lines(body)] + [len(body)]
+    for first, after in pairwise(lines):  # a call's continuation lines are its statement's
+        owners.update({index: owners[first] for index in range(first + 1, after) if first in owners})
+    return owners
