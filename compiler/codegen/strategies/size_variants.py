@@ -56,16 +56,16 @@ class Assumptions:
         return value
 
 
-def holds(r, cond) -> bool:
-    """Whether a comparison of sizes that chooses a strategy holds for renderer `r`'s kernel: a static one as it
-    comes out; a symbolic one as the size hints make it in a size variant (recorded there and checked at run
-    time), and False in the generic body, which takes no strategy needing it."""
+def holds(ctx, cond) -> bool:
+    """Whether a comparison of sizes that chooses a strategy holds for the kernel a plan context `ctx` plans
+    (plan.PlanContext): a static one as it comes out; a symbolic one as the size hints make it in a size variant
+    (recorded there and checked at run time), and False in the generic body, which takes no strategy needing it."""
     if isinstance(cond, bool):
         return cond
     cond = sympy.sympify(cond)
     if cond in (sympy.true, sympy.false):
         return bool(cond)
-    assume = getattr(r, "assume", None)
+    assume = getattr(ctx, "assume", None)
     return assume.holds(cond) if assume is not None else False
 
 
