@@ -9,6 +9,7 @@ that node. "one of: a, b" answers count as mapped, not as right. Cases are writt
 
     python benchmarks/statement_map_bench.py [--out DIR] [--cases FILE] [--only NAME] [--score CASES]
     python benchmarks/statement_map_bench.py --device cuda --jobs 15 --truth-only --cases FILE   # on a GPU machine
+    python benchmarks/statement_map_bench.py --score tests/fixtures/inductor_statements_triton  # its committed runs
 
 (--truth-only needs only torch and triton; tests/fixtures/inductor_statements/regenerate.py --device cuda writes the
 committed fixture from it, and tests/lsp_server/test_statement_cases.py scores it.)
@@ -314,12 +315,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where Inductor writes (default: a temp dir)")
     parser.add_argument("--cases", type=Path, default=None, help="write every case (JSON) here")
     parser.add_argument("--only", action="append", default=None)
-    parser.add_argument("--score", type=Path, default=None, help="score the cases of an earlier --cases file again")
+    parser.add_argument("--score", type=Path, default=None,
+                        help="score the cases of an earlier --cases file, or of a fixture folder (its cases.json), again")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: Triton kernels")
     parser.add_argument("--jobs", type=int, default=1, help="processes compiling at once")
     parser.add_argument("--truth-only", action="store_true", help="write the cases unscored (no lsp_server needed)")
     options = parser.parse_args()
-    if options.score is not None:
+    if options.score is not None and options.score.is_dir():  # a committed fixture: cases.json beside its runs
+        skipped = json.loads((options.score / "skipped_swaps.json").read_text()) \
+            if (options.score / "skipped_swaps.json").is_file() else {}
+        results = [{"program": name, "folder": str(options.score / name), "skipped_swaps": skipped.get(name, []),
+                    "cases": cases} for name, cases in json.loads((options.score / "cases.json").read_text()).items()]
+    elif options.score is not None:
         results = json.loads(options.score.read_text())
     else:
         out = (options.out or Path(tempfile.mkdtemp(prefix="statement_map_"))).resolve()
