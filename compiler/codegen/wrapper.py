@@ -118,9 +118,16 @@ def _out_variant(step: ExternCall) -> str | None:
     return op if tuple(lay.stride) == contiguous_strides(lay.size) else None
 
 
+# ops of ours whose Python output_code.py calls directly, not through the dispatcher (which costs a trip back into
+# Python: ~8 us of a convolution's ~25 on a one-pixel input), and the import that brings each
+DIRECT_CALLS = {"lens.conv2d_onednn.default": ("conv_packed.conv2d", "from compiler.machine import conv_packed")}
+
+
 def _op_code(target: str) -> str:
-    """`aten.mm.default` -> torch.ops.aten.mm.default; `higher_order.with_effects` -> torch.ops.higher_order..."""
-    return "torch.ops." + target
+    """`aten.mm.default` -> torch.ops.aten.mm.default; `higher_order.with_effects` -> torch.ops.higher_order...;
+    an op of DIRECT_CALLS -> its Python function."""
+    direct = DIRECT_CALLS.get(target)
+    return direct[0] if direct is not None else "torch.ops." + target
 
 
 def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], graph_id: str,
@@ -137,6 +144,8 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
     out.add("import torch")
     if any(isinstance(s, ExternCall) and _through_helper(s) and _out_variant(s) for s in sg.steps):
         out.add("from compiler.machine import gemm")
+    for target in sorted({s.target for s in sg.steps if isinstance(s, ExternCall) and s.target in DIRECT_CALLS}):
+        out.add(DIRECT_CALLS[target][1])
     out.add("from compiler.machine.runtime import load_cpp_module, reinterpret, rand_strided, empty_strided, "
             "empty_strided_cpu, with_layout")
     out.add("")

@@ -14,7 +14,9 @@ change no counter shows: `config.freezing = False` (LENS_FREEZING=0) is for code
 """
 from __future__ import annotations
 
+import inspect
 import logging
+import operator
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -72,17 +74,24 @@ def channels_last(weight: torch.Tensor) -> torch.Tensor:
     return weight.contiguous(memory_format=torch.channels_last) if weight.dim() == 4 else weight
 
 
+def _eval_batch_norm_stats(bn: torch.fx.Node, const: set[torch.fx.Node]) -> list | None:
+    """(running mean, running var, weight, bias) of an eval-mode batch_norm call whose statistics are constants."""
+    if bn.op != "call_function" or bn.target not in _BATCH_NORM or call_arg(bn, 5, "training", False):
+        return None
+    stats = [call_arg(bn, i, n) for i, n in ((1, "running_mean"), (2, "running_var"), (3, "weight"), (4, "bias"))]
+    if stats[0] is None or stats[1] is None or not all(s is None or s in const for s in stats):
+        return None
+    return stats
+
+
 def _fold_batch_norms(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
     """conv(x, W, b) -> batch_norm(eval, constant stats) becomes conv(x, W', b'); returns how many folded."""
     folded = 0
     for bn in list(graph.nodes):
-        if bn.op != "call_function" or bn.target not in _BATCH_NORM:
-            continue
-        conv = bn.args[0]
-        stats = [call_arg(bn, i, n) for i, n in ((1, "running_mean"), (2, "running_var"), (3, "weight"), (4, "bias"))]
-        if (call_arg(bn, 5, "training", False) or not isinstance(conv, torch.fx.Node) or conv.op != "call_function"
-                or conv.target not in CONV or len(conv.users) != 1 or not all(s is None or s in const for s in stats)
-                or stats[0] is None or stats[1] is None):
+        stats = _eval_batch_norm_stats(bn, const)
+        conv = bn.args[0] if stats is not None else None
+        if (not isinstance(conv, torch.fx.Node) or conv.op != "call_function" or conv.target not in CONV
+                or len(conv.users) != 1):
             continue
         weight, bias = call_arg(conv, 1, "weight"), call_arg(conv, 2, "bias")
         if weight not in const or not (bias is None or bias in const):
@@ -103,6 +112,40 @@ def _fold_batch_norms(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
         graph.erase_node(bn)
         folded += 1
     return folded
+
+
+def bn_affine(mean, var, gamma, beta, eps: float, dims: int):
+    """Eval-mode BatchNorm's per-channel scale and shift, shaped to broadcast over an input of `dims` dims."""
+    one = torch.ones_like(var)
+    scale, shift = bn_folded(one, None, mean, var, gamma, beta, eps)
+    shape = (-1, *([1] * (dims - 2)))
+    return scale.reshape(shape), shift.reshape(shape)
+
+
+def _affine_batch_norms(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
+    """An eval-mode float32 batch_norm with constant statistics that did not fold into a convolution (after a
+    concatenation, a residual add, a pooling) as `x * scale + shift`, scale and shift computed once with the other
+    constants: the kernel it fuses into then reads two numbers a channel instead of computing a square root and a
+    division per element (MixNet's batch norms after concatenated convolutions). Returns how many."""
+    changed = 0
+    for bn in list(graph.nodes):
+        stats = _eval_batch_norm_stats(bn, const)
+        x, val = (bn.args[0], bn.meta.get("example_value")) if stats is not None else (None, None)
+        if (not isinstance(x, torch.fx.Node) or x in const or not isinstance(val, torch.Tensor)
+                or val.dtype != torch.float32 or val.dim() < 2):
+            continue
+        with graph.inserting_before(bn):
+            pair = graph.call_function(bn_affine, (*stats, float(call_arg(bn, 7, "eps", 1e-5)), val.dim()))
+            scale = graph.call_function(_getitem, (pair, 0))
+            shift = graph.call_function(_getitem, (pair, 1))
+            scaled = graph.call_function(operator.mul, (x, scale))
+            out = graph.call_function(operator.add, (scaled, shift))
+        const.update((pair, scale, shift))
+        scaled.meta["example_value"] = out.meta["example_value"] = val
+        bn.replace_all_uses_with(out)
+        graph.erase_node(bn)
+        changed += 1
+    return changed
 
 
 def _getitem(pair, i):
@@ -202,7 +245,7 @@ class FrozenGraph:
     def wrap(self, compiled: Callable, fallback: Callable) -> Callable:
         """Dynamo's calling convention: the original inputs in, the compiled main graph called with constants
         that are current for them (or `fallback`, the unfrozen graph run eagerly, if they no longer fit)."""
-        boxed = getattr(compiled, "_boxed_call", False)
+        boxed = _boxed(compiled)
         kept = self.kept
 
         def run(*args):
@@ -214,6 +257,19 @@ class FrozenGraph:
 
         run._lens_frozen = self  # type: ignore[attr-defined]
         return run
+
+
+def _boxed(call: Callable) -> bool:
+    """Whether `call` takes its inputs as one list. Its `_boxed_call` alone does not say: AOTAutograd's forward takes
+    them positionally but copies that mark from the boxed graph it wraps (functools.wraps), so a frozen graph whose
+    main graph ran eagerly (no direct call) was handed its inputs as one list inside another."""
+    if not getattr(call, "_boxed_call", False):
+        return False
+    try:
+        params = list(inspect.signature(call, follow_wrapped=False).parameters.values())
+    except (TypeError, ValueError):
+        return True
+    return not any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
 def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = True,
@@ -242,6 +298,8 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
     const = set(frozen)
     _propagate(graph, const)
     folds = {"batch_norm": _fold_batch_norms(graph, const), "autocast weight casts": autocast_casts(graph, const)}
+    if config.freezing_batch_norm_affine:
+        folds["batch_norm as a constant scale and shift"] = _affine_batch_norms(graph, const)
     if conv_channels_last and config.freezing_conv_channels_last:
         folds["conv weight channels_last"] = relaid = _conv_weights_channels_last(graph, const)
         if relaid and _views_strides(graph) and not freezing_concat.traces(

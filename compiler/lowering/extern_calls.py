@@ -8,7 +8,7 @@ import torch.fx
 
 from compiler.ir.nodes import ExternArg, ExternCall, Layout
 from compiler.ir.size_symbols import SymbolicSizeError, shape_of, size_expr, strides_of
-from compiler.lowering.layouts import dense_stride, eager_strides
+from compiler.lowering.layouts import dense_stride, eager_strides, stride_in_order_of
 from compiler.lowering.values import TensorValue, buffer_value, origin_scope
 from lens_format.notes import ExternNote
 
@@ -51,9 +51,10 @@ class ExternCalls:
     def _extern_arg(self, v, meta=None) -> ExternArg:
         """`meta`: the traced fake tensor of this argument, whose dense layout a computed value is written in
         (ops size their outputs like their inputs: SDPA's output follows the query's strides, and a query made
-        contiguous would come back in another layout than the graph was traced with, costing a copy)."""
+        contiguous would come back in another layout than the graph was traced with, costing a copy); a view with
+        gaps (a split's channel slice) densely in its own dimension order."""
         if isinstance(v, TensorValue):
-            st = v.strided or self.realize(v, stride=dense_stride(meta, v.size)).strided
+            st = v.strided or self.realize(v, stride=stride_in_order_of(meta, v.size)).strided
             assert st is not None  # (size-1 dims' strides as eager's: ATen picks a memory format from them all)
             return ExternArg(buffer=st.buffer, view=(st.size, eager_strides(st.size, st.stride), st.offset))
         if isinstance(v, (list, tuple)) and any(isinstance(x, TensorValue) for x in v):

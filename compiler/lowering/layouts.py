@@ -37,6 +37,21 @@ def dense_stride(meta, size) -> tuple[int, ...] | None:
     return stride if dense_order(tuple(size), stride) is not None else None
 
 
+def stride_in_order_of(meta, size) -> tuple[int, ...] | None:
+    """Dense strides for `size` in `meta`'s dimension order (by its strides, outermost first), when `meta` is a
+    view with gaps (a channel slice of a channels-last tensor: `torch.split` hands convolutions those): what an op
+    that makes its input dense keeps (`x.contiguous(memory_format=...)`); `dense_stride` where `meta` is dense;
+    None (contiguous) otherwise."""
+    dense = dense_stride(meta, size)
+    if dense is not None or not isinstance(meta, torch.Tensor) or shape_of(meta) != tuple(size) or 0 in tuple(size):
+        return dense
+    stride = strides_of(meta)
+    if not all(_is_int(s) for s in stride) or not all(_is_int(n) for n in size):
+        return None
+    order = tuple(sorted(range(len(size)), key=lambda d: (-int(stride[d]), d)))
+    return _strides_in_order(tuple(size), order)
+
+
 def channels_last_stride(meta, size) -> tuple[int, ...] | None:
     """`meta`'s strides when it is a 4-d or 5-d tensor laid out channels-last (densely, channels innermost) and
     not also contiguous: the layout eager's ops keep for a channels-last input (a convolution's, batch norm's and

@@ -216,7 +216,11 @@ def slice_(ctx, x: TensorValue, dim: int = 0, start=None, end=None, step: int = 
         pass  # (a start past a symbolic length leaves no elements: the output's size says so, nothing is read)
     else:
         start = _slice_start(start, end, step, length, size[dim])
+    return _narrow(x, dim, start, size, step)
 
+
+def _narrow(x: TensorValue, dim: int, start, size: tuple, step: int = 1) -> TensorValue:
+    """`x`'s elements start, start + step, ... along `dim` (`size` the result's): a view, read in place."""
     def loader(index):
         idx = list(index)
         idx[dim] = start + step * idx[dim]
@@ -229,6 +233,26 @@ def slice_(ctx, x: TensorValue, dim: int = 0, start=None, end=None, step: int = 
         stride[dim] *= step
         strided = StridedView(st.buffer, size, tuple(stride), st.offset + start * st.stride[dim])
     return _view(x, size, loader, strided)
+
+
+@register(aten.split_with_sizes, aten.split_with_sizes_copy, aten.split.Tensor, aten.split_copy.Tensor)
+def split(ctx, x: TensorValue, sizes, dim: int = 0) -> tuple[TensorValue, ...]:
+    """`torch.split`'s pieces as views of `x` (an ATen call would make `x` a buffer of its own first; as views, a
+    piece a convolution needs dense is computed into a buffer of its own from what `x` is computed from)."""
+    dim = _norm_dim(dim, len(x.size))
+    length = x.size[dim]
+    if isinstance(sizes, int):  # (split.Tensor: pieces of `sizes` each, the last one shorter)
+        if not isinstance(length, int) or sizes <= 0:
+            raise UnsupportedLowering("split of a symbolic length")
+        sizes = [min(sizes, length - s) for s in range(0, length, sizes)] or [0]
+    if not all(isinstance(n, int) for n in sizes) or not isinstance(length, int) or sum(sizes) != length:
+        raise UnsupportedLowering("split into symbolic sizes")
+    pieces, start = [], 0
+    for n in sizes:
+        size = tuple(n if d == dim else s for d, s in enumerate(x.size))
+        pieces.append(_narrow(x, dim, start, size))
+        start += n
+    return tuple(pieces)
 
 
 @register(aten.select, aten.select_copy)

@@ -120,3 +120,26 @@ def test_setting_off_leaves_convolutions_to_aten(monkeypatch):
     monkeypatch.setattr(config, "freezing_conv_onednn", False)
     torch.manual_seed(0)
     assert _run(ConvAct(6, 8, 3, padding=1, act="relu").eval(), torch.randn(2, 6, 9, 9)) == 0
+
+
+def test_output_codes_direct_call_keeps_packs_only_for_registered_weights_and_follows_in_place_changes():
+    # conv_packed.conv2d: what output_code.py calls (no dispatcher); same results as lens.conv2d_onednn
+    torch.manual_seed(0)
+    x, bias = torch.randn(1, 6, 7, 7), torch.randn(8)
+    geometry = ([1, 1], [1, 1], [1, 1], 1, "relu", [], "")
+    loose = torch.randn(8, 6, 3, 3)
+    before = conv_packed.packed_count()
+    expected = torch.relu(F.conv2d(x, loose, bias, padding=1))
+    torch.testing.assert_close(conv_packed.conv2d(x, loose, bias, *geometry), expected, atol=2e-5, rtol=1e-4)
+    assert conv_packed.packed_count() == before  # (not registered: packed for the call alone)
+    kept = torch.randn(8, 6, 3, 3)
+    conv_packed.register([kept])
+    for _ in range(2):
+        got = conv_packed.conv2d(x, kept, bias, *geometry)
+        torch.testing.assert_close(got, torch.relu(F.conv2d(x, kept, bias, padding=1)), atol=2e-5, rtol=1e-4)
+    assert conv_packed.packed_count() == before + 1 and got.is_contiguous(memory_format=torch.channels_last)
+    kept.mul_(-1)  # the version counter moves: packed again, never read stale
+    torch.testing.assert_close(conv_packed.conv2d(x, kept, bias, *geometry),
+                               torch.relu(F.conv2d(x, kept, bias, padding=1)), atol=2e-5, rtol=1e-4)
+    torch.testing.assert_close(torch.ops.lens.conv2d_onednn(x, kept, bias, *geometry),
+                               conv_packed.conv2d(x, kept, bias, *geometry))

@@ -209,3 +209,69 @@ def test_channels_last_conv_weights_keep_eager_output_layouts(x, flatten_by_view
     if not flatten_by_view:
         assert any(c.dim() == 4 and c.is_contiguous(memory_format=torch.channels_last) and not c.is_contiguous()
                    for c in frozen[0].constants)
+
+
+class MixedConv(nn.Module):
+    """MixNet's block: channel groups through convolutions of their own kernel size, concatenated, then a batch norm
+    that folds into no convolution, then a residual add and another batch norm after it."""
+
+    def __init__(self):
+        super().__init__()
+        self.small, self.large = nn.Conv2d(4, 4, 3, padding=1, groups=4), nn.Conv2d(4, 4, 5, padding=2, groups=4)
+        self.bn, self.bn_after_add = nn.BatchNorm2d(8), nn.BatchNorm2d(8)
+
+    def forward(self, x):
+        a, b = torch.split(x * 2, [4, 4], 1)
+        y = torch.relu(self.bn(torch.cat([self.small(a), self.large(b)], 1)))
+        return self.bn_after_add(y + x)
+
+
+AFFINE = "batch_norm as a constant scale and shift"
+
+
+@pytest.mark.parametrize("change", [None, "running_var", "weight"])
+def test_batch_norms_folding_into_no_convolution_are_a_constant_scale_and_shift(change):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _randomize_bn(MixedConv()).eval()
+    x = torch.randn(2, 8, 7, 7).contiguous(memory_format=torch.channels_last)
+    first = len(freezing.FROZEN)
+    compiled = torch.compile(model, backend=lens_backend)
+    _check(model, compiled, x)
+    (frozen,) = freezing.FROZEN[first:]
+    assert frozen.folds[AFFINE] == 2 and "batch_norm" not in frozen.gm.code
+    if change == "running_var":
+        model.bn.running_var.mul_(3)  # the scale and shift are computed again from the changed statistics
+    elif change == "weight":
+        with torch.no_grad():
+            model.bn_after_add.weight.neg_()
+    _check(model, compiled, x)
+
+
+def test_batch_norm_affine_setting_off_keeps_them(monkeypatch):
+    monkeypatch.setattr(config, "freezing_batch_norm_affine", False)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _randomize_bn(MixedConv()).eval()
+    first = len(freezing.FROZEN)
+    _check(model, torch.compile(model, backend=lens_backend), torch.randn(2, 8, 7, 7))
+    assert all(AFFINE not in f.folds for f in freezing.FROZEN[first:])
+
+
+def test_a_frozen_graph_whose_code_generation_fails_runs_eagerly(monkeypatch, x):
+    # AOTAutograd's forward copies the boxed mark of the graph it wraps, yet takes its inputs positionally: the
+    # frozen graph once handed it one list inside another when the graph ran eagerly (a code generation failure)
+    from compiler import pipeline
+
+    def fail(*args, **kwargs):
+        raise TypeError("code generation bug")
+
+    monkeypatch.setattr(pipeline, "generate_output_code", fail)
+    monkeypatch.setattr(config, "graph_cache", False)  # (an earlier test's compile of this graph is cached)
+    torch._dynamo.reset()
+    model = _net()
+    first = len(freezing.FROZEN)
+    compiled = torch.compile(model, backend=lens_backend)
+    _check(model, compiled, x)
+    _check(model, compiled, x)
+    assert len(freezing.FROZEN) > first and any("code generation bug" in why for _, why in pipeline.EAGER)

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from tests.compiler.conftest import assert_same
+from tests.compiler.conftest import assert_same, compile_with_debug
 
 X = torch.randn(6, 10, 4)
 
@@ -24,6 +24,9 @@ X = torch.randn(6, 10, 4)
     ("flatten_t", lambda x: x.flatten(1).t() * 1.5),
     ("split", lambda x: [t * 2 for t in x.split(3, dim=1)]),
     ("chunk_view_outputs", lambda x: x.chunk(2, 0)),
+    ("split_sizes_last_dim", lambda x: [t.exp() for t in torch.split(x, [1, 3], -1)]),
+    ("split_uneven_tail", lambda x: [t + i for i, t in enumerate(x.split(4, dim=1))]),
+    ("split_of_computed", lambda x: [t.sum() for t in (x * 2 + 1).split([2, 2, 6], 1)]),
 ])
 def test_view_ops(name, fn):
     assert_same(fn, X)
@@ -47,3 +50,24 @@ def test_seed_foo1_is_exact():
     x1 = torch.randint(0, 256, (1, 8), dtype=torch.uint8)
     x2 = torch.randint(0, 256, (8390, 8), dtype=torch.uint8)
     assert_same(foo1, x1, x2)
+
+
+def test_split_pieces_are_views_and_a_convolutions_piece_is_computed_channels_last(tmp_path):
+    # MixNet: a computed tensor split by channels, each piece to a convolution of its own kernel size; the pieces
+    # are views (no ATen split), each computed straight into a dense channels-last buffer from what the split
+    # tensor is computed from (no copy of a strided channel slice inside the convolution)
+    torch.manual_seed(0)
+    small, large = torch.nn.Conv2d(3, 3, 3, padding=1, groups=3), torch.nn.Conv2d(5, 5, 5, padding=2, groups=5)
+
+    def mixed(x):
+        a, b = torch.split(x * 2 + 1, [3, 5], 1)
+        return torch.cat([small(a), large(b)], 1)
+
+    x = torch.randn(2, 8, 9, 9).contiguous(memory_format=torch.channels_last)
+    with torch.no_grad():
+        out, graph = compile_with_debug(tmp_path, mixed, x)
+        torch.testing.assert_close(out, mixed(x), atol=1e-5, rtol=1e-5)
+    code = (graph / "output_code.py").read_text()
+    assert "split_with_sizes" not in code and "conv_packed.conv2d(" in code
+    for channels in (3, 5):  # each piece stored channels-last (channels innermost), densely
+        assert f"empty_strided_cpu((2, 9, 9, {channels}), ({81 * channels}, {9 * channels}, {channels}, 1)" in code
