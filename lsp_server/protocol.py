@@ -330,6 +330,27 @@ class TritonLine(TypedDict):
     text: str
 
 
+class LaunchSetting(TypedDict):
+    name: str  # XBLOCK, R0_BLOCK, num_warps, num_stages
+    value: str
+    origin: Annotated[str, ".best_config | autotune log | kernel source | launch grid | cache entry"]
+
+
+class TriedConfig(TypedDict):
+    config: str  # as Inductor logs it: `XBLOCK: 8, num_warps: 2, num_ctas: 1, num_stages: 1, maxnreg: None`
+    ms: float
+    registers: Union[int, None]
+    spills: Union[int, None]
+    chosen: bool
+
+
+class TritonLaunch(TypedDict):
+    """The launched config of a Triton kernel and the configs autotuning tried (fastest first)."""
+    settings: list[LaunchSetting]
+    chosen_by: str  # which cache entry launched: only entry | .best_config | logged best config | profiled launch
+    tried: list[TriedConfig]
+
+
 class TritonChain(TypedDict):
     """`kernelLens.tritonChain` ({uri, line}): a Triton kernel's line in any stage (ttir ttgir llir ptx sass) or in
     output_code.py, its Triton line, FX nodes and user line, and every stage's lines from that Triton line."""
@@ -339,6 +360,7 @@ class TritonChain(TypedDict):
     entry: str  # the Triton cache entry (hash folder)
     stage: str  # triton | ttir | ttgir | llir | ptx | sass: where the asked line is
     line: int
+    launch: TritonLaunch
     triton: TritonLine
     nodes: list[str]
     precision: Annotated[str, "line: the Triton line's own FX nodes; kernel: the index maps the line to no node, "
@@ -389,7 +411,8 @@ DECLARATIONS = ["RunKind", "KernelKind", "JobKind", RunSummary, SelectRunResult,
                 LineCostKernel, LineCost, LineCosts, ReindexResult, JobResult, KernelSpan, "KernelChange", TimePair,
                 SourceRef, DiffNode, KernelDiffNode, KernelDiffEntry, OutputsComparison, GraphDiff, RunDiff, CommandError, "RunDiffResult", CompileGuard,
                 RecompileCause, CompileSummary,
-                GraphBreakSummary, GraphBreaks, StageLinks, TritonLine, TritonChain, "TritonChainResult",
+                GraphBreakSummary, GraphBreaks, StageLinks, TritonLine, LaunchSetting, TriedConfig, TritonLaunch,
+                TritonChain, "TritonChainResult",
                 TritonChainStart, TritonKernelsAt, "TritonKernelsAtResult", BenchmarkKernelResult]
 
 # executeCommand ID -> what its handler answers (None where there is nothing to say)

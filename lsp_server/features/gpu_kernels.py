@@ -29,6 +29,7 @@ NO_GPU = ("Benchmarking a kernel needs a CUDA GPU on this machine (none found: t
           "False or torch is not installed). Run `python output_code.py -k` on a GPU machine, or "
           "`kernel-lens profile-inductor` there, and open the results here.")
 MAX_TRIED_SHOWN = 6
+NOT_TUNED = ("kernel source", "launch grid")  # block sizes read elsewhere than the autotuning records
 BENCH_TIMEOUT_S = 300
 
 
@@ -82,6 +83,7 @@ def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: Any, t
     precision = "line" if nodes else "kernel"  # a line the index maps to no node: the kernel's nodes stand in
     source = source_of(graph, nodes or kernel.nodes) if nodes or kernel.nodes else None
     return {"kernel": kernel.name, "graph_id": graph.id, "run_id": run.id, "entry": entry.key, "stage": stage,
+            "launch": launch_json(kernel),
             "line": line0, "triton": {"uri": uri_of(str(graph.path / "output_code.py")), "line": code_line - 1,
                                       "kernel_file_line": triton_line,
                                       "text": graph.output_code_lines[code_line - 1].strip()
@@ -90,6 +92,22 @@ def chain_from_triton_line(run: Run, graph: Graph, kernel: Kernel, entry: Any, t
             "source": {"uri": uri_of(source.file), "line": source.line - 1} if source else None,
             "stages": {stage: {"uri": uri_of(path), "lines": lines}
                        for stage, (path, lines) in kernel.gpu.stage_links(entry, triton_line).items()}}
+
+
+def launch_json(kernel: Kernel) -> dict[str, Any]:
+    """The launched config (each setting with where it is from) and the configs autotuning tried, fastest first."""
+    gpu = kernel.gpu
+    settings = [{"name": name, "value": value, "origin": origin}
+                for name, (value, origin) in gpu.block_origins().items()]
+    if gpu.chosen is not None:
+        settings += [{"name": name, "value": str(value), "origin": "cache entry"}
+                     for name, value in (("num_warps", gpu.chosen.num_warps), ("num_stages", gpu.chosen.num_stages))
+                     if value is not None]
+    best = gpu.autotune.best if gpu.autotune else None
+    tried = sorted(gpu.autotune.tried, key=lambda t: t.ms) if gpu.autotune else []
+    return {"settings": settings, "chosen_by": gpu.chosen_by,
+            "tried": [{"config": t.config, "ms": t.ms, "registers": t.registers, "spills": t.spills,
+                       "chosen": best is not None and t.config == best.config} for t in tried]}
 
 
 def chained(kernel: Kernel) -> bool:
@@ -184,7 +202,8 @@ def gpu_hover_block(kernel: Kernel) -> str | None:
         logged = gpu.autotune.best if gpu.autotune and gpu.autotune.best else None
         spills = f"{logged.spills} spilled" if logged and logged.spills is not None else \
             f"stack {_bytes(usage.stack if usage else None)}"
-        blocks = " · ".join(f"{k}={v}" for k, v in sorted(gpu.block_sizes().items()))
+        blocks = " · ".join(f"{k}={v}" + (f" ({origin})" if origin in NOT_TUNED else "")
+                            for k, (v, origin) in gpu.block_origins().items())
         parts.append(f"**Triton** (cache entry `{chosen.key[:12]}`, {gpu.chosen_by}; {len(gpu.entries)} compiled): "
                      f"{usage.registers if usage and usage.registers is not None else '?'} registers · {spills} · "
                      f"shared {_bytes(chosen.shared)} · num_warps={chosen.num_warps} · num_stages={chosen.num_stages}"

@@ -10,6 +10,7 @@ server started re-reads the runs it may time (`retimed_runs`: the watcher report
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from lens_format.profile import CategoryTime, GraphProfile, KernelTime
@@ -206,19 +207,28 @@ def attach_trace_profile(graph: Graph) -> None:
             return
 
 
-def launch_facts(graph: Graph) -> dict[str, tuple[int | None, int | None]]:
-    """Per Triton kernel of the graph: (registers per thread, threads per block) of its launches in the newest
-    profiler trace that times the graph, where all its launches agree."""
+@dataclass(frozen=True)
+class Launch:
+    """How the user's loop launched a Triton kernel (every launch alike), from the profiler trace."""
+    registers: int | None
+    threads: int | None  # per block
+    grid: tuple[int, ...] | None
+
+
+def launch_facts(graph: Graph) -> dict[str, Launch]:
+    """Per Triton kernel of the graph: its launches in the newest profiler trace that times the graph, where all
+    its launches agree."""
     for path in traces_for(graph):
         calls = graph_calls(trace_at(path), graph)
         if not calls:
             continue
-        seen: dict[str, set[tuple[int | None, int | None]]] = {}
+        seen: dict[str, set[Launch]] = {}
         for call in calls:
             for kernel in call.kernels:
                 if kernel.launcher == kernel.name:
                     block = kernel.block if kernel.block and len(kernel.block) == 3 else None
                     threads = block[0] * block[1] * block[2] if block else None
-                    seen.setdefault(kernel.name, set()).add((kernel.registers, threads))
+                    grid = kernel.grid if kernel.grid and len(kernel.grid) == 3 else None
+                    seen.setdefault(kernel.name, set()).add(Launch(kernel.registers, threads, grid))
         return {name: facts.pop() for name, facts in seen.items() if len(facts) == 1}
     return {}

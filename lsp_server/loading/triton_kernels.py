@@ -9,10 +9,11 @@ where Inductor embeds the same text: line L of the file is line `opening + L - 1
 `opening` is the line of `<name> = async_compile.triton('<name>', '''`."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lsp_server.loading.gpu_profile import launch_facts
+from lsp_server.loading.gpu_profile import Launch, launch_facts
 from lsp_server.model import Graph, Kernel
 from lsp_server.parsers.kernel_bench import (KERNEL_BENCH_FILE, KernelBench, kernel_key, kernel_path,
                                              parse_kernel_bench)
@@ -21,6 +22,9 @@ from lsp_server.parsers.autotune_log import (AutotuneLog, GemmAutotune, KernelAu
 from lsp_server.parsers.triton_cache import StageLine, TritonEntry, read_cache, stage_lines
 
 TRITON_CACHE_FOLDER = "triton_cache"
+CONSTEXPR_BLOCK = re.compile(r"^\s+(?P<name>[A-Z0-9_]*BLOCK): tl\.constexpr = (?P<value>\d+)\s*$")
+NUMEL = re.compile(r"^\s+(?P<dim>[xyz])numel = (?P<value>\d+)\s*$")
+GRID_AXES = {"x": 0, "y": 1, "z": 2}  # Inductor's Grid1D/2D/3D: grid axis i = cdiv(<dim>numel, <DIM>BLOCK)
 LOG_GLOBS = ("*.log", "*stderr*.txt", "*.err")
 MAX_LOG_BYTES = 20_000_000
 AUTOTUNE_MARKS = ("Benchmark all input configs for", "AUTOTUNE ", "Best config for")
@@ -82,6 +86,8 @@ class KernelGpu:
     offset: int | None = None  # kernel_file_offset: kernel-file line L is output_code.py line offset + L
     bench_key: str | None = None  # its `# kernel path:` file's first 10 characters, what `-k` prints
     kernel_file: str | None = None  # its `# kernel path:`: the kernel's own .py (what the IR's loc records name)
+    source_blocks: dict[str, int] = field(default_factory=dict)  # `R0_BLOCK: tl.constexpr = 64` in its source
+    grid_blocks: dict[str, int] = field(default_factory=dict)  # XBLOCK = xnumel / grid x of the profiled launch
 
     def bench_from(self, text: str) -> KernelBench | None:
         """This kernel's line of a `python output_code.py -k` output."""
@@ -110,12 +116,21 @@ class KernelGpu:
         return links
 
     def block_sizes(self) -> dict[str, str]:
-        """XBLOCK / R0_BLOCK / ... of the launched config: the .best_config record, else the logged best."""
+        """XBLOCK / R0_BLOCK / ... of the launched config (see block_origins)."""
+        return {name: value for name, (value, _) in self.block_origins().items()}
+
+    def block_origins(self) -> dict[str, tuple[str, str]]:
+        """Block size -> (value, where it is from): the .best_config record, else the logged best config; a
+        `R0_BLOCK: tl.constexpr = 64` of the kernel's source; else the launch grid (`xnumel` over the grid's x)."""
+        found: dict[str, tuple[str, str]] = {}
         if self.best_config:
-            return {k: str(v) for k, v in self.best_config.items() if k.endswith("BLOCK")}
-        if self.autotune and self.autotune.best:
-            return {k: v for k, v in self.autotune.best.settings().items() if k.endswith("BLOCK")}
-        return {}
+            found = {k: (str(v), ".best_config") for k, v in self.best_config.items() if k.endswith("BLOCK")}
+        elif self.autotune and self.autotune.best:
+            found = {k: (v, "autotune log") for k, v in self.autotune.best.settings().items() if k.endswith("BLOCK")}
+        for origin, sizes in (("kernel source", self.source_blocks), ("launch grid", self.grid_blocks)):
+            for name, value in sizes.items():
+                found.setdefault(name, (str(value), origin))
+        return dict(sorted(found.items()))
 
 
 def run_dir_of(graph: Graph) -> Path:
@@ -166,7 +181,7 @@ def program_records(program: Path) -> ProgramRecords:
 
 
 def choose(entries: list[TritonEntry], autotune: KernelAutotune | None, best_configs: dict[str, dict],
-           launched: tuple[int | None, int | None] | None = None) -> tuple[TritonEntry | None, str]:
+           launched: Launch | None = None) -> tuple[TritonEntry | None, str]:
     """The entry Inductor launched: the only one; the .best_config record's; the logged best config's warps and
     registers; the registers and threads the profiler saw it launched with (`launched`). Never the `-k` line's
     registers: that benchmark autotunes again (the H100 run's gelu kernel: 18 registers launched, 32 in -k)."""
@@ -181,8 +196,8 @@ def choose(entries: list[TritonEntry], autotune: KernelAutotune | None, best_con
         matching = [e for e in entries if str(e.num_warps) == warps and e.usage and e.usage.registers == best.registers]
         if len(matching) == 1:
             return matching[0], "logged best config"
-    if launched is not None and launched[0] is not None:
-        registers, threads = launched
+    if launched is not None and launched.registers is not None:
+        registers, threads = launched.registers, launched.threads
         matching = [e for e in entries if e.usage and e.usage.registers == registers
                     and (threads is None or e.num_warps is None or e.num_warps * 32 == threads)]
         if len(matching) == 1:
@@ -228,6 +243,10 @@ def attach_triton(graph: Graph) -> None:
                                kernel_file_offset(graph, kernel) if kernel.language == "triton" else None,
                                kernel_key(graph.output_code_lines, kernel.start_line),
                                kernel_path(graph.output_code_lines, kernel.start_line))
+        if kernel.language == "triton":
+            body = graph.output_code_lines[kernel.start_line - 1:kernel.end_line]
+            kernel.gpu.source_blocks = constexpr_blocks(body)
+            kernel.gpu.grid_blocks = grid_blocks(body, launches.get(kernel.name))
 
 
 def kernel_file_offset(graph: Graph, kernel: Kernel) -> int | None:
@@ -238,3 +257,25 @@ def kernel_file_offset(graph: Graph, kernel: Kernel) -> int | None:
         if graph.output_code_lines[number].startswith(opening):
             return number
     return next((n for n, text in enumerate(graph.output_code_lines) if text.startswith(opening)), None)
+
+
+def constexpr_blocks(body: list[str]) -> dict[str, int]:
+    """Block sizes the kernel's source fixes: a persistent reduction's `R0_BLOCK: tl.constexpr = 64`."""
+    return {m["name"]: int(m["value"]) for text in body if (m := CONSTEXPR_BLOCK.match(text))}
+
+
+def grid_blocks(body: list[str], launch: Launch | None) -> dict[str, int]:
+    """XBLOCK (YBLOCK, ZBLOCK) of a launch whose grid axis divides the kernel's static `xnumel` into a power of
+    two: with grid g >= 2 blocks, cdiv(numel, B) == g holds for that power of two B alone."""
+    if launch is None or launch.grid is None:
+        return {}
+    found = {}
+    for text in body:
+        match = NUMEL.match(text)
+        if match is None:
+            continue
+        numel, blocks = int(match["value"]), launch.grid[GRID_AXES[match["dim"]]]
+        size = numel // blocks if blocks >= 2 and numel % blocks == 0 else 0
+        if size and size & (size - 1) == 0:
+            found[f"{match['dim'].upper()}BLOCK"] = size
+    return found

@@ -119,7 +119,8 @@ async def test_kernel_hover_shows_registers_warps_blocks_and_autotuning(client: 
     best = re.search(rf"Best config for {name}: XBLOCK: (\d+), num_warps: (\d+), .*nreg (\d+), nspill (\d+)", stderr)
     xblock, warps, nreg, nspill = best.groups()
     assert f"{nreg} registers · {nspill} spilled" in text
-    assert f"num_warps={warps} · num_stages=1 · XBLOCK={xblock}" in text
+    r0_block = re.search(r"R0_BLOCK: tl.constexpr = (\d+)", code.read_text().split(f"def {name}(")[1])[1]
+    assert f"num_warps={warps} · num_stages=1 · R0_BLOCK={r0_block} (kernel source) · XBLOCK={xblock}" in text
     assert "3 compiled" in text and "**Autotuning**: 3 configs benchmarked" in text
     chosen = next(ln for ln in text.splitlines() if "← chosen" in ln)
     assert f"XBLOCK: {xblock}," in chosen

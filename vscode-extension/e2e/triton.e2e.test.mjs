@@ -3,7 +3,8 @@
 // the kernel view opened on a Triton kernel's line of output_code.py shows the kernel's PTX beside it; the PTX
 // lines of that Triton line are labelled with it, and a PTX line leads back to its Triton line (the one its
 // `.loc` directive names), with the user's line and the kernel's time. Saves triton_chain.png. The chain also opens
-// from a line of the user's program (the kernel picked among those computing it) and from the kernel's own file.
+// from a line of the user's program (the kernel picked among those computing it) and from the kernel's own file;
+// the kernel's @triton_heuristics line shows its launched config and the configs autotuning tried.
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
@@ -148,7 +149,7 @@ async function showChain(page, kernel, pick) {
   return ptxGroup;
 }
 
-test("a line of the user's program opens the chain of the kernel picked among those computing it", { timeout: 6 * 60_000 }, (t) =>
+test("a line of the user's program opens the chain of the kernel picked among those computing it, with its launched config", { timeout: 6 * 60_000 }, (t) =>
   session.reporting(t, async () => {
     const page = session.page;
     const program = path.join(session.workspace, PROGRAM);
@@ -181,6 +182,20 @@ test("a line of the user's program opens the chain of the kernel picked among th
     assert.equal(labelled, scores);
     assert.ok(facts.opening < tritonLine && tritonLine < facts.end, `Triton line ${tritonLine} outside the kernel ${facts.opening}-${facts.end}`);
     t.diagnostic(`picked among ${offered.length}; PTX labelled ${label[0]} (${facts.code[tritonLine - 1].trim()})`);
+    // the launched config and the autotuning on the kernel's @triton_heuristics line (prog_stderr.txt: the log)
+    const stderr = fs.readFileSync(path.join(program, "prog_stderr.txt"), "utf8");
+    const [, xblock, warps] = stderr.match(new RegExp(`Best config for ${SOFTMAX}: XBLOCK: (\\d+), num_warps: (\\d+),`));
+    const tried = stderr.split(`Benchmark all input configs for ${SOFTMAX}, get:`)[1].split("Best config for")[0].match(/nreg \d+/g).length;
+    const r0 = facts.code.slice(facts.opening).find((l) => /R0_BLOCK: tl.constexpr = \d+/.test(l)).match(/= (\d+)/)[1];
+    const heuristics = facts.code.findIndex((l, i) => i >= facts.opening && l.startsWith("@triton_heuristics.")) + 1;
+    const codeGroup = groupShowing(page, "output_code.py");
+    await codeGroup.locator(".view-lines").first().click();
+    await goToLine(page, heuristics);
+    const expected = `⚙ R0_BLOCK=${r0} (kernel source) · XBLOCK=${xblock} · num_warps=${warps} · num_stages=1 · fastest of ${tried} configs tried (`;
+    const launchLine = await until(async () => (await renderedText(codeGroup.locator(".view-lines").first())).split("\n").find((l) => l.includes(expected)),
+      30_000, () => `no "${expected}" on the @triton_heuristics line`);
+    assert.ok(launchLine.includes("@triton_heuristics."), launchLine);
+    t.diagnostic(`launch: ${launchLine.trim()}`);
   }),
 );
 

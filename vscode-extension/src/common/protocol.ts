@@ -316,6 +316,28 @@ export interface TritonLine {
   text: string;
 }
 
+export interface LaunchSetting {
+  name: string;
+  value: string;
+  /** .best_config | autotune log | kernel source | launch grid | cache entry */
+  origin: string;
+}
+
+export interface TriedConfig {
+  config: string;
+  ms: number;
+  registers: number | null;
+  spills: number | null;
+  chosen: boolean;
+}
+
+/** The launched config of a Triton kernel and the configs autotuning tried (fastest first). */
+export interface TritonLaunch {
+  settings: LaunchSetting[];
+  chosen_by: string;
+  tried: TriedConfig[];
+}
+
 /** `kernelLens.tritonChain` ({uri, line}): a Triton kernel's line in any stage (ttir ttgir llir ptx sass) or in output_code.py, its Triton line, FX nodes and user line, and every stage's lines from that Triton line. */
 export interface TritonChain {
   kernel: string;
@@ -324,6 +346,7 @@ export interface TritonChain {
   entry: string;
   stage: string;
   line: number;
+  launch: TritonLaunch;
   triton: TritonLine;
   nodes: string[];
   /** line: the Triton line's own FX nodes; kernel: the index maps the line to no node, the kernel's nodes (and their first user line) stand in */

@@ -2,7 +2,9 @@
  * answer offers, which one opens first, the labels linking a stage line and its Triton line, and the cost of the
  * kernel and of the user line a Triton line came from. Pure (no `vscode` import) so unit tests read it directly. */
 
-import { CommandError, LineCosts, RunProfile, TritonChain, TritonChainResult, TritonChainStart, TritonKernelsAtResult } from "../common/protocol";
+import {
+  CommandError, LineCosts, RunProfile, TritonChain, TritonChainResult, TritonChainStart, TritonKernelsAtResult, TritonLaunch,
+} from "../common/protocol";
 import { formatMs } from "./profileHtml";
 
 /** Triton's stages in compile order, as the server names them, and as the view shows them. */
@@ -87,4 +89,33 @@ export function chainStarts(answer: TritonKernelsAtResult | null | undefined): T
 export function startItem(start: TritonChainStart): { label: string; description: string } {
   const time = start.ms === null ? "not profiled" : `${formatMs(start.ms)} ms`;
   return { label: start.kernel, description: `${start.graph_id} · ${time}` };
+}
+
+/** A config's time in µs below 0.01 ms (small kernels' configs differ in the second digit of µs). */
+function configTime(ms: number): string {
+  return ms < 0.01 ? `${(ms * 1000).toFixed(2)} µs` : `${formatMs(ms)} ms`;
+}
+
+/** Block sizes read elsewhere than the autotuning records say where from. */
+const NOT_TUNED = ["kernel source", "launch grid"];
+
+/** The label on the kernel's `@triton_heuristics` line: its launched config and how it was chosen,
+ *  `⚙ R0_BLOCK=64 (kernel source) · XBLOCK=8 · num_warps=2 · num_stages=1 · fastest of 3 configs tried (3.62 µs; next 4.10 µs)`. */
+export function launchLabel(launch: TritonLaunch): string {
+  const settings = launch.settings.map((s) => `${s.name}=${s.value}` + (NOT_TUNED.includes(s.origin) ? ` (${s.origin})` : ""));
+  const chosen = launch.tried.find((t) => t.chosen);
+  const next = launch.tried.find((t) => !t.chosen);
+  const how = chosen
+    ? `fastest of ${launch.tried.length} configs tried (${configTime(chosen.ms)}${next ? `; next ${configTime(next.ms)}` : ""})`
+    : launch.tried.length > 0 ? `${launch.tried.length} configs tried` : `one config (${launch.chosen_by})`;
+  return `⚙ ${[...settings, how].join(" · ")}`;
+}
+
+/** The hover of that line: every config autotuning tried, fastest first, the chosen one marked. */
+export function launchHover(launch: TritonLaunch): string {
+  if (launch.tried.length === 0) {
+    return `Launched config (${launch.chosen_by}): ${launch.settings.map((s) => `${s.name}=${s.value} from ${s.origin}`).join(", ")}`;
+  }
+  const rows = launch.tried.map((t) => `| \`${t.config}\` | ${configTime(t.ms)} | ${t.registers ?? "?"} | ${t.spills ?? "?"} | ${t.chosen ? "**chosen**" : ""} |`);
+  return [`Autotuning (cache entry chosen by ${launch.chosen_by})`, "", "| config | time | registers | spills | |", "|---|---|---|---|---|", ...rows].join("\n");
 }

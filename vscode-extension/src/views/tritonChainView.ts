@@ -6,17 +6,18 @@
 
 import * as vscode from "vscode";
 import { ServerCommands } from "../common/constants";
-import { LineCosts, RunProfile, TritonChain, TritonChainResult } from "../common/protocol";
+import { LineCosts, RunProfile, TritonChain, TritonChainResult, TritonLaunch } from "../common/protocol";
 import { KernelLensServer } from "../common/server";
 import {
-  chainError, firstStage, isChain, kernelCost, kernelLabel, lineCostMs, STAGE_TITLES, stageLineLabel, stagesOf,
-  tritonLineLabel,
+  chainError, firstStage, isChain, kernelCost, kernelLabel, launchHover, launchLabel, lineCostMs, STAGE_TITLES, stageLineLabel,
+  stagesOf, tritonLineLabel,
 } from "./tritonChain";
 
 export const CHAIN_COMMAND = "kernelLens.tritonChain";
 const ACTIVE_BORDER = "editorLink.activeForeground";
 
 interface Shown {
+  launch: TritonLaunch;
   kernel: string;
   graphId: string;
   tritonUri: string;
@@ -74,7 +75,7 @@ export class TritonChainView implements vscode.Disposable {
       return false;
     }
     const profile = await this.server.executeCommand<RunProfile | null>(ServerCommands.getProfile, { run_id: chain.run_id });
-    this.shown = { kernel: chain.kernel, graphId: chain.graph_id, tritonUri: chain.triton.uri, stage: chosen, stageUri, cost: kernelCost(profile, chain) };
+    this.shown = { launch: chain.launch, kernel: chain.kernel, graphId: chain.graph_id, tritonUri: chain.triton.uri, stage: chosen, stageUri, cost: kernelCost(profile, chain) };
     this.costs.clear();
     await vscode.window.showTextDocument(await vscode.workspace.openTextDocument(vscode.Uri.parse(stageUri)), {
       viewColumn: column,
@@ -104,7 +105,8 @@ export class TritonChainView implements vscode.Disposable {
     return vscode.window.visibleTextEditors.filter((e) => e.document.uri.toString() === uri);
   }
 
-  /** The kernel's time on its `def` line in output_code.py. */
+  /** The kernel's time on its `def` line in output_code.py, its launched config and autotuning on its
+   *  `@triton_heuristics` line. */
   private paintHeader(): void {
     if (!this.shown) {
       return;
@@ -114,10 +116,20 @@ export class TritonChainView implements vscode.Disposable {
       const text = editor.document.getText();
       const at = text.indexOf(`def ${shown.kernel}(`);
       const line = at < 0 ? undefined : editor.document.positionAt(at).line;
-      editor.setDecorations(this.header, line === undefined ? [] : [{
-        range: editor.document.lineAt(line).range,
-        renderOptions: { after: { contentText: kernelLabel(shown.cost, shown.stage) } },
-      }]);
+      const opening = text.indexOf(`${shown.kernel} = async_compile.triton(`);
+      const heuristics = opening < 0 ? -1 : text.indexOf("@triton_heuristics.", opening);
+      const launchLine = heuristics < 0 || heuristics > at ? undefined : editor.document.positionAt(heuristics).line;
+      editor.setDecorations(this.header, [
+        ...(line === undefined ? [] : [{
+          range: editor.document.lineAt(line).range,
+          renderOptions: { after: { contentText: kernelLabel(shown.cost, shown.stage) } },
+        }]),
+        ...(launchLine === undefined ? [] : [{
+          range: editor.document.lineAt(launchLine).range,
+          hoverMessage: new vscode.MarkdownString(launchHover(shown.launch)),
+          renderOptions: { after: { contentText: launchLabel(shown.launch) } },
+        }]),
+      ]);
     }
   }
 

@@ -5,7 +5,8 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { LineCosts, RunProfile, TritonChain } from "../../common/protocol";
 import {
-  chainError, chainStarts, firstStage, isChain, kernelCost, kernelLabel, lineCostMs, stageLineLabel, stagesOf, startItem, tritonLineLabel,
+  chainError, chainStarts, firstStage, isChain, kernelCost, kernelLabel, launchHover, launchLabel, lineCostMs, stageLineLabel, stagesOf,
+  startItem, tritonLineLabel,
 } from "../../views/tritonChain";
 
 const ENTRY = "file:///ws/torch_compile_debug/run_1/triton_cache/KNZY7K2I";
@@ -17,6 +18,15 @@ const CHAIN: TritonChain = {
   entry: "KNZY7K2I",
   stage: "ptx",
   line: 51,
+  launch: {
+    settings: [{ name: "XBLOCK", value: "512", origin: ".best_config" }, { name: "num_warps", value: "4", origin: "cache entry" },
+      { name: "num_stages", value: "1", origin: "cache entry" }],
+    chosen_by: ".best_config",
+    tried: [
+      { config: "XBLOCK: 512, num_warps: 4, num_ctas: 1, num_stages: 1, maxnreg: None", ms: 0.003616, registers: 18, spills: 0, chosen: true },
+      { config: "XBLOCK: 1024, num_warps: 4, num_ctas: 1, num_stages: 1, maxnreg: None", ms: 0.004102, registers: 24, spills: 0, chosen: false },
+    ],
+  },
   triton: { uri: CODE, line: 820, kernel_file_line: 33, text: "tmp5 = libdevice.erf(tmp4)" },
   nodes: ["erf", "erf_1"],
   precision: "line",
@@ -82,4 +92,18 @@ test("a line leads to its kernels' chains, or says why not; a pick shows each ke
   assert.equal(chainStarts(null), "no answer from the language server");
   assert.deepEqual(startItem(start), { label: "triton_poi_fused_gelu_view_7", description: "model__0_forward_1.0 · 0.004 ms" });
   assert.equal(startItem({ ...start, ms: null }).description, "model__0_forward_1.0 · not profiled");
+});
+
+test("the launched config's line says its settings, where untuned ones come from, and how it was chosen", () => {
+  assert.equal(launchLabel(CHAIN.launch), "⚙ XBLOCK=512 · num_warps=4 · num_stages=1 · fastest of 2 configs tried (3.62 µs; next 4.10 µs)");
+  const single = {
+    settings: [{ name: "R0_BLOCK", value: "512", origin: "kernel source" }, { name: "XBLOCK", value: "2", origin: "launch grid" },
+      { name: "num_warps", value: "1", origin: "cache entry" }],
+    chosen_by: "only entry", tried: [],
+  };
+  assert.equal(launchLabel(single), "⚙ R0_BLOCK=512 (kernel source) · XBLOCK=2 (launch grid) · num_warps=1 · one config (only entry)");
+  const table = launchHover(CHAIN.launch).split("\n");
+  assert.equal(table.length, 6);
+  assert.ok(table[4].startsWith("| `XBLOCK: 512,") && table[4].endsWith("| 3.62 µs | 18 | 0 | **chosen** |"), table[4]);
+  assert.match(launchHover(single), /R0_BLOCK=512 from kernel source, XBLOCK=2 from launch grid/);
 });
