@@ -144,11 +144,13 @@ class ColumnPlan:
     chunk_rows: int = 0  # phases: rows reduced into a fresh chunk partial before it joins the thread's
     held: dict[str, str] = field(default_factory=dict)  # kernel-local reduction -> the value later nodes read of it
     anchors: dict[str, str] = field(default_factory=dict)  # phases: reduction -> the input its chunk is placed against
+    partials: dict[str, torch.dtype] = field(default_factory=dict)  # phases: reduction -> its threads' partials' dtype
 
     def describe(self) -> str:
         if self.phases:
+            kept = ", ".join(f"{name} in {str(dtype).removeprefix('torch.')}" for name, dtype in self.partials.items())
             return (f"rows split among threads, passes {self.phases}, chunks of {self.chunk_rows} rows, "
-                    "partials combined in thread order")
+                    f"partials ({kept}) combined in thread order")
         return f"blocks of {self.block} outputs" + (", a block per thread" if self.parallel else "")
 
 

@@ -93,7 +93,8 @@ def plan_column(ctx: PlanContext, plan: KernelPlan) -> ColumnPlan:
         for n, b in zip(nodes[:m], bodies[:m]):
             first = next((ld for ld in walk(b.body) if isinstance(ld, Load) and ld.buffer in ctx.params), None)
             anchors[n.name] = ctx.params[first.buffer].param if first else ""
-        return ColumnPlan(m, 0, True, phases, SPLIT_CHUNK_ROWS, held, anchors)
+        return ColumnPlan(m, 0, True, phases, SPLIT_CHUNK_ROWS, held, anchors,
+                          {n.name: _partial_dtype(n) for n in nodes[:m]})
     block = BLOCK_BYTES // max(half.compute_itemsize(n.dtype) for n in nodes[:m])
     block = max(1, min(size, block)) if is_static(size) else block
     x = nest.vars[0].name
@@ -211,7 +212,7 @@ def _render_split(r: NodePrinter, col: ColumnPlan, nodes: list[ComputedBuffer], 
     r.emit(f"const int lens_threads = lens_min<int>(omp_get_max_threads(), {MAX_PARTIALS});", origins)
     # per thread and node: its partial, and room for its chunk's partial placed against the input (_chunk)
     arrays = [(f"acc{i}_{kind}", dtype, extra) for i, n in enumerate(nodes[:m])
-              for kind, dtype, extra in (("parts", _partial_dtype(n), 0), ("chunks", n.dtype, PAGE))]
+              for kind, dtype, extra in (("parts", col.partials[n.name], 0), ("chunks", n.dtype, PAGE))]
     offsets = [0]
     for _, dtype, extra in arrays:
         offsets.append(offsets[-1] + _padded(size, dtype) + extra)
@@ -260,7 +261,7 @@ def _render_pass(r: NodePrinter, col: ColumnPlan, all_nodes: list[ComputedBuffer
     X = x.name
     r.open_block()
     for j, (i, n) in enumerate(zip(phase, nodes)):
-        pd = _partial_dtype(n)
+        pd = col.partials[n.name]
         pt = CTYPES[pd]
         r.statement(f"{pt}* __restrict__ acc{i}_mine = acc{i}_parts + "
                            f"{_padded(size, pd) // half.compute_itemsize(pd)} * lens_tid;", n.origin)
@@ -299,7 +300,7 @@ def _render_pass(r: NodePrinter, col: ColumnPlan, all_nodes: list[ComputedBuffer
     r.emit("#pragma omp for", origins)
     r.open_loop(x, size, None, origins)
     for i, n in zip(phase, nodes):
-        pd = _partial_dtype(n)
+        pd = col.partials[n.name]
         t, pt = CTYPES[n.dtype], CTYPES[pd]
         other = f"acc{i}_parts[{_padded(size, pd) // half.compute_itemsize(pd)} * lens_t + {X}]"
         r.statement(f"{pt} acc{i}_all = acc{i}_parts[{X}];", n.origin)

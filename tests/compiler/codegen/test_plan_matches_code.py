@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from compiler import config
+from compiler.codegen.cpp_ops import CTYPES
 from tests.compiler.conftest import kernel_plans
 
 HERE = pathlib.Path(__file__).resolve().parents[2] / "fixtures" / "golden_code"
@@ -96,6 +97,9 @@ def printed_as_decided(pass_name: str, choice: str, lines: list[str]) -> list[st
             want.append(rf"^for \(int64_t \w+_base = 0; \w+_base < \d+; \w+_base \+= {m.group(1)}\)$")
         if m := re.search(r"chunks of (\d+) rows", choice):
             want.append(rf"lens_first \+= {m.group(1)}\)$")
+        kept = re.search(r"partials \((.*)\) combined", choice)
+        for dtype in re.findall(r"\w+ in (\w+)", kept.group(1) if kept else ""):  # each thread's partials so kept
+            want.append(rf"^{CTYPES[getattr(torch, dtype)]}\* __restrict__ acc\d+_mine = ")
     elif pass_name == "streamed lines":
         m = re.search(r"blocks of (\d+) lanes up to (\d+)", choice)
         want.append(rf"^for \(int64_t \w+_base = 0; \w+_base < {m.group(2)}; \w+_base \+= {m.group(1)}\)$")
