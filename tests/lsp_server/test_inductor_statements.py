@@ -1,7 +1,8 @@
 """Real Inductor C++ statements map to the right FX node (issue 45), through the real server on a real
 `TORCH_COMPILE_DEBUG=1` CPU run: a kernel fusing a softmax, a sigmoid and a LayerNorm (the softmax's `exp()` is
-`exp`, not `sigmoid`), and an attention whose ATen fallback (SDPA) is a kernel on its own node. The statement
-cases measured by benchmarks/statement_map_bench.py (ground truth from op swaps) are test_statement_cases.py's."""
+`exp`, not `sigmoid`), and an attention whose ATen fallback (SDPA) is a kernel on its own node; and Triton
+statements of a real GPU run (the committed H100 fixture tests/fixtures/inductor_gpu/softmax). The statement cases
+measured by benchmarks/statement_map_bench.py (ground truth from op swaps) are test_statement_cases.py's."""
 from __future__ import annotations
 
 import os
@@ -12,7 +13,7 @@ import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 
-from lsp_workspaces import SERVER, program_workspace, start_session
+from lsp_workspaces import GPU_FIXTURES, SERVER, gpu_workspace, program_workspace, start_session
 from real_programs import line_of
 from test_function_kernels import hover, kernels_at
 
@@ -92,3 +93,36 @@ async def test_a_fallback_kernel_is_its_own_nodes(client, inductor_ws):
     text = await hover(client, code, line_of(code.read_text(), f"buf1 = {SDPA}(arg1_1, arg2_1, arg3_1, attn_mask=buf0)"))
     assert f"`{SDPA}` (extern)" in text and "FX node `_scaled_dot_product_flash_attention_for_cpu`" in text
     assert "FX node `mul`" not in text
+
+
+SOFTMAX, LOG_SOFTMAX = "p = torch.softmax(x, dim=-1)", "q = torch.log_softmax(w, dim=-1)"
+
+
+@pytest.fixture
+def softmax_ws(tmp_path):
+    return gpu_workspace(tmp_path / "ws", "softmax", GPU_FIXTURES)
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def triton_client(lsp_client: LanguageClient, softmax_ws):
+    await start_session(lsp_client, softmax_ws)
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def test_triton_statements_are_their_own_nodes(triton_client, softmax_ws):
+    """`softmax(x)` and `log_softmax(w)` of prog.py (lines 4 and 5) on an H100: the softmax kernel's division is
+    `div` (line 4), the log-softmax kernel's `tl_math.log` is `log` (line 5), each linked to its own source line."""
+    code = graph(softmax_ws, 0) / "output_code.py"
+    prog = (softmax_ws / "prog.py").read_text()
+    text = await hover(triton_client, code, line_of(code.read_text(), "tmp15 = (tmp14 / tmp12)"))
+    assert "FX node `div` = `aten.div.Tensor`" in text and f"prog.py:{line_of(prog, SOFTMAX)}" in text
+    text = await hover(triton_client, code, line_of(code.read_text(), "tmp4 = tl_math.log(tmp3)"))
+    assert "FX node `log` = `aten.log.default`" in text and f"prog.py:{line_of(prog, LOG_SOFTMAX)}" in text
+    linked = await triton_client.workspace_execute_command_async(types.ExecuteCommandParams(
+        "kernelLens.linkedLines", [{"uri": (softmax_ws / "prog.py").as_uri()}]))
+    lines = code.read_text().splitlines()
+    by_line = {link["source_line"] + 1: [lines[n].strip() for n in link["generated_lines"]] for link in linked["links"]}
+    softmax, log_softmax = by_line[line_of(prog, SOFTMAX)], by_line[line_of(prog, LOG_SOFTMAX)]
+    assert "tmp15 = (tmp14 / tmp12)" in softmax and "tmp4 = tl_math.log(tmp3)" not in softmax
+    assert "tmp4 = tl_math.log(tmp3)" in log_softmax and "tmp15 = (tmp14 / tmp12)" not in log_softmax
