@@ -25,6 +25,11 @@ def resumed_function(name: str) -> tuple[str, int | None]:
     return name, line
 
 
+# A collective the compiled graph launches itself (functional collectives: FSDP2, compiled DDP, user code), as its
+# output code calls it: `torch.ops._c10d_functional.all_reduce_.default(buf0, 'sum', '0')`; waits are no collective.
+COLLECTIVE_CALL = re.compile(r"torch\.ops\.(?:_c10d_functional|_c10d_functional_autograd|c10d)\.(?P<op>\w+?)"
+                             r"(?:\.default)?\(")
+NOT_COLLECTIVES = frozenset({"wait_tensor"})
 CompileKey = tuple[int | None, int, int]  # (compiled_autograd_id, frame_id, frame_compile_id)
 # Logged once per graph Inductor compiles: a training step logs them for the forward, then the backward.
 INDUCTOR_GRAPH_KINDS = frozenset({
@@ -80,6 +85,23 @@ class FrameCompile:
     finished: bool = False  # compilation_metrics seen
     # compilation_metrics' `compiler_config` (torch.compiler.config: dynamic_sources, job_id...), set values only
     config: dict[str, object] = field(default_factory=dict)
+    collective_ops: tuple[int, tuple[str, ...]] | None = None  # (output codes read, their collectives)
+
+    def collectives(self) -> tuple[str, ...]:
+        """The collectives its graphs' output code launches, in call order (forward graph, then backward); read
+        from the log once per set of output codes (more arrive while the log grows)."""
+        codes = [g.output_code for g in self.inductor_graphs if g.output_code is not None]
+        if self.collective_ops is None or self.collective_ops[0] != len(codes):
+            found = []
+            for ref in codes:
+                try:
+                    text = ref.text()
+                except OSError:  # the log went away: the next update reads what replaced it
+                    return ()
+                found += [m["op"] for line in text.splitlines() if not line.lstrip().startswith("#")
+                          for m in COLLECTIVE_CALL.finditer(line) if m["op"] not in NOT_COLLECTIVES]
+            self.collective_ops = (len(codes), tuple(found))
+        return self.collective_ops[1]
 
     @property
     def compile_id(self) -> str:

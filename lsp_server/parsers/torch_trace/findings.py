@@ -1,5 +1,6 @@
 """What a structured trace says about the user's lines: graph breaks, recompiles and compile failures as
-diagnostics data (no LSP types), and where ranks diverge (a break, recompile or graph on some ranks only).
+diagnostics data (no LSP types), and where ranks diverge (a break, recompile or graph on some ranks only, or
+the collectives their compiled graphs launch in another order: ranks that disagree on it hang or mix up tensors).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ DIVERGENCE_WORDING = {
     "compile_failure": "compile failures differ: ranks {with_} vs {without}",
     "graph": "different graphs on ranks {with_} than on {without}",
     "missing": "compiled only on ranks {with_}, not on {without}",
+    "collective_order": "collectives in another order on ranks {with_} than on {without}",
 }
 
 
@@ -47,7 +49,7 @@ class TraceDiagnostic:
 @dataclass(slots=True)
 class RankDivergence:
     """A function that compiled differently on some ranks; `kind` is graph_break | recompile |
-    compile_failure | graph | missing."""
+    compile_failure | graph | missing | collective_order."""
     kind: str
     file: str
     line: int
@@ -112,6 +114,7 @@ DIVERGENCE_CHECKS = (
     _figure_divergence("compile_failure", lambda f: tuple(sorted({fc.fail_type for fc in f.failures})),
                        lambda v: ", ".join(v) or "no failure"),
     _figure_divergence("graph", lambda f: f.graph_hashes, lambda v: f"{len(v)} graph(s) {_short(v)}"),
+    _figure_divergence("collective_order", lambda f: f.collectives, lambda v: ", ".join(v) or "no collective"),
 )
 
 

@@ -80,6 +80,11 @@ class FunctionSummary:
     def graph_hashes(self) -> tuple[str, ...]:
         return tuple(sorted(fc.graph_hash for fc in self.latest_per_frame() if fc.graph_hash))
 
+    @property
+    def collectives(self) -> tuple[str, ...]:
+        """The collectives its compiled graphs launch, in frame order (latest compile of each frame)."""
+        return tuple(op for fc in self.latest_per_frame() if fc.has_graph for op in fc.collectives())
+
     def lens_text(self) -> str:
         """e.g. "2 graphs · 5 ops · 1 graph break · recompiled 1× · 0.5 s compile"."""
         parts = [_plural(self.graphs, "graph"), _plural(self.ops, "op")]
