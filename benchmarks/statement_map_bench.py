@@ -303,8 +303,8 @@ def report(results: list[dict]) -> None:
     total = sum(r["statements"] for r in results)
     mapped, right = sum(r["mapped"] for r in results), sum(r["right"] for r in results)
     for r in results:
-        print(f"{r['program']}: {r['statements']} statements, mapped {r['mapped']}, right {r['right']}"
-              + (f"; swaps that changed the kernels' shape: {', '.join(r['skipped_swaps'])}" if r["skipped_swaps"] else ""))
+        skipped = f"; swaps that changed the kernels' shape: {', '.join(r['skipped_swaps'])}" * bool(r["skipped_swaps"])
+        print(f"{r['program']}: {r['statements']} statements, mapped {r['mapped']}, right {r['right']}{skipped}")
         for miss in r["misses"]:
             print(f"  miss: line {miss['line']} `{miss['text']}` is {miss['node']}, answered {miss['answer']}")
     print(f"all: {total} statements; mapped {mapped / max(total, 1):.1%}, right {right / max(total, 1):.1%}")
@@ -316,7 +316,7 @@ def main() -> None:
     parser.add_argument("--cases", type=Path, default=None, help="write every case (JSON) here")
     parser.add_argument("--only", action="append", default=None)
     parser.add_argument("--score", type=Path, default=None,
-                        help="score the cases of an earlier --cases file, or of a fixture folder (its cases.json), again")
+                        help="score an earlier --cases file, or a fixture folder (its cases.json), again")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: Triton kernels")
     parser.add_argument("--jobs", type=int, default=1, help="processes compiling at once")
     parser.add_argument("--truth-only", action="store_true", help="write the cases unscored (no lsp_server needed)")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Literal
 
 from lsp_server.loading.cpp_statements import REDUCTIONS, Vocabulary
 
@@ -25,7 +26,7 @@ class Statement:
     named twice), end (a loop closes: the stores made inside it are seen from here on)."""
 
     index: int
-    kind: str
+    kind: Literal["define", "declare", "update", "store", "alias", "end"]
     defined: tuple[str, ...] = ()
     accumulator: str = ""  # declare/update: the accumulator's key
     operands: tuple[str, ...] = ()  # the variables it reads
@@ -155,7 +156,7 @@ class Walk:
 
     owners: dict[int, list[str]] = field(default_factory=dict)  # statement index -> its node(s)
     defined_at: dict[str, Statement] = field(default_factory=dict)  # variable -> the statement defining it
-    pending: dict[str, list[int]] = field(default_factory=dict)  # accumulator -> declarations, owned by its update's node
+    pending: dict[str, list[int]] = field(default_factory=dict)  # accumulator -> declarations (its update's node)
     updated: dict[str, bool] = field(default_factory=dict)  # accumulator -> an update was read since its declaration
     waiting: dict[int, dict[str, frozenset[str]]] = field(default_factory=dict)  # a loop's stores, seen after it ends
 

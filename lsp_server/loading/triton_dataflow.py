@@ -59,7 +59,7 @@ def kernel_pointers(body: list[str], launch_args: list[str]) -> dict[str, str]:
     return {}
 
 
-def read_statement(index: int, text: str, indexing: set[str] = frozenset()) -> Statement | None:
+def read_statement(index: int, text: str, indexing: frozenset[str] | set[str] = frozenset()) -> Statement | None:
     """One Triton line as a statement (None: indexing, masks and other lines the data flow skips). A variable in
     `indexing` only computes addresses (an embedding's `tmp7 = tl.where(tmp6, tmp5, tmp3)`): no node's op."""
     store = STORE.match(text)

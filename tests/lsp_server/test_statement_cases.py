@@ -78,8 +78,9 @@ def test_a_welford_reduction_is_its_node_and_an_embedding_index_is_no_node():
     welford = [n for n in range(first, last + 1) if "tmp2_" in code[n - 1] or "welford" in code[n - 1]
                or code[n - 1].strip() == ")"]
     assert [code[n - 1].strip()[:19] for n in welford] == [
-        "tmp2_mean = tl.zero", "tmp2_m2 = tl.zeros(", "tmp2_weight = tl.ze", "tmp2_mean_next, tmp", "tmp1, tmp2_mean, tm",
-        ")", "tmp2_mean = tl.wher", "tmp2_m2 = tl.where(", "tmp2_weight = tl.wh", "tmp3, tmp4, tmp5 = "]
+        "tmp2_mean = tl.zero", "tmp2_m2 = tl.zeros(", "tmp2_weight = tl.ze", "tmp2_mean_next, tmp",
+        "tmp1, tmp2_mean, tm", ")", "tmp2_mean = tl.wher", "tmp2_m2 = tl.where(", "tmp2_weight = tl.wh",
+        "tmp3, tmp4, tmp5 = "]
     assert all(mapped.get(n) == ["var_mean"] for n in welford)
     graph, mapped = mapped_lines(TRITON / "gpt2")
     code = graph.output_code_lines
