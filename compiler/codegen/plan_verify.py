@@ -7,7 +7,16 @@ import sympy
 
 from compiler.codegen import loop_nest
 from compiler.codegen.index import merge_loops
-from compiler.codegen.plan import STRATEGIES, InnerLoops, KernelPlan, NodeBody, PlanContext, PlanError
+from compiler.codegen.plan import (
+    REDUCTION_LOOPS,
+    STRATEGIES,
+    InnerLoops,
+    KernelPlan,
+    NodeBody,
+    PlanContext,
+    PlanError,
+    ReductionLoop,
+)
 from compiler.ir.nodes import IndexValue, Load, walk
 
 
@@ -47,8 +56,26 @@ class PlanVerifier:
             yield "" if d.node.name in plan.streamed else f"deferred pass of {d.node.name}, which does not stream"
         for name in plan.pairs:
             yield "" if name in nodes else f"sibling loops of unknown node {name}"
-        for name in plan.reduction_loops:
-            yield "" if name in nodes and nodes[name].reduction_type else f"a reduction loop for {name}, not a reduction"
+        for name, loop in plan.reduction_loops.items():
+            reduction = name in nodes and nodes[name].reduction_type
+            yield "" if reduction else f"a reduction loop for {name}, not a reduction"
+            yield from _reduction_loop(name, loop, plan)
+        names = list(nodes)
+        for name, pair in plan.pairs.items():
+            after = names[names.index(name) + 1] if name in names[:-1] else None
+            red = pair.reduction
+            yield "" if red == after else f"sibling loop of {name} with {red}, not the node after it"
+            yield "" if red not in plan.reduction_loops else f"{red} has a loop of its own and a sibling's"
+        fb = plan.flat_blocks
+        if fb is not None:
+            yield "" if plan.nest.flat and plan.streamed else "line blocks in a kernel that is not flat and streamed"
+            staged = sorted(set(fb.stage) - plan.streamed)
+            yield "" if not staged else f"line blocks stage {staged}, not streamed"
+        col = plan.column
+        if col is not None:
+            yield "" if 0 < col.reductions <= len(nodes) else f"a column reduction of {col.reductions} reductions"
+            held = sorted(set(col.held) - set(ctx.locals))
+            yield "" if not held else f"column values held for non-local {held}"
         outer = set(nest.vars) | set(ctx.sizes)
         for n, b in zip(ctx.kernel.nodes, plan.bodies):
             yield self._unknown_symbols(n.name, b, outer | set(b.inner[0]) | set(b.red[0]))
@@ -79,6 +106,19 @@ class PlanVerifier:
             return f"body of {name} refers to unknown variables {', '.join(unknown)}"
         self._checked.add(key)
         return ""
+
+
+def _reduction_loop(name: str, loop: ReductionLoop, plan: KernelPlan):
+    """A reduction loop's plan agrees with itself: lanes where it keeps partials, an operator where OpenMP reduces."""
+    yield "" if loop.how in REDUCTION_LOOPS else f"{name}: unknown reduction loop {loop.how!r}"
+    partials = loop.how in ("lanes", "wide_sum", "blocked")
+    yield "" if partials == (loop.lanes > 0) else f"{name}: {loop.lanes} lanes for a {loop.how} loop"
+    reduces = loop.how in ("simd", "thread_partials")
+    yield "" if reduces == bool(loop.op) else f"{name}: operator {loop.op!r} for a {loop.how} loop"
+    blocked = loop.how == "blocked"
+    yield "" if not blocked or plan.row_prefetch.into == name else f"{name} by lines without the row prefetch there"
+    cut = not loop.cut_exps or (partials and loop.partials % 16 == 0)
+    yield "" if cut else f"{name}: exps cut from {loop.partials} lanes"
 
 
 def check_printed_loops(kernel: str, node: str, b: NodeBody, store: sympy.Expr, planned: InnerLoops,

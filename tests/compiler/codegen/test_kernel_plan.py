@@ -5,7 +5,7 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen.plan import DeferredPass, PlanError
+from compiler.codegen.plan import DeferredPass, FlatBlocks, PlanError, SiblingPair
 from compiler.codegen.plan_passes import PASSES, build_plan, plan_context
 from compiler.ir.nodes import ComputedBuffer, Constant, Layout, Load, Op, index_vars
 from compiler.scheduler import FusedKernel
@@ -142,6 +142,10 @@ def _broken(name, change):
     ("defer without prefetch", lambda plan, ctx: setattr(plan, "deferred", DeferredPass(
         ctx.kernel.nodes[0], plan.bodies[0], plan.nest.vars[0], [], [])),
      "deferred pass of out without a row prefetch by lines"),
+    ("stage a line", lambda plan, ctx: setattr(plan, "flat_blocks", FlatBlocks(16, 65536, False, None, {"out": "l"})),
+     "line blocks in a kernel that is not flat and streamed"),
+    ("pair with no next node", lambda plan, ctx: plan.pairs.__setitem__("out", SiblingPair(
+        "in0", plan.bodies[0], "simd", "acc", op="+")), "sibling loop of out with in0, not the node after it"),
 ])
 def test_the_verifier_names_the_pass_that_broke_the_plan(monkeypatch, name, change, problem):
     monkeypatch.setattr(config, "verify_plan", True)
