@@ -212,6 +212,7 @@ class TraceFacts:
     functions: list[TraceFunction] = field(default_factory=list)
     findings: list[TraceDiagnostic] = field(default_factory=list)  # file paths normalised
     compiles: list[CompileFact] = field(default_factory=list)
+    line_texts: dict[tuple[str, int], str] = field(default_factory=dict)  # (file, line) -> its text (stack frames')
     logs: int = 0
     skipped_records: int = 0
 

@@ -16,7 +16,7 @@ from lsprotocol import types
 
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import def_line_above, uri_of
-from lsp_server.features.source_lines import file_lines
+from lsp_server.features.source_lines import file_lines, trace_line_mover
 from lsp_server.features.trace_diagnostics import trace_diagnostics_by_uri
 from lsp_server.index import Index
 from lsp_server.model import Graph, Run, SourceLocation, normalize_path
@@ -196,13 +196,15 @@ class DiagnosticsPublisher:
         self.published = current
 
     def trace_moved(self, uri: str) -> Callable[[types.Diagnostic], "types.Diagnostic | None"]:
-        """A trace finding's line re-anchored as the debug directory's lines are (the trace records no text)."""
+        """A trace finding's line re-anchored as the debug directory's lines are; in a file no debug directory
+        recorded, through the line texts of the trace's own stack frames."""
         lines = file_lines(self.server, self.server.index, uri)
+        mover = lines.moved_line if lines is not None else trace_line_mover(self.server, self.server.index, uri)
 
         def move(diagnostic: types.Diagnostic) -> types.Diagnostic | None:
-            if lines is None:
+            if mover is None:
                 return diagnostic
-            line = lines.moved_line(diagnostic.range.start.line + 1)
+            line = mover(diagnostic.range.start.line + 1)
             if line is None:
                 return None
             shift = line - 1 - diagnostic.range.start.line

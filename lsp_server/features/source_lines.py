@@ -119,6 +119,33 @@ def align(recorded: dict[int, str], current: Sequence[str]) -> dict[int, int]:
     return moved
 
 
+def moved_line(to_current: dict[int, int], has_text: bool, line: int, matched: list[int]) -> int | None:
+    """Recorded line `line` in the current text (`to_current`: the recorded lines found again, `matched` their
+    sorted numbers): where its recorded text was found, None where that text changed (`has_text`), else moved as
+    the found lines just around it moved when they agree (None where they do not: an edit between them)."""
+    if line in to_current:
+        return to_current[line]
+    if has_text:
+        return None
+    at = bisect.bisect_left(matched, line)
+    around = matched[max(at - 1, 0):at + 1]  # the matched recorded lines just before and after it
+    shifts = {to_current[old] - old for old in around}
+    return line + shifts.pop() if len(shifts) == 1 else None
+
+
+def trace_line_mover(server: Any, index: Index, uri: str):
+    """For a file no debug directory recorded: a function taking a structured-trace finding's line to where it is
+    in the document now (None where its text, recorded by Dynamo's stack frames, changed since the run), through
+    the line texts the trace recorded for the file; None when the trace recorded none."""
+    file = normalize_path(path_of(uri))
+    recorded = {line: text for (f, line), text in index.trace.line_texts.items() if f == file}
+    if not recorded:
+        return None
+    to_current = align(recorded, document_lines(server, uri))
+    matched = sorted(to_current)
+    return lambda line: moved_line(to_current, line in recorded, line, matched)
+
+
 @dataclass
 class FileLines:
     """The answering run's lines of one document, where they are in its current text."""
@@ -150,17 +177,9 @@ class FileLines:
         """Where recorded line `line` is now: its own place when its text was recorded (None where it changed);
         a line with no recorded text (a `print` that broke the graph) moves as the recorded lines around it
         moved when they agree (None where they do not: an edit between them)."""
-        if line in self.to_current:
-            return self.to_current[line]
-        if (self.file, line) in self.view.line_text:
-            return None
         if "matched" not in self.memo:
             self.memo["matched"] = sorted(self.to_current)
-        matched = self.memo["matched"]
-        at = bisect.bisect_left(matched, line)
-        around = matched[max(at - 1, 0):at + 1]  # the matched recorded lines just before and after it
-        shifts = {self.to_current[old] - old for old in around}
-        return line + shifts.pop() if len(shifts) == 1 else None
+        return moved_line(self.to_current, (self.file, line) in self.view.line_text, line, self.memo["matched"])
 
     @property
     def spans(self) -> list[DefSpan]:

@@ -85,6 +85,18 @@ def compile_fact(f: FunctionSummary, fc: FrameCompile) -> CompileFact:
                        tuple(size_guards([g.reason for g in fc.recompile_reasons])))
 
 
+def line_texts(functions: list[FunctionSummary]) -> dict[tuple[str, int], str]:
+    """Each user line a compile's stack or a graph break's user stack names, with its text as Dynamo recorded it
+    (`loc`): what a finding's line is found by again after an edit, in a file no debug directory recorded."""
+    texts: dict[tuple[str, int], str] = {}
+    for f in functions:
+        for fc in f.compiles:
+            for frame in [*fc.stack, *(fr for gb in fc.graph_breaks for fr in gb.user_stack)]:
+                if frame.code and frame.line and frame.file and not frame.file.startswith("<"):
+                    texts[(normalize_path(frame.file), frame.line)] = frame.code.strip()
+    return texts
+
+
 def current_facts(summary: TraceSummary) -> TraceFacts:
     """Facts per user file from the newest run that compiled something in it."""
     facts = TraceFacts(logs=len(summary.logs), skipped_records=summary.skipped_records)
@@ -100,11 +112,12 @@ def current_facts(summary: TraceSummary) -> TraceFacts:
             d.related = [RelatedInfo(normalize_path(r.file), r.line, r.message) for r in d.related]
         for file in {f.file for f in functions} | {d.file for d in findings}:
             owner[file] = number
-        per_run.append((functions, findings, compiles))
-    for number, (functions, findings, compiles) in enumerate(per_run):
+        per_run.append((functions, findings, compiles, line_texts(users)))
+    for number, (functions, findings, compiles, texts) in enumerate(per_run):
         facts.functions += [f for f in functions if owner.get(f.file) == number]
         facts.compiles += [c for c in compiles if owner.get(c.file) == number]
         facts.findings += [d for d in findings if owner.get(d.file) == number]
+        facts.line_texts.update((key, text) for key, text in texts.items() if owner.get(key[0]) == number)
     return facts
 
 
