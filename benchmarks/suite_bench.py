@@ -11,7 +11,8 @@ harness judges it (`torch._dynamo.utils.same` against a float64 run; training: t
 profiler pass splitting lens's and the baseline's step into GEMM/convolution calls, other ATen calls and the rest
 (generated kernels and glue), the share of graph nodes lens generated code for, and how many graphs lens ran eagerly.
 `--cpu-time` times each call by the calling thread's CPU time (with `--threads 1`: robust on a shared machine).
-`--cold` (the default) gives each model's process fresh lens and Inductor caches (lens keeps its toolchain builds).
+Each model's process gets fresh lens and Inductor caches (lens keeps its toolchain builds; `--warm`: the user's), and
+each backend compiles a small function first (its once-per-process costs are not the model's).
 
 Usage: python benchmarks/suite_bench.py [--mode infer|bf16|train] [--suite timm|hf|blocks|all] [--models a,b]
        [--threads 2] [--reps 20] [--timeout 900] [--backends ...] [--optimizer sgd|adamw] [--cpu-time] [--tiny]
@@ -58,6 +59,15 @@ class ModelResult:
     lens_eager_graphs: int = 0
 
 
+def _warm_up(backends: list[str]) -> None:
+    """Each graph compiler's once-per-process costs (imports, toolchain probes, Inductor's compile workers and its
+    headers) paid on a small function first, so that a first call of the model is its own graphs' compile."""
+    import torch
+    x = torch.randn(8, 8)
+    for backend in dict.fromkeys(b if b != "inductor_freezing" else "inductor" for b in backends if b != "eager"):
+        torch.compile(lambda t: (t * 2 + 1).sum(-1), backend=backend)(x)
+
+
 def _first_call(runner: Runner) -> tuple[float, float | None, object]:
     """(wall s of the first step, s inside the backend's graph compiler, the step's output)."""
     backend_compile_time.reset()
@@ -85,6 +95,7 @@ def run_one(suite: str, name: str, mode_name: str, backends: list[str], reps: in
     backend_compile_time.install()
     torch._dynamo.config.cache_size_limit = 64  # (each backend compiles its own copy of the same forward)
     fp64 = suite_modes.fp64_reference(mode, model, inputs, optimizer)
+    _warm_up(backends)
     runners, ref = {}, None
     for backend in backends:
         compiled_before, eager_before = len(pipeline.COMPILED), len(pipeline.EAGER)
