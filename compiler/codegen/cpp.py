@@ -45,6 +45,10 @@ class RenderedKernel:
 
 
 class KernelRenderer(ExpressionRenderer, LinePrinter):
+    """Plans one kernel (plan_passes.build_plan) and prints the plan; the strategies print their planned pieces
+    through it as a printer.NodePrinter. Its own state is printing state: the lines, the locals' names and the
+    indices they hold, the scalars mirroring stored values, the staged line elements of a line block."""
+
     def __init__(self, kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Layout]],
                  readable_lines: dict[str, int], inplace: dict[str, str],
                  assume: size_variants.Assumptions | None = None):
@@ -59,7 +63,6 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
         # stores through another stops g++ vectorizing it: it cannot tell them apart in an OpenMP region)
         self.mirrors: dict[str, tuple[sympy.Expr, str]] = {}
         self.stream_stage: dict[str, str] = {}  # node -> the staged line element its store goes to now
-        self.inplace = self.context.inplace  # outputs over inputs (inplace.py)
         self.params = self.context.params
         # a kernel over symbolic sizes (codegen/strategies/symbolic_sizes.py) takes them as arguments and runs plain
         # loops, but in its size variants (`assume`: decisions taken from the hints, checked at run time; size_variants.py)

@@ -278,6 +278,11 @@ class KernelPlan:
                 if d.pass_name == pass_name and (subject is None or d.subject == subject)]
 
 
+def sizes_text(sizes) -> str:
+    """Loop sizes as a decision says them: `16×64`, `none` for no loop."""
+    return "×".join(str(s) for s in sizes) or "none"
+
+
 class PlanError(Exception):
     """A plan that contradicts itself after a pass (LENS_VERIFY_PLAN=1, codegen/plan_verify.py)."""
 

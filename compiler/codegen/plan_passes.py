@@ -12,7 +12,7 @@ from compiler import config
 from compiler import decisions as why
 from compiler.codegen import half, loop_nest, plan_verify
 from compiler.codegen.index import merge_loops
-from compiler.codegen.plan import InnerLoops, KernelPlan, PlanContext
+from compiler.codegen.plan import InnerLoops, KernelPlan, PlanContext, sizes_text
 from compiler.codegen.strategies import column_reduction, exp_lanes, lane_reduction, prefetch, streaming
 from compiler.codegen.strategies import deferred_output as pipeline
 from compiler.codegen.strategies import symbolic_sizes as symbolic
@@ -44,7 +44,7 @@ def merge_outer_loops(plan: KernelPlan, ctx: PlanContext) -> None:
         b.body = substitute(b.body, subst)
         b.store = sympy.expand(b.store.xreplace(subst))
     if len(plan.nest.sizes) < len(before):
-        plan.decide("merge loops", "", f"outer loops {_sizes(before)} -> {_sizes(plan.nest.sizes)}",
+        plan.decide("merge loops", "", f"outer loops {sizes_text(before)} -> {sizes_text(plan.nest.sizes)}",
                     "every index steps through them as through one loop")
 
 
@@ -147,7 +147,7 @@ def merge_reduction_loops(plan: KernelPlan, ctx: PlanContext) -> None:
         b.body = substitute(b.body, subst)
         b.exprs = [sympy.expand(e.xreplace(subst)) for e in b.exprs]
         b.red = (merged_vars, merged_sizes)
-        plan.decide("merge loops", n.name, f"reduction loops {_sizes(rsizes)} -> {_sizes(merged_sizes)}",
+        plan.decide("merge loops", n.name, f"reduction loops {sizes_text(rsizes)} -> {sizes_text(merged_sizes)}",
                     "every index steps through them as through one loop")
 
 
@@ -194,7 +194,7 @@ def inner_loops(plan: KernelPlan, ctx: PlanContext) -> None:
         exprs = loop_nest.index_exprs(ctx.flat, b.body) + [sympy.expand(b.store)]
         vars_, sizes, subst = merge_loops(ivars, isizes, exprs)
         if len(vars_) < len(ivars):
-            plan.decide("merge loops", n.name, f"inner loops {_sizes(isizes)} -> {_sizes(sizes)}",
+            plan.decide("merge loops", n.name, f"inner loops {sizes_text(isizes)} -> {sizes_text(sizes)}",
                         "every index steps through them as through one loop")
         on_threads = plan.strategy == "nest" and not plan.nest.parallel and n.name != deferred
         work = 1
@@ -337,6 +337,3 @@ def build_plan(ctx: PlanContext, passes: list[tuple[str, Pass]] | None = None) -
             verifier.check(plan, name)
     return plan
 
-
-def _sizes(sizes) -> str:
-    return "×".join(str(s) for s in sizes) or "none"

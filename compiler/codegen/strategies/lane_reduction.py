@@ -30,7 +30,7 @@ import torch
 
 from compiler.codegen import half
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT, simd_reduction_op
-from compiler.codegen.plan import NodeBody, ReductionLoop, RowPrefetch
+from compiler.codegen.plan import NodeBody, ReductionLoop, RowPrefetch, sizes_text
 from compiler.codegen.printer import NodePrinter
 from compiler.ir.index_functions import FloorDiv
 from compiler.ir.size_symbols import is_static
@@ -62,7 +62,7 @@ def plan_loop(n, red: tuple[list, list], acc: str, pf: RowPrefetch) -> tuple[Red
     if (n.reduction_type in ("max", "min") and n.dtype != torch.bool and rvars  # (a symbolic row: lanes and a tail)
             and (not is_static(rsizes) or rsizes[-1] >= 2 * line)):
         return (_lanes("lanes", n, rsizes, acc, line),
-                f"{n.reduction_type} in per-lane partials (NaN-propagating), rows of {_sizes(rsizes)}")
+                f"{n.reduction_type} in per-lane partials (NaN-propagating), rows of {sizes_text(rsizes)}")
     if pf.into == n.name:
         return ReductionLoop("blocked", acc, pf.lanes), "by lines, asking for the next row's lines (row prefetch)"
     if rvars and wide_sum(n, rsizes, line):
@@ -72,8 +72,9 @@ def plan_loop(n, red: tuple[list, list], acc: str, pf: RowPrefetch) -> tuple[Red
     op = simd_reduction_op(n.dtype, n.reduction_type)
     if op is not None:
         return ReductionLoop("simd", acc, op=op), f"omp simd reduction({op})"
+    dtype = str(n.dtype).replace("torch.", "")
     return ReductionLoop("scalar", acc), (f"inner loop not vectorized: OpenMP's simd reduction has no operator "
-                                          f"keeping {n.reduction_type}'s semantics for {str(n.dtype).replace('torch.', '')}")
+                                          f"keeping {n.reduction_type}'s semantics for {dtype}")
 
 
 def _lanes(how: str, n, rsizes: list, acc: str, line: int) -> ReductionLoop:
@@ -83,9 +84,6 @@ def _lanes(how: str, n, rsizes: list, acc: str, line: int) -> ReductionLoop:
     return ReductionLoop(how, acc, line, registers, main, not isinstance(main, int) or main < size,
                          n.dtype.is_floating_point and n.reduction_type in _FAST_SELECT)
 
-
-def _sizes(sizes) -> str:
-    return "×".join(str(s) for s in sizes) or "none"
 
 
 def render(r: NodePrinter, n, b: NodeBody, loop: ReductionLoop) -> None:

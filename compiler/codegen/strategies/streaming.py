@@ -268,8 +268,9 @@ def render_line(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody
     _stream_lines(r, n, out, store, var, lanes)
 
 
-def render_flat(r: NodePrinter, fb: FlatBlocks, var: sympy.Symbol, size, streamed: list[tuple[ComputedBuffer, NodeBody]],
-                outs: dict[str, OutputParam], origins: list[str], render_bodies: Callable[[dict], None]) -> None:
+def render_flat(r: NodePrinter, fb: FlatBlocks, var: sympy.Symbol, size,
+                streamed: list[tuple[ComputedBuffer, NodeBody]], outs: dict[str, OutputParam], origins: list[str],
+                render_bodies: Callable[[dict], None]) -> None:
     """The vector loop of a flat kernel by blocks of whole lines as `fb` plans it (`streamed`: its streamed nodes);
     `render_bodies(stage)` prints the node blocks with the staged line elements the streamed nodes store to."""
     r.open_loop(_base(var), fb.main, fb.pragma, origins, step=fb.lanes)
