@@ -63,7 +63,9 @@ async function goToLine(page, line1) {
 }
 
 before(async () => {
-  session = await EditorSession.open({ trusted: true, openScript: false, prepare: addGpuRun });
+  // VS Code cuts inlay hints at 43 characters: a line of several Triton kernels would hide its cost behind "…"
+  session = await EditorSession.open({ trusted: true, openScript: false, prepare: addGpuRun,
+    settings: { "editor.inlayHints.maximumLength": 0 } });
 });
 
 after(async () => {
@@ -215,5 +217,71 @@ test("a line of the kernel's own file opens its chain at the same line of output
       30_000, () => `no ◀ output_code.py:${erf} label in the PTX`);
     const codeGroup = groupShowing(page, "output_code.py");
     await codeGroup.locator(".view-line", { hasText: "libdevice.erf(" }).first().waitFor({ timeout: 30_000 });
+  }),
+);
+
+/** The server's line costs of the program's prog.py, asked in process (the answer the extension draws). */
+function lineCostsOf(program) {
+  const code = [
+    "import json, sys",
+    "from pathlib import Path",
+    "from lsp_server.features.linked_lines import line_costs_json",
+    "from lsp_server.features.lookup import uri_of",
+    "from lsp_server.index import Index",
+    "from lsp_server.loading.run_loader import find_run_dirs, load_run",
+    "program = Path(sys.argv[1])",
+    "index = Index()",
+    "for run in find_run_dirs(program / 'torch_compile_debug'):",
+    "    index.put_run(load_run(run))",
+    "print(json.dumps(line_costs_json(index, uri_of(str(program / 'prog.py')))))",
+  ].join("\n");
+  return JSON.parse(execFileSync(PYTHON, ["-c", code, program], { cwd: REPO, env: { ...process.env, OMP_NUM_THREADS: "1" } }).toString());
+}
+
+/** Inlay hints' `format_ms`: µs below 0.01 ms. */
+function formatLineMs(ms) {
+  return ms < 0.01 ? `${(ms * 1000).toFixed(2)} µs` : `${ms.toFixed(3)} ms`;
+}
+
+/** 1-based line numbers the editor group renders, and those whose row has a heat mark (the glyph margin draws
+ * its marks apart from the line numbers: matched by their vertical position). */
+function renderedGutter(group) {
+  return group.locator("div.margin[role='presentation']").first().evaluate((margin) => {
+    const top = (el) => Math.round(el.getBoundingClientRect().top);
+    const rows = new Map([...margin.querySelectorAll(".line-numbers")].map((el) => [top(el), Number(el.textContent)]));
+    const marks = [...margin.querySelectorAll("div")].filter((el) => getComputedStyle(el).backgroundImage.includes("data:image/svg"));
+    return { numbers: [...rows.values()], marked: [...new Set(marks.map((el) => rows.get(top(el))))] };
+  });
+}
+
+test("the GPU run's cost per line: ms in the inlay hints and the heat gutter of the user's program", { timeout: 6 * 60_000 }, (t) =>
+  session.reporting(t, async () => {
+    const page = session.page;
+    const program = path.join(session.workspace, PROGRAM);
+    const costs = lineCostsOf(program);
+    const softmax = userLine(program, "attn = scores.masked_fill(mask");
+    const entry = costs.lines.find((e) => e.line === softmax - 1);
+    assert.ok(entry && entry.ms > 0 && entry.kernels.some((k) => k.name.startsWith("triton_")), JSON.stringify(entry));
+    await runCommand(page, "View: Close All Editor Groups");
+    await quickInput(page, "", `${PROGRAM}/prog.py`);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: "prog.py" }).first().waitFor({ timeout: 30_000 });
+    await page.keyboard.press("Enter");
+    await editorLine(page, "class Block").waitFor({ timeout: 30_000 });
+    await goToLine(page, softmax);
+    const source = groupShowing(page, "prog.py");
+    // The inlay hint on the softmax line: its share of the profiled step and its ms per step, from the trace.
+    const hint = `· ${entry.percent.toFixed(1)}% · ${formatLineMs(entry.ms)}`;
+    const shown = await until(async () => (await renderedText(source.locator(".view-lines").first())).split("\n").find((l) => l.includes(hint)),
+      90_000, () => `no inlay hint "${hint}"`);
+    assert.ok(shown.includes("attn = scores.masked_fill") && shown.includes("→ "), shown);
+    // The heat gutter: a mark on each rendered line that has a profiled share, and on no other.
+    const costed = new Set(costs.lines.filter((e) => e.percent > 0).map((e) => e.line + 1));
+    let last;
+    const gutter = await until(async () => {
+      const seen = (last = await renderedGutter(source));
+      const expected = seen.numbers.filter((n) => costed.has(n));
+      return expected.length > 0 && JSON.stringify(seen.marked.sort((a, b) => a - b)) === JSON.stringify(expected.sort((a, b) => a - b)) ? seen : undefined;
+    }, 60_000, () => `the gutter's marks are not the costed lines: ${JSON.stringify(last)} vs ${[...costed].sort((a, b) => a - b)}`);
+    t.diagnostic(`inlay: ${shown.trim()}; ${gutter.marked.length} marked of ${gutter.numbers.length} rendered lines`);
   }),
 );
