@@ -29,7 +29,7 @@ from compiler.codegen.strategies import deferred_output as pipeline
 from compiler.codegen.strategies import symbolic_sizes as symbolic
 from compiler.codegen.strategies.inplace import KernelArg, unique
 from compiler.codegen.strategies.kernel_locals import LocalBuffer
-from compiler.ir.nodes import Cast, ComputedBuffer, Layout, substitute
+from compiler.ir.nodes import Cast, ComputedBuffer, Layout
 from compiler.ir.size_symbols import is_static
 from compiler.scheduler import FusedKernel
 
@@ -69,7 +69,6 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
         self.sizes = self.context.sizes
         self.assume = assume
         self.plan = KernelPlan(kernel.name)  # (built by render: codegen/plan_passes.py)
-        self._printed_inner: set[str] = set()  # nodes whose planned inner loops were checked (config.verify_plan)
         self.init_expressions()
 
     def declare_lanes(self, n: ComputedBuffer, acc: str, lanes: int) -> str:
@@ -191,12 +190,10 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
         if planned is None and ivars and config.verify_plan:
             raise PlanError(self.k.name, "inner loops", f"{n.name}'s own loops {isizes} were not planned")
         if planned is not None:
-            if config.verify_plan and n.name not in self._printed_inner:  # (a later print sees the body merged)
-                self._printed_inner.add(n.name)
+            if config.verify_plan:
                 plan_verify.check_printed_loops(self.k.name, n.name, b, store, planned, parallel_inner, self.flat)
             ivars, isizes, pragmas = planned.vars, planned.sizes, planned.pragmas
-            b.body = substitute(b.body, planned.subst)
-            store = sympy.expand(store.xreplace(planned.subst))
+            b, store = replace(b, body=planned.body), planned.store  # (its body over the merged loops)
         if n.reduction_type:
             self._render_reduction(n, b, store)
         else:

@@ -58,13 +58,15 @@ class NodeBody:
 @dataclass
 class InnerLoops:
     """A node's own pointwise loops inside the outer ones, as planned (plan_passes.inner_loops): merged where every
-    index walks adjacent loops as one (`subst` rewrites its body and store), and each loop's pragma (the first on
-    threads where the outer loop is not and the work is enough, the last `omp simd`)."""
+    index walks adjacent loops as one (`subst` rewrites its body and store: `body`, `store`), and each loop's pragma
+    (the first on threads where the outer loop is not and the work is enough, the last `omp simd`)."""
 
     vars: list[sympy.Symbol]
     sizes: list[Size]
     subst: dict
     pragmas: list[str | None]
+    body: Expr
+    store: sympy.Expr
     streamed_row: str = ""  # a streamed node's innermost loop: "lines", "peeled" or "" (streaming.row_layout)
     cut_exps: bool = False  # its streamed lines' lane loops cut their exps out (exp_lanes.py)
 
