@@ -23,6 +23,7 @@ from lsp_server.loading.gpu_profile import (
     named_traces,
     retimed_runs,
     set_named_traces,
+    trace_version,
 )
 from lsp_server.loading.inductor_build_errors import TLPARSE_DIR
 from lsp_server.loading.run_loader import debug_dir_for_root, find_run_dirs, load_run
@@ -168,12 +169,15 @@ class KernelLensServer(LanguageServer):
         if profiler_paths:  # a torch.profiler trace changed: the runs it may time are read again
             with self.index_lock:
                 runs = [view.run for view in self.index.views.values()]
+            versions = {path: trace_version(path) for path in profiler_paths}
             retimed, retry = retimed_runs(profiler_paths, runs)
             for old in retimed:
                 run = load_run(old.path, old.id)
                 if run is not None:  # a structured trace's run keeps what its loader set
                     run.kind, run.pid, run.time = old.kind, old.pid, old.time
                 loaded.append((old.path, run))
+            # a trace replaced while its runs were read: some graphs saw one version, some the other
+            retry |= {path for path, version in versions.items() if trace_version(path) != version}
         for path in paths - trace_paths - profiler_paths:
             if path in self.debug_dirs:
                 rescanned.append(path)

@@ -115,13 +115,20 @@ def traces_for(graph: Graph) -> list[Path]:
     return found
 
 
-def trace_at(path: Path) -> ProfilerTrace:
-    """Parsed once per file version (modification time and size: a trace replaced within one clock tick)."""
+def trace_version(path: Path) -> tuple[int, int] | None:
+    """(modification time, size) of a trace file; None when it is gone."""
     try:
         stat = path.stat()
-    except OSError as error:  # deleted since the folder was walked: the watcher reports it next
-        return ProfilerTrace(path, problem=str(error))
-    version = (stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
+
+
+def trace_at(path: Path) -> ProfilerTrace:
+    """Parsed once per file version (modification time and size: a trace replaced within one clock tick)."""
+    version = trace_version(path)
+    if version is None:  # deleted since the folder was walked: the watcher reports it next
+        return ProfilerTrace(path, problem="the file is gone")
     cached = _parsed.get(path)
     if cached is None or cached[0] != version:
         cached = _parsed[path] = (version, read_profiler_trace(path))

@@ -167,16 +167,18 @@ async def test_a_trace_written_after_start_retimes_the_run(watching: LanguageCli
     come back. The softmax line's inlay hint follows each time (its ms: lineCosts' for the line)."""
     where, workspace, trace = held
     totals, steps = truth_us(trace)
-    before = await forward_ms(watching)
+
+    async def state() -> tuple[dict[str, float], str, float]:
+        return (await forward_ms(watching), *(await softmax_hint(watching, workspace)))
+
+    before, hint_before, _ = await state()
     assert not matches(before, totals, steps)
-    hint_before, _ = await softmax_hint(watching, workspace)
     folder = tmp_path / "elsewhere" / "logs" if where == "named" else workspace / "profiler_traces"
     folder.mkdir(parents=True)
     written = folder / trace.name
     shutil.copy(trace, written)
-    await poll(lambda: forward_ms(watching), lambda times: matches(times, totals, steps))
-    label, ms = await softmax_hint(watching, workspace)
-    assert label != hint_before and label.endswith(format_ms(ms)), label
+    _, label, ms = await poll(state, lambda s: matches(s[0], totals, steps) and s[1].endswith(format_ms(s[2])))
+    assert label != hint_before, label
     data = json.loads(trace.read_text())
     for event in data["traceEvents"]:
         if event.get("cat") == "kernel":
@@ -184,9 +186,7 @@ async def test_a_trace_written_after_start_retimes_the_run(watching: LanguageCli
     staged = folder / f".{trace.name}.tmp"
     staged.write_text(json.dumps(data))
     os.replace(staged, written)  # as atomic writers replace a file
-    await poll(lambda: forward_ms(watching), lambda times: matches(times, totals, steps, scale=2.0))
-    doubled, doubled_ms = await softmax_hint(watching, workspace)
-    assert doubled_ms == pytest.approx(2 * ms) and doubled.endswith(format_ms(doubled_ms))
+    await poll(state, lambda s: matches(s[0], totals, steps, scale=2.0) and s[2] == pytest.approx(2 * ms)
+               and s[1].endswith(format_ms(s[2])))
     written.unlink()
-    await poll(lambda: forward_ms(watching), lambda times: times == before)
-    assert (await softmax_hint(watching, workspace))[0] == hint_before
+    await poll(state, lambda s: s[0] == before and s[1] == hint_before)
