@@ -201,8 +201,7 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
             opened = 0
             for depth, (v, s) in enumerate(zip(ivars, isizes)):
                 if depth == len(ivars) - 1 and row:
-                    streaming.render_row(self, n, self.plan.stream_out[n.name], b, v, s, store, row,
-                                         planned.cut_exps)
+                    streaming.render_row(self, n, self.plan.stream_out[n.name], b, v, s, store, planned)
                     break
                 self.open_loop(v, s, pragmas[depth], n.origins)
                 opened += 1

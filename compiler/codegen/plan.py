@@ -68,6 +68,8 @@ class InnerLoops:
     body: Expr
     store: sympy.Expr
     streamed_row: str = ""  # a streamed node's innermost loop: "lines", "peeled" or "" (streaming.row_layout)
+    row_lanes: int = 0  # its lines' elements ("lines", "peeled")
+    row_main: int = 0  # "lines": the elements of whole lines (a plain tail after them)
     cut_exps: bool = False  # its streamed lines' lane loops cut their exps out (exp_lanes.py)
 
 

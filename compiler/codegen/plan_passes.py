@@ -210,13 +210,11 @@ def inner_loops(plan: KernelPlan, ctx: PlanContext) -> None:
             else:
                 pragmas.append("#pragma omp simd" if last else None)
         row, store = "", sympy.expand(sympy.expand(b.store).xreplace(subst))
+        loops = plan.inner[n.name] = InnerLoops(vars_, sizes, subst, pragmas, substitute(b.body, subst), store)
         if n.name in plan.streamed and not n.reduction_type:  # (streaming kernels' outer loops run on threads)
-            row = streaming.row_layout(n, vars_[-1], sizes[-1], store)
-            plan.decide("streamed rows", n.name, {"lines": "its rows by whole lines, a plain tail",
-                                              "peeled": "its rows by whole lines after a plain head (rows start "
-                                                        "mid-line)", "": "its rows plainly"}[row],
-                        "where its innermost loop's stores fall on line boundaries")
-        plan.inner[n.name] = InnerLoops(vars_, sizes, subst, pragmas, substitute(b.body, subst), store, row)
+            loops.streamed_row = streaming.row_layout(n, vars_[-1], sizes[-1], store)
+            plan.decide("streamed rows", n.name, streaming.plan_row(loops, n), "where its innermost loop's stores "
+                        "fall on line boundaries")
 
 
 def mirrors(plan: KernelPlan, ctx: PlanContext) -> None:

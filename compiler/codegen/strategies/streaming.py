@@ -24,7 +24,7 @@ import sympy
 
 from compiler import config
 from compiler.codegen.index import cpp_index
-from compiler.codegen.plan import FlatBlocks, KernelPlan, NodeBody, OutputParam, PlanContext
+from compiler.codegen.plan import FlatBlocks, InnerLoops, KernelPlan, NodeBody, OutputParam, PlanContext
 from compiler.codegen.printer import NodePrinter
 from compiler.codegen.strategies import size_variants
 from compiler.ir.index_functions import FloorDiv
@@ -213,16 +213,27 @@ def row_layout(n: ComputedBuffer, var: sympy.Symbol, size, store: sympy.Expr) ->
     return "lines" if line_aligned(store, var, lanes) else "peeled"
 
 
+def plan_row(loops: InnerLoops, n: ComputedBuffer) -> str:
+    """A streamed node's innermost loop's lines (`loops.streamed_row` as `row_layout` chose it), and the decision."""
+    size = loops.sizes[-1]
+    if not loops.streamed_row:
+        return "its rows plainly"
+    loops.row_lanes = lanes = line_lanes(n)
+    if loops.streamed_row == "peeled":
+        return f"its rows by lines of {lanes} after a plain head (rows start mid-line), a plain tail"
+    loops.row_main = size - size % lanes
+    return f"its rows by lines of {lanes} up to {loops.row_main}" + (", a plain tail" if loops.row_main < size else "")
+
+
 def render_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody, var: sympy.Symbol, size: int,
-               store: sympy.Expr, layout: str, cut_exps: bool) -> None:
-    """Node `n`'s innermost loop as planned by `row_layout` ("lines" or "peeled"; `cut_exps`: exp_lanes.py)."""
-    if layout == "peeled":
-        _render_peeled_row(r, n, out, b, var, size, store, cut_exps)
+               store: sympy.Expr, loops: InnerLoops) -> None:
+    """Node `n`'s innermost loop as `plan_row` plans it ("lines" or "peeled")."""
+    if loops.streamed_row == "peeled":
+        _render_peeled_row(r, n, out, b, var, size, store, loops.row_lanes, loops.cut_exps)
         return
-    lanes = line_lanes(n)
-    main = size - size % lanes
+    lanes, main = loops.row_lanes, loops.row_main
     r.open_loop(_base(var), main, None, n.origins, step=lanes)
-    render_line(r, n, out, b, var, store, cut_exps)
+    render_line(r, n, out, b, var, store, loops.cut_exps)
     r.close()
     if main < size:
         r.open_loop(var, size, "#pragma omp simd", n.origins, start=main)
@@ -231,12 +242,12 @@ def render_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody,
 
 
 def _render_peeled_row(r: NodePrinter, n: ComputedBuffer, out: OutputParam, b: NodeBody, var: sympy.Symbol,
-                       size: int, store: sympy.Expr, cut_exps: bool) -> None:
+                       size: int, store: sympy.Expr, lanes: int, cut_exps: bool) -> None:
     """A row that starts anywhere in a line (a softmax over 1000 columns: every other row starts mid-line):
     the elements up to its first line boundary stored plainly, then whole lines streamed, then the tail.
     (Streaming the aligned rows only, the others' lines went plainly: (8192, 1000) softmax 4.5 ms against
     eager's 4.2.)"""
-    lanes, base = line_lanes(n), _base(var)
+    base = _base(var)
     head, last = f"{var.name}_head", f"{var.name}_end"
     start = cpp_index(sympy.expand(store.xreplace({var: 0})))
     r.open_block(n.origins)

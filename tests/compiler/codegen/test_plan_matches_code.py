@@ -24,8 +24,12 @@ if cases is None:
     _spec.loader.exec_module(cases)
 
 # beside the golden graphs: a streamed flat kernel (its vector loop by blocks of whole lines; streams at any size)
-EXTRA = {"streamed_flat": (lambda x: x * 3 + 1, lambda: (torch.randn(64, 1000),))}
-PLANNED = ("reduction loop", "sibling loop", "column blocks", "streamed lines", "exp lanes", "outer loops")
+# and rows streamed by whole lines, and rows starting mid-line (a plain head first)
+EXTRA = {"streamed_flat": (lambda x: x * 3 + 1, lambda: (torch.randn(64, 1000),)),
+         "streamed_rows": (lambda x: x - x.amax(-1, keepdim=True), lambda: (torch.randn(64, 1024),)),
+         "streamed_rows_peeled": (lambda x: x - x.amax(-1, keepdim=True), lambda: (torch.randn(64, 1000),))}
+PLANNED = ("reduction loop", "sibling loop", "column blocks", "streamed lines", "streamed rows", "exp lanes",
+           "outer loops")
 
 
 def _graphs(tmp_path, name: str) -> list[pathlib.Path]:
@@ -105,6 +109,13 @@ def printed_as_decided(pass_name: str, choice: str, lines: list[str]) -> list[st
         want.append(rf"^for \(int64_t \w+_base = 0; \w+_base < {m.group(2)}; \w+_base \+= {m.group(1)}\)$")
         if "plain tail" in choice:
             want.append(rf"^for \(int64_t \w+ = {m.group(2)}; ")
+    elif pass_name == "streamed rows":
+        if m := re.search(r"by lines of (\d+) up to (\d+)", choice):
+            want.append(rf"^for \(int64_t \w+_base = 0; \w+_base < {m.group(2)}; \w+_base \+= {m.group(1)}\)$")
+        if m := re.search(r"by lines of (\d+) after a plain head", choice):
+            want += [r"= lens_line_head\(", rf"/ {m.group(1)} \* {m.group(1)};$"]
+        if "lines of" in choice:
+            want.append(r"^lens_stream_line\(")
     elif pass_name == "exp lanes":
         lanes = re.search(r"lens_exp_lanes<(\d+)>", choice).group(1)
         want.append(rf"lens_exp_lanes<{lanes}>\(")
@@ -147,7 +158,8 @@ def test_kernel_plans_json_records_the_loops_each_golden_kernel_prints(tmp_path,
     assert seen.get("outer loops"), seen
     expected = {"softmax": {"reduction loop", "sibling loop", "exp lanes"}, "reductions": {"reduction loop",
                 "column blocks"}, "streamed_flat": {"streamed lines"}, "gelu_layer_norm": {"reduction loop"},
-                "masked_softmax": {"exp lanes", "sibling loop"}, "mlp_training_step": {"column blocks"}}
+                "masked_softmax": {"exp lanes", "sibling loop"}, "mlp_training_step": {"column blocks"},
+                "streamed_rows": {"streamed rows"}, "streamed_rows_peeled": {"streamed rows"}}
     assert expected.get(name, set()) <= set(seen), seen
 
 
