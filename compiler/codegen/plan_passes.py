@@ -209,7 +209,7 @@ def inner_loops(plan: KernelPlan, ctx: PlanContext) -> None:
                             f"the outer loop runs on one thread and {work} elements of work are enough")
             else:
                 pragmas.append("#pragma omp simd" if last else None)
-        row, store = "", sympy.expand(sympy.expand(b.store).xreplace(subst))
+        store = sympy.expand(sympy.expand(b.store).xreplace(subst))
         loops = plan.inner[n.name] = InnerLoops(vars_, sizes, subst, pragmas, substitute(b.body, subst), store)
         if n.name in plan.streamed and not n.reduction_type:  # (streaming kernels' outer loops run on threads)
             loops.streamed_row = streaming.row_layout(n, vars_[-1], sizes[-1], store)

@@ -80,7 +80,7 @@ def plan(plan: KernelPlan, ctx: PlanContext) -> None:
 
 def declare(r: NodePrinter, d: DeferredPass) -> None:
     """Before the row loop (inside the parallel region): the thread's pending row and what it keeps."""
-    r.emit(f"// the output pass of each row runs in the next row's (compiler/codegen/strategies/deferred_output.py)", [d.node.origin])
+    r.emit("// the output pass of each row runs in the next row's (compiler/codegen/strategies/deferred_output.py)", [d.node.origin])
     r.emit(f"int64_t {PREV} = -1;")
     if d.arrays:
         r.emit(f"int64_t {SLOT} = 0;")
