@@ -28,7 +28,7 @@ from compiler import config
 from compiler.graph_passes import freezing_concat
 from compiler.graph_passes.conv_onednn import conv_onednn
 from compiler.graph_passes.freezing_autocast import autocast_casts
-from compiler.graph_passes.fx_calls import CONV, LINEAR, call_arg, mutates, set_constant_arg
+from compiler.graph_passes.fx_calls import CONV, LINEAR, call_arg, changes_only_fresh_tensors, mutates, set_constant_arg
 from compiler.machine import conv_packed, gemm_packed
 
 log = logging.getLogger(__name__)
@@ -278,7 +278,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
     freezing off, a graph that changes tensors in place, nothing to fold). `concat`: Linear layers sharing an
     input merged into one product (compiler/graph_passes/freezing_concat.py); `conv_channels_last`: convolution weights kept
     channels-last (`_conv_weights_channels_last`)."""
-    if not config.freezing or torch.is_grad_enabled() or gm.meta.get("lens_frozen") or mutates(gm):
+    if not config.freezing or torch.is_grad_enabled() or gm.meta.get("lens_frozen"):
         return None
     from torch._subclasses.fake_tensor import FakeTensor
     if not all(isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor) for t in example_inputs):
@@ -297,6 +297,8 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
     conv_packed.register(t for n, t in zip(placeholders, example_inputs) if n in frozen)
     const = set(frozen)
     _propagate(graph, const)
+    if mutates(gm) and not changes_only_fresh_tensors(graph, const):
+        return None  # (a change of an input, a parameter or a constant would be folded away or applied each call)
     folds = {"batch_norm": _fold_batch_norms(graph, const), "autocast weight casts": autocast_casts(graph, const)}
     if config.freezing_batch_norm_affine:
         folds["batch_norm as a constant scale and shift"] = _affine_batch_norms(graph, const)

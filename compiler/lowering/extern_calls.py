@@ -10,6 +10,7 @@ from compiler.ir.nodes import ExternArg, ExternCall, Layout
 from compiler.ir.size_symbols import SymbolicSizeError, shape_of, size_expr, strides_of
 from compiler.lowering.layouts import dense_stride, eager_strides, stride_in_order_of
 from compiler.lowering.values import TensorValue, buffer_value, origin_scope
+from compiler.machine import conv_packed
 from lens_format.notes import ExternNote
 
 
@@ -45,6 +46,12 @@ _IN_PLACE_FORMS = {
     torch.ops.aten.scatter.value: torch.ops.aten.scatter_.value,
 }
 
+# ops that make their first argument dense before they read it (`contiguous`): a view with gaps (a channel slice of
+# a buffer others read too: MixNet's split block inputs, 81 ATen copies a call) is copied by a generated kernel
+# instead, densely in its own dimension order
+_DENSE_FIRST_ARGUMENT = {conv_packed.CONV2D_ONEDNN}
+
+
 class ExternCalls:
     """GraphLowering's extern calls (it keeps `env`, `nodes`, `notes`, `symbols`, `realize`, `new_name`, `_args`)."""
 
@@ -79,6 +86,9 @@ class ExternCalls:
         else:
             args, kwargs = self._args(node)
             metas, kwmetas = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+        if target in _DENSE_FIRST_ARGUMENT and args and isinstance(args[0], TensorValue) and args[0].strided is not None \
+                and dense_stride(metas[0], args[0].size) is None:
+            args = (self.realize(args[0], stride=stride_in_order_of(metas[0], args[0].size)), *args[1:])
         eargs = [self._extern_arg(a, m) for a, m in zip(args, metas)]
         ekwargs = {k: self._extern_arg(v, kwmetas.get(k)) for k, v in kwargs.items()}
         val = node.meta.get("val")

@@ -275,3 +275,67 @@ def test_a_frozen_graph_whose_code_generation_fails_runs_eagerly(monkeypatch, x)
     _check(model, compiled, x)
     _check(model, compiled, x)
     assert len(freezing.FROZEN) > first and any("code generation bug" in why for _, why in pipeline.EAGER)
+
+
+class GhostBlock(nn.Module):
+    """GhostNet's bottleneck: a concatenation sliced to the output channels, then the residual added in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.primary, self.cheap = nn.Conv2d(8, 4, 1), nn.Conv2d(4, 4, 3, padding=1, groups=4)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        a = torch.relu(self.bn(self.primary(x)))
+        out = torch.cat([a, self.cheap(a)], 1)[:, :6]
+        out += x[:, :6]
+        return out
+
+
+class ChangesAConstant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(6, 6))
+
+    def forward(self, x):
+        w = self.weight * 2  # computed from a parameter alone: a constant, were it not changed below
+        w += 1
+        return x @ w
+
+
+class ChangesItsInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3)
+
+    def forward(self, x):
+        x.mul_(2)
+        return self.bn(self.conv(x))
+
+
+def test_in_place_changes_of_computed_tensors_still_freeze():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _randomize_bn(GhostBlock()).eval()
+    first = len(freezing.FROZEN)
+    _check(model, torch.compile(model, backend=lens_backend), torch.randn(2, 8, 6, 6))
+    (frozen,) = freezing.FROZEN[first:]
+    assert frozen.folds["batch_norm"] == 1
+
+
+@pytest.mark.parametrize("model", [ChangesAConstant, ChangesItsInput])
+def test_in_place_changes_of_constants_or_inputs_are_not_frozen(model):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    module = _randomize_bn(model()).eval()
+    first = len(freezing.FROZEN)
+    compiled = torch.compile(module, backend=lens_backend)
+    shape = (4, 6) if model is ChangesAConstant else (2, 3, 5, 5)
+    x = torch.randn(shape)
+    for _ in range(3):  # (a constant changed by each call would drift)
+        got_in, want_in = x.clone(), x.clone()
+        with torch.no_grad():
+            got, want = compiled(got_in), module(want_in)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(got_in, want_in)
+    assert freezing.FROZEN[first:] == []

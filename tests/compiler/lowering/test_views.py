@@ -71,3 +71,25 @@ def test_split_pieces_are_views_and_a_convolutions_piece_is_computed_channels_la
     assert "split_with_sizes" not in code and "conv_packed.conv2d(" in code
     for channels in (3, 5):  # each piece stored channels-last (channels innermost), densely
         assert f"empty_strided_cpu((2, 9, 9, {channels}), ({81 * channels}, {9 * channels}, {channels}, 1)" in code
+
+
+def test_a_convolutions_piece_of_a_buffer_others_read_is_copied_densely_by_generated_code(monkeypatch):
+    # the split tensor is a buffer (the residual reads it too, and it costs an exp to compute): each convolution's
+    # channel slice of it has gaps, which the convolution would copy with ATen; a generated kernel copies it instead
+    from compiler.machine import conv_packed
+    torch.manual_seed(0)
+    small, large = torch.nn.Conv2d(3, 3, 3, padding=1, groups=3), torch.nn.Conv2d(5, 5, 5, padding=2, groups=5)
+
+    def mixed(x):
+        h = torch.exp(x) * torch.sigmoid(x)
+        a, b = torch.split(h, [3, 5], 1)
+        return torch.cat([small(a), large(b)], 1) + h
+
+    dense, call = [], conv_packed.conv2d
+    monkeypatch.setattr(conv_packed, "conv2d", lambda x, *a: dense.append(
+        x.is_contiguous(memory_format=torch.channels_last)) or call(x, *a))
+    x = torch.randn(2, 8, 9, 9).contiguous(memory_format=torch.channels_last)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(mixed, backend="lens")(x), mixed(x), atol=1e-5, rtol=1e-5)
+    assert dense == [True, True]
