@@ -122,11 +122,17 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
         if d:
             pipeline.declare(self, d)
         fb = self.plan.flat_blocks  # the last outer loop goes by whole lines
-        opened = len(nest.vars) - (fb is not None)
+        opened = len(nest.vars) - (fb is not None) - bool(nest.splits)
         for v, s, pragma in zip(nest.vars[:opened], nest.sizes[:opened], nest.pragmas):
             self.open_loop(v, s, pragma, k.origins)
         self.outer_vars = list(nest.vars)
-        if fb is not None:
+        if nest.splits:  # the last outer loop as one loop per range (plan_passes.range_splits)
+            bounds = [0, *nest.splits, nest.sizes[-1]]
+            for start, end in zip(bounds, bounds[1:]):
+                self.open_loop(nest.vars[-1], end, nest.pragmas[-1], k.origins, start=start)
+                self._render_bodies(bodies, {})
+                self.close()
+        elif fb is not None:
             streamed = [(n, b) for n, b in zip(k.nodes, bodies) if n.name in self.plan.streamed]
             streaming.render_flat(self, fb, nest.vars[-1], nest.sizes[-1], streamed, self.plan.stream_out,
                                   k.origins, lambda stage: self._render_bodies(bodies, stage))
@@ -198,25 +204,37 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
             self._render_reduction(n, b, store)
         else:
             row = planned.streamed_row if planned is not None else ""
+            splits = planned.splits if planned is not None else []
             opened = 0
             for depth, (v, s) in enumerate(zip(ivars, isizes)):
                 if depth == len(ivars) - 1 and row:
                     streaming.render_row(self, n, self.plan.stream_out[n.name], b, v, s, store, planned)
                     break
+                if depth == len(ivars) - 1 and splits:  # one loop per range (plan_passes.range_splits)
+                    bounds = [0, *splits, s]
+                    for start, end in zip(bounds, bounds[1:]):
+                        self.open_loop(v, end, pragmas[depth], n.origins, start=start)
+                        self._store_node(n, b, store, mirror)
+                        self.close()
+                    break
                 self.open_loop(v, s, pragmas[depth], n.origins)
                 opened += 1
             else:
-                if mirror is not None:
-                    self.statement(f"{mirror} = {self.stored_body(n, b)};", n.origin)
-                    self.statement(f"{self.store_target(n, store)} = {mirror};", n.origin)
-                else:
-                    self.store_body(n, b, store)
+                self._store_node(n, b, store, mirror)
             for _ in range(opened):
                 self.close()
         self.indent -= 1
         self.emit("}")
         if mirror is not None:
             self.mirrors[n.name] = (store, mirror)
+
+    def _store_node(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr, mirror: str | None) -> None:
+        """A pointwise node's value computed and stored at the current indices (and kept in its mirror scalar)."""
+        if mirror is not None:
+            self.statement(f"{mirror} = {self.stored_body(n, b)};", n.origin)
+            self.statement(f"{self.store_target(n, store)} = {mirror};", n.origin)
+        else:
+            self.store_body(n, b, store)
 
     @contextmanager
     def renamed_locals(self, names: dict[str, str], stores: dict[str, sympy.Expr]):

@@ -41,6 +41,10 @@ class PlanVerifier:
         yield "" if not plan.bodies or len(plan.bodies) == len(nodes) else \
             f"{len(plan.bodies)} node bodies for {len(nodes)} nodes"
         yield "" if plan.strategy in ("", *STRATEGIES) else f"unknown strategy {plan.strategy!r}"
+        size = nest.sizes[-1] if nest.sizes else None
+        yield "" if not nest.splits or (nest.flat and isinstance(size, int) and list(nest.splits) == sorted(
+            set(nest.splits)) and 0 < nest.splits[0] and nest.splits[-1] < size) else \
+            f"range splits {nest.splits} do not cut a flat nest's last loop of {size}"
         nest_only = [what for what, value in (("streamed stores", plan.streamed), ("a row prefetch", plan.row_prefetch.targets),
                                               ("a deferred pass", plan.deferred), ("sibling loops", plan.pairs))
                      if value]

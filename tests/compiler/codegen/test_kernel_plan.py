@@ -144,6 +144,8 @@ def _broken(name, change):
      "deferred pass of out without a row prefetch by lines"),
     ("stage a line", lambda plan, ctx: setattr(plan, "flat_blocks", FlatBlocks(16, 65536, False, None, {"out": "l"})),
      "line blocks in a kernel that is not flat and streamed"),
+    ("cut past the end", lambda plan, ctx: setattr(plan.nest, "splits", [plan.nest.sizes[-1] + 1]),
+     "do not cut a flat nest's last loop"),
     ("pair with no next node", lambda plan, ctx: plan.pairs.__setitem__("out", SiblingPair(
         "in0", plan.bodies[0], "simd", "acc", op="+")), "sibling loop of out with in0, not the node after it"),
 ])
