@@ -19,10 +19,9 @@ Measured, CPU C++ (torch 2.13 CPU Inductor, AMD EPYC Zen 5): the six CPU program
 
 Measured, GPU Triton (torch 2.11 + triton 3.6 on one NVIDIA H100, tests/fixtures/inductor_statements_triton): the
 same seven, `attention` and four `_wide` programs (rows of 4096-8192: looped reductions, Welford): 183 statement
-cases, mapped 100% (183), right 99.5% (182). The miss: gpt2 line 640 `tmp3 = tmp1 + tmp2` is `add_tensor` (the bias
-add after the MLP's mm), answered "one of: add_11, add_tensor": it reads the `extern_kernels.mm` output, whose nodes
-the index takes from a source-node comment (provenance names the post-grad `mm_default`, in no readable graph), and
-those include `add_6`, an argument of `add_11`.
+cases, mapped 100% (183), right 100% (183), no misses. (Until an extern call's buffer held the nodes its own
+provenance entry names, one was missed: gpt2 line 640 `tmp3 = tmp1 + tmp2`, the bias add after the MLP's mm, read
+an `extern_kernels.mm` whose nodes came from a source-node comment, and `add_11` tied with `add_tensor`.)
 
 The cases were also what the mapping was developed against (there is no held-out set); swaps that change a kernel's
 shape (exp -> sin in the softmax kernels, a boolean mul, relu on GPU) give no cases, so those nodes' statements are

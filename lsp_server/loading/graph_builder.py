@@ -243,17 +243,21 @@ def kernels_from_output_code(output: OutputCode, provenance: ProvenanceMap | Non
         kernels.append(kernel)
         codes[code.name] = code
     by_name = {k.name: k for k in kernels}
+    computed: dict[int, frozenset[str]] = {}  # an extern launch's line -> the nodes its provenance says it computes
     for launch in output.launches:
         kernel = by_name.get(launch.callee)
         if kernel is None and launch.callee.startswith(("extern_kernels.", "torch.ops.")):
             nodes = extern_nodes(launch.callee, launch.handle, launch.source_nodes, provenance, graph)
             kernel = Kernel(launch.callee, "extern", "python", launch.line, launch.line, nodes)
             kernels.append(kernel)
+            exact = provenance_exact(launch.callee, launch.handle, provenance)
+            if exact:
+                computed[launch.line] = frozenset(exact)
         if kernel is not None:
             kernel.launch_lines.append(launch.line)
     drop_extern_nodes(kernels, graph)
     kernels.sort(key=lambda k: min(k.launch_lines, default=k.start_line))
-    buffers = extern_outputs(output, kernels)
+    buffers = extern_outputs(output, kernels, computed)
     for kernel in kernels:
         code = codes.get(kernel.name)
         if code is not None:
@@ -267,9 +271,13 @@ EXTERN_OUT = re.compile(r"\bout=(?P<buffer>buf\d+)|^\s*(?P<assigned>buf\d+)\s*=\
 REUSE = re.compile(r"^\s*(?P<new>buf\d+)\s*=\s*(?P<old>buf\d+)\s*;\s*del\b")
 
 
-def extern_outputs(output: OutputCode, kernels: list[Kernel]) -> dict[str, frozenset[str]]:
+def extern_outputs(output: OutputCode, kernels: list[Kernel],
+                   computed: dict[int, frozenset[str]] | None = None) -> dict[str, frozenset[str]]:
     """Buffer -> the nodes an extern or fallback call computed into it (`out=buf1`, `buf1 = torch.ops...`), and
-    Inductor's reuses (`buf4 = buf2; del buf2  # reuse`) naming the same values: generated kernels read them."""
+    Inductor's reuses (`buf4 = buf2; del buf2  # reuse`) naming the same values: generated kernels read them.
+    `computed`: per launch line, the nodes the provenance names for that very call, even one only the post-grad graph
+    has (`mm_default`, an addmm's product that the next kernel's `# Graph fragment:` reads): what the buffer holds."""
+    computed = computed or {}
     buffers: dict[str, frozenset[str]] = {}
     externs = {line: k for k in kernels if k.kind == "extern" for line in k.launch_lines}
     for number in range(output.call_line or len(output.lines), len(output.lines) + 1):
@@ -279,7 +287,7 @@ def extern_outputs(output: OutputCode, kernels: list[Kernel]) -> dict[str, froze
             buffers[reuse["new"]] = buffers[reuse["old"]]
         found = EXTERN_OUT.search(text) if number in externs else None
         if found is not None:
-            buffers[found["buffer"] or found["assigned"]] = frozenset(externs[number].nodes)
+            buffers[found["buffer"] or found["assigned"]] = computed.get(number) or frozenset(externs[number].nodes)
     return buffers
 
 
@@ -313,11 +321,18 @@ def kernel_nodes(name: str, source_nodes: list[str], provenance: ProvenanceMap |
     return [n.name for n in graph.nodes.values() if op_name(n.target) in ops]
 
 
+def provenance_exact(callee: str, handle: int | None, provenance: ProvenanceMap | None) -> list[str]:
+    """The nodes Inductor's provenance names for this one call (its debug handle), as named there."""
+    if provenance is None:
+        return []
+    return [n for e in provenance.kernels if e.kernel == callee and e.handle == handle for n in e.nodes]
+
+
 def extern_nodes(callee: str, handle: int | None, source_nodes: list[str], provenance: ProvenanceMap | None,
                  graph: Graph) -> list[str]:
     nodes: list[str] = []
     if provenance is not None:
-        exact = [n for e in provenance.kernels if e.kernel == callee and e.handle == handle for n in e.nodes]
+        exact = provenance_exact(callee, handle, provenance)
         nodes = [n for n in exact or provenance.nodes_of(callee) if n in graph.nodes]
     nodes = nodes or [n for n in source_nodes if n in graph.nodes]
     own = [n for n in nodes if op_name(graph.nodes[n].target) == callee_op(callee)]

@@ -17,10 +17,10 @@ CPP = FIXTURES / "inductor_statements"
 TRITON = FIXTURES / "inductor_statements_triton"
 CASES = json.loads((CPP / "cases.json").read_text())
 TRITON_CASES = json.loads((TRITON / "cases.json").read_text())
-# The one Triton statement not answered by its node alone (measured; the benchmark's docstring says why): the bias
-# add of GPT-2's last LayerNorm kernel reads the output of an `extern_kernels.mm` whose nodes the index takes from
-# the wrong source-node comment (its provenance names the post-grad `mm_default`), so `add_11` ties with `add_tensor`.
-TRITON_MISSES = {("gpt2", 640): ["add_11", "add_tensor"]}
+# Triton statements not answered by their node alone: none since an extern call's buffer holds the nodes its own
+# provenance entry names (GPT-2's last bias add reads an `extern_kernels.mm` whose provenance names the post-grad
+# `mm_default`, once taken from a source-node comment that made `add_11` tie with `add_tensor`).
+TRITON_MISSES: dict[tuple[str, int], list[str]] = {}
 
 
 def mapped_lines(folder: Path) -> tuple[Graph, dict[int, list[str]]]:
@@ -56,7 +56,7 @@ def test_each_triton_statement_maps_to_the_node_whose_swap_changes_it(program: s
 
 
 def test_the_triton_shares_are_the_measured_ones():
-    """183 cases: every one mapped, 182 to exactly its node (99.5%); the miss is answered "one of" with its node."""
+    """183 cases: every one mapped, every one to exactly its node."""
     total = right = mapped = 0
     for program, cases in TRITON_CASES.items():
         _, answers = mapped_lines(TRITON / program)
@@ -64,7 +64,7 @@ def test_the_triton_shares_are_the_measured_ones():
             answer = answers.get(case["line"], [])
             total, mapped, right = total + 1, mapped + bool(answer), right + (answer == [case["node"]])
             assert not answer or case["node"] in answer, case  # never a confident wrong node
-    assert (total, mapped, right) == (183, 183, 182)
+    assert (total, mapped, right) == (183, 183, 183)
 
 
 def test_a_welford_reduction_is_its_node_and_an_embedding_index_is_no_node():
