@@ -46,12 +46,6 @@ def _packed(weight: torch.Tensor, padding, stride, dilation, groups: int, x_size
     return packed
 
 
-def _conv2d_onednn(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
-    x = x.contiguous(memory_format=torch.channels_last)
-    packed = _packed(weight, padding, stride, dilation, groups, list(x.shape))
-    return _POINTWISE(x, packed, bias, padding, stride, dilation, groups, attr, scalars, algorithm)
-
-
 _POINTWISE = torch.ops.mkldnn._convolution_pointwise.default
 _CHANNELS_LAST = torch.channels_last
 
@@ -68,8 +62,8 @@ _RECENT: dict[tuple, _Recent] = {}
 
 
 def conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
-    """`lens.conv2d_onednn` as output_code.py calls it: the same convolution without the dispatcher's trip into
-    Python and with the pack found by the weight's identity (~15 us less a call: a conv net makes 60-160 of them).
+    """`lens.conv2d_onednn`'s kernel, which output_code.py also calls directly, without the dispatcher's trip into
+    Python (~8 us less a call: a conv net makes 60-160 of them); the pack found by the weight's identity.
     The registry still decides what is kept: a pack is reused only while its registered weight is the same tensor
     at the same version counter (an in-place change packs again), and an unregistered weight is packed each call."""
     if not x.is_contiguous(memory_format=_CHANNELS_LAST):
@@ -102,7 +96,7 @@ def _conv2d_onednn_fake(x, weight, bias, padding, stride, dilation, groups, attr
                        memory_format=torch.channels_last)
 
 
-_LIB.impl("conv2d_onednn", _conv2d_onednn, "CPU")
+_LIB.impl("conv2d_onednn", conv2d, "CPU")  # (the op and output_code.py's direct call: one function)
 torch.library.register_fake("lens::conv2d_onednn", _conv2d_onednn_fake, lib=_LIB)
 CONV2D_ONEDNN = torch.ops.lens.conv2d_onednn.default
 
