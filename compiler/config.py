@@ -146,7 +146,7 @@ class cpp:
     # LENS_INPLACE=0 turns it off).
     inplace_buffers: bool = os.environ.get("LENS_INPLACE", "1") not in ("", "0")
     # A flat kernel's last loop cut where its variable is compared with constants (a concatenation's or a pad's
-    # selects: codegen/plan_passes.range_splits); LENS_RANGE_SPLITS=0 keeps one loop.
+    # selects: codegen/range_splits.py); LENS_RANGE_SPLITS=0 keeps one loop.
     range_splits: bool = os.environ.get("LENS_RANGE_SPLITS", "1") not in ("", "0")
     # Library for float32 matrix products of at least `onednn_min_macs` multiply-adds (compiler/machine/gemm.py):
     # "auto" takes oneDNN where ATen's BLAS is MKL on an AVX-512 CPU not made by Intel (MKL runs generic AVX2

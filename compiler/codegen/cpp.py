@@ -126,12 +126,9 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
         for v, s, pragma in zip(nest.vars[:opened], nest.sizes[:opened], nest.pragmas):
             self.open_loop(v, s, pragma, k.origins)
         self.outer_vars = list(nest.vars)
-        if nest.splits:  # the last outer loop as one loop per range (plan_passes.range_splits)
-            bounds = [0, *nest.splits, nest.sizes[-1]]
-            for start, end in zip(bounds, bounds[1:]):
-                self.open_loop(nest.vars[-1], end, nest.pragmas[-1], k.origins, start=start)
-                self._render_bodies(bodies, {})
-                self.close()
+        if nest.splits:  # the last outer loop as one loop per range (range_splits.py)
+            self._loops_per_range(nest.vars[-1], nest.sizes[-1], nest.splits, nest.pragmas[-1], k.origins,
+                                  lambda: self._render_bodies(bodies, {}))
         elif fb is not None:
             streamed = [(n, b) for n, b in zip(k.nodes, bodies) if n.name in self.plan.streamed]
             streaming.render_flat(self, fb, nest.vars[-1], nest.sizes[-1], streamed, self.plan.stream_out,
@@ -210,12 +207,9 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
                 if depth == len(ivars) - 1 and row:
                     streaming.render_row(self, n, self.plan.stream_out[n.name], b, v, s, store, planned)
                     break
-                if depth == len(ivars) - 1 and splits:  # one loop per range (plan_passes.range_splits)
-                    bounds = [0, *splits, s]
-                    for start, end in zip(bounds, bounds[1:]):
-                        self.open_loop(v, end, pragmas[depth], n.origins, start=start)
-                        self._store_node(n, b, store, mirror)
-                        self.close()
+                if depth == len(ivars) - 1 and splits:  # one loop per range (range_splits.py)
+                    self._loops_per_range(v, s, splits, pragmas[depth], n.origins,
+                                          lambda: self._store_node(n, b, store, mirror))
                     break
                 self.open_loop(v, s, pragmas[depth], n.origins)
                 opened += 1
@@ -227,6 +221,15 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
         self.emit("}")
         if mirror is not None:
             self.mirrors[n.name] = (store, mirror)
+
+    def _loops_per_range(self, var: sympy.Symbol, size: int, splits: list[int], pragma: str | None,
+                         nodes: list[str], body) -> None:
+        """`var`'s loop as one loop per range between the planned `splits`, `body()` printing each one's body."""
+        bounds = [0, *splits, size]
+        for start, end in zip(bounds, bounds[1:]):
+            self.open_loop(var, end, pragma, nodes, start=start)
+            body()
+            self.close()
 
     def _store_node(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr, mirror: str | None) -> None:
         """A pointwise node's value computed and stored at the current indices (and kept in its mirror scalar)."""

@@ -71,7 +71,7 @@ class InnerLoops:
     row_lanes: int = 0  # its lines' elements ("lines", "peeled")
     row_main: int = 0  # "lines": the elements of whole lines (a plain tail after them)
     cut_exps: bool = False  # its streamed lines' lane loops cut their exps out (exp_lanes.py)
-    splits: list[int] = field(default_factory=list)  # where its last loop is cut into loops (plan_passes.range_splits)
+    splits: list[int] = field(default_factory=list)  # where its last loop is cut into loops (range_splits.py)
 
 
 @dataclass
@@ -172,7 +172,7 @@ class LoopNest:
     total: Size = 1  # elements of work of the whole nest
     pragmas: list[str | None] = field(default_factory=list)  # each outer loop's OpenMP pragma (loop_nest.py)
     region: str = ""  # a streaming kernel's parallel region around them (its loops' worksharing `for`s in it)
-    splits: list[int] = field(default_factory=list)  # where the last loop is cut into loops of its own (plan_passes.range_splits)
+    splits: list[int] = field(default_factory=list)  # where the last loop is cut into loops of its own (range_splits.py)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""A flat kernel's last loop cut at the constants its variable is compared with (codegen/plan_passes.range_splits):
+"""A flat kernel's last loop cut at the constants its variable is compared with (codegen/range_splits.py):
 concatenations along the innermost dimension and pads select per element with `x < c`; one loop per range lets g++
 know each comparison (MixNet's concatenation kernel 2.9 -> 0.5 ms). Results equal eager's, the plan records the
 ranges, and the printed C++ has exactly one loop per planned range."""
