@@ -9,28 +9,23 @@ import sympy
 import torch
 
 from compiler.ir.index_functions import FloorDiv, ModularIndexing
-from compiler.ir.nodes import Op, contiguous_strides
+from compiler.ir.nodes import contiguous_strides
 from compiler.ir.size_symbols import is_static, same_size
-from compiler.lowering.pointwise import check_dtype
 from compiler.lowering.registry import register
 from compiler.lowering.values import (
     StridedView,
     TensorValue,
     UnsupportedLowering,
     broadcast_to,
-    cast,
-    constant,
     hint,
     maybe,
-    origin,
-    origin_scope,
     surely,
 )
 
 aten, prims = torch.ops.aten, torch.ops.prims
 
 
-def _norm_dim(d: int, ndim: int) -> int:
+def norm_dim(d: int, ndim: int) -> int:
     return d + ndim if d < 0 else d
 
 
@@ -133,7 +128,7 @@ def permute(ctx, x: TensorValue, dims: Sequence[int]) -> TensorValue:
 
 def permute_value(x: TensorValue, dims: Sequence[int]) -> TensorValue:
     n = len(x.size)
-    dims = [_norm_dim(d, n) for d in dims]
+    dims = [norm_dim(d, n) for d in dims]
     size = tuple(x.size[d] for d in dims)
 
     def loader(index):
@@ -153,7 +148,7 @@ def transpose(ctx, x: TensorValue, d0: int, d1: int) -> TensorValue:
     n = len(x.size)
     dims = list(range(n))
     if n:
-        d0, d1 = _norm_dim(d0, n), _norm_dim(d1, n)
+        d0, d1 = norm_dim(d0, n), norm_dim(d1, n)
         dims[d0], dims[d1] = dims[d1], dims[d0]
     return permute(ctx, x, dims)
 
@@ -206,7 +201,7 @@ def squeeze_unsqueeze(ctx, x: TensorValue, *args) -> TensorValue:
 @register(aten.slice, aten.slice_copy)
 def slice_(ctx, x: TensorValue, dim: int = 0, start=None, end=None, step: int = 1) -> TensorValue:
     n = len(x.size)
-    dim = _norm_dim(dim, n)
+    dim = norm_dim(dim, n)
     size = tuple(ctx.out_size)
     length = x.size[dim]
     start = 0 if start is None else start
@@ -239,7 +234,7 @@ def _narrow(x: TensorValue, dim: int, start, size: tuple, step: int = 1) -> Tens
 def split(ctx, x: TensorValue, sizes, dim: int = 0) -> tuple[TensorValue, ...]:
     """`torch.split`'s pieces as views of `x` (an ATen call would make `x` a buffer of its own first; as views, a
     piece a convolution needs dense is computed into a buffer of its own from what `x` is computed from)."""
-    dim = _norm_dim(dim, len(x.size))
+    dim = norm_dim(dim, len(x.size))
     length = x.size[dim]
     if isinstance(sizes, int):  # (split.Tensor: pieces of `sizes` each, the last one shorter)
         if not isinstance(length, int) or sizes <= 0:
@@ -258,7 +253,7 @@ def split(ctx, x: TensorValue, sizes, dim: int = 0) -> tuple[TensorValue, ...]:
 @register(aten.select, aten.select_copy)
 def select(ctx, x: TensorValue, dim: int, i: int) -> TensorValue:
     n = len(x.size)
-    dim = _norm_dim(dim, n)
+    dim = norm_dim(dim, n)
     i = _position(i, x.size[dim])
     if i is None:
         raise UnsupportedLowering("select at a symbolic index whose sign the sizes' ranges do not decide")
@@ -301,105 +296,3 @@ def _slice_start(start, end, step: int, length, out):
             stop = sympy.Min(length, stop) if maybe(sympy.sympify(stop) > length) else stop
             return sympy.expand(stop - out)
     raise UnsupportedLowering("slice from a symbolic start whose sign the sizes' ranges do not decide")
-
-
-@register(aten.cat, prims.cat)
-def cat(ctx, tensors: list, dim: int = 0) -> TensorValue:
-    size = tuple(ctx.out_size)
-    dim = _norm_dim(dim, len(size))
-    # empty inputs (legacy 1-D empties, or 0 rows along dim) add nothing, and must not be loaded
-    parts = [t for t in tensors if isinstance(t, TensorValue) and maybe(_numel(t.size) > 0)]
-    out, org = ctx.out_dtype, origin()
-    check_dtype(out)
-    if not parts or surely(sympy.Eq(_numel(size), 0)):
-        zero = constant(0, out)
-        return TensorValue(out, size, lambda idx: zero, None, frozenset({org}))
-    if len(parts) == 1:
-        return parts[0] if parts[0].dtype == out else _cast_value(parts[0], out, org)
-    offsets, acc = [], 0
-    for p in parts:
-        offsets.append(acc)
-        acc += p.size[dim]
-
-    def loader(index):
-        with origin_scope(org):
-            return _cat_value(index)
-
-    def _cat_value(index):
-        i = index[dim]
-        result = None
-        for p, off in reversed(list(zip(parts, offsets))):
-            idx = list(index)
-            # clamped: both sides of the select are evaluated, so every load must stay in bounds
-            local = i - off
-            if maybe(off > 0):
-                local = sympy.Max(0, local)
-            if maybe(off + p.size[dim] < size[dim]):
-                local = sympy.Min(local, p.size[dim] - 1)
-            idx[dim] = local
-            val = cast(p.load(idx), out)
-            if result is None:
-                result = val
-            else:
-                cond = Op(torch.bool, org, "lt", (_index_value(i, org), constant(off + p.size[dim], torch.int64)))
-                result = Op(out, org, "where", (cond, val, result))
-        return result
-
-    inlined = frozenset().union(*[p.inlined for p in parts]) | {org}
-    return TensorValue(out, size, loader, None, inlined)
-
-
-def _numel(size: Sequence[int]) -> int:
-    n = 1
-    for s in size:
-        n *= s
-    return n
-
-
-def _cast_value(v: TensorValue, dtype: torch.dtype, org) -> TensorValue:
-    def loader(index):
-        with origin_scope(org):
-            return cast(v.load(index), dtype)
-
-    return TensorValue(dtype, v.size, loader, None, v.inlined | {org})
-
-
-def _index_value(expr, org):
-    from compiler.ir.nodes import IndexValue
-    return IndexValue(torch.int64, org, expr)
-
-
-@register(aten.constant_pad_nd)
-def constant_pad_nd(ctx, x: TensorValue, pad: Sequence[int], value=0) -> TensorValue:
-    size = tuple(ctx.out_size)
-    n = len(size)
-    lows = [0] * n
-    for k in range(len(pad) // 2):
-        lows[n - 1 - k] = pad[2 * k]
-    out, org = ctx.out_dtype, origin()
-    check_dtype(out)
-    fill = constant(value, out)
-    if _numel(x.size) == 0:  # nothing to load: all padding
-        return TensorValue(out, size, lambda idx: fill, None, frozenset({org}))
-
-    def loader(index):
-        with origin_scope(org):
-            return _pad_value(index)
-
-    def _pad_value(index):
-        idx = [i - lo for i, lo in zip(index, lows)]
-        conds = []
-        for d, (i, lo) in enumerate(zip(index, lows)):
-            if size[d] != x.size[d] or lo:
-                iv = _index_value(i, org)
-                conds.append(Op(torch.bool, org, "ge", (iv, constant(lo, torch.int64))))
-                conds.append(Op(torch.bool, org, "lt", (iv, constant(lo + x.size[d], torch.int64))))
-        if not conds:
-            return cast(x.load(idx), out)
-        cond = conds[0]
-        for c in conds[1:]:
-            cond = Op(torch.bool, org, "logical_and", (cond, c))
-        safe = [sympy.Max(0, sympy.Min(i, s - 1)) if maybe(s > 1) else sympy.Integer(0) for i, s in zip(idx, x.size)]
-        return Op(out, org, "where", (cond, cast(x.load(safe), out), fill))
-
-    return TensorValue(out, size, loader, None, x.inlined | {org})
