@@ -15,6 +15,8 @@ from lsprotocol import types
 from pytest_lsp import LanguageClient
 from trace_workspaces import line_of
 
+from lsp_server.features.describe import format_ms
+
 TRAIN = FIXTURES / "inductor_gpu_train"
 
 
@@ -92,6 +94,10 @@ async def test_profiler_trace_times_forward_backward_and_optimizer(client: Langu
     assert {c["kind"] for c in backward["categories"]} == {"extern", "persistent_reduction", "reduction", "pointwise"}
 
 
+FORWARD_SOFTMAX = "triton_per_fused__softmax_div_exp_masked_fill_prepare_softmax_online_sub_view_3"
+BACKWARD_SOFTMAX = "triton_per_fused__softmax_backward_data_div_masked_fill_nll_loss_forward_view_12"
+
+
 async def test_cost_per_line_joins_forward_and_backward_kernels(client: LanguageClient, workspace: Path):
     prog = workspace / "prog.py"
     line = line_of(prog, 'attn = scores.masked_fill(mask, float("-inf")).softmax(dim=-1)')
@@ -100,12 +106,13 @@ async def test_cost_per_line_joins_forward_and_backward_kernels(client: Language
     by_graph = {k["graph_id"] for k in entry["kernels"]}
     assert {"model__0_forward_1.0", "model__0_backward_3.1"} <= by_graph
     names = {k["name"] for k in entry["kernels"]}
-    assert "triton_per_fused__softmax_div_exp_masked_fill_prepare_softmax_online_sub_view_3" in names
+    assert FORWARD_SOFTMAX in names
     assert entry["ms"] == pytest.approx(sum(k["ms"] for k in entry["kernels"]))
     hints = await client.text_document_inlay_hint_async(types.InlayHintParams(
         doc(prog), types.Range(types.Position(0, 0), types.Position(120, 0))))
     label = next(h.label for h in hints if h.position.line == line)
-    assert "µs" in label or "ms" in label, label
+    assert names == {BACKWARD_SOFTMAX, FORWARD_SOFTMAX}  # cost first, then the two kernels (backward's graph first)
+    assert label == f"{entry['percent']:.1f}% · {format_ms(entry['ms'])} → {BACKWARD_SOFTMAX}, {FORWARD_SOFTMAX}"
 
 
 async def test_kernel_hover_shows_registers_warps_blocks_and_autotuning(client: LanguageClient, workspace: Path):

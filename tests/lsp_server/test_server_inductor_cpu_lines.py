@@ -149,13 +149,13 @@ async def test_inlay_hints_show_each_lines_share_and_ms(cpu_client: LanguageClie
         types.TextDocumentIdentifier(prog.as_uri()), types.Range(types.Position(0, 0), types.Position(20, 0))))
     labels = {hint.position.line: hint.label for hint in hints}
     sin_percent, sin_ms = rows[SIN_KERNEL]  # the profiler's own Self CPU % is the kernel's share
-    assert labels[line_of(prog, "h = torch.sin")] == f"→ {SIN_KERNEL} · {sin_percent:.1f}% · {sin_ms:.3f} ms"
+    assert labels[line_of(prog, "h = torch.sin")] == f"{sin_percent:.1f}% · {sin_ms:.3f} ms → {SIN_KERNEL}"
     mm_percent, mm_ms = rows["aten::mm"]
-    assert labels[line_of(prog, "y = h @ w")] == f"→ {MM} · {mm_percent:.1f}% · {mm_ms:.3f} ms"
+    assert labels[line_of(prog, "y = h @ w")] == f"{mm_percent:.1f}% · {mm_ms:.3f} ms → {MM}"
     fused_percent, fused_ms = rows[FUSED_KERNEL]  # split over the three lines it computes
     for text in ("z = torch.relu", "s = z.sum", "return z, torch.sigmoid"):
-        assert labels[line_of(prog, text)] == (f"→ {FUSED_KERNEL} · {fused_percent / 3:.1f}% · "
-                                              f"{fused_ms / 3:.3f} ms")
+        assert labels[line_of(prog, text)] == (f"{fused_percent / 3:.1f}% · {fused_ms / 3:.3f} ms"
+                                              f" → {FUSED_KERNEL}")
 
 
 async def test_line_costs_split_each_kernels_time_over_its_lines(cpu_client: LanguageClient, workspace: Path):

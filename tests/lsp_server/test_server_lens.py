@@ -95,7 +95,7 @@ async def test_inlay_hints_at_line_ends_with_time_share(lens_client: LanguageCli
     share = KERNEL_TIMED["percent"] / 3  # the kernel's time, split over the three lines it computes
     ms = KERNEL_TIMED["total_ms"] / 3  # and its ms per iteration (µs below 0.01 ms)
     time = f"{ms * 1000:.2f} µs" if ms < 0.01 else f"{ms:.3f} ms"
-    assert by_line[NEG_LINE] == (len("    a = torch.neg(x1)"), f"→ {KERNEL} · {share:.1f}% · {time}")
+    assert by_line[NEG_LINE] == (len("    a = torch.neg(x1)"), f"{share:.1f}% · {time} → {KERNEL}")
 
 
 async def test_document_symbols_one_per_kernel(lens_client: LanguageClient, lens_workspace: Path):
