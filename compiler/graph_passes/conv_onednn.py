@@ -13,6 +13,7 @@ import torch
 import torch.fx
 import torch.nn.functional as F
 
+from compiler.graph_passes.freezing_autocast import autocast_regions
 from compiler.graph_passes.fx_calls import CONV, call_arg
 from compiler.machine import conv_packed
 
@@ -74,30 +75,49 @@ def _example(node) -> torch.Tensor | None:
     return value if isinstance(value, torch.Tensor) else None
 
 
+def _dtype_here(region: torch.dtype | None) -> torch.dtype | None:
+    """The dtype a convolution computes in under autocast region `region` when oneDNN can take it: float32 outside
+    autocast, bfloat16 in a bfloat16 region where the CPU has bf16 instructions; None: left to ATen."""
+    if region is None:
+        return torch.float32
+    if region == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        return torch.bfloat16
+    return None
+
+
 def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
     """Each conv2d with a constant weight and a float32 4-d CPU input as lens.conv2d_onednn (an activation that is
-    its only user fused); returns how many convolutions."""
-    if not conv_packed.available() or torch.is_autocast_enabled("cpu") or any(
-            "autocast" in getattr(n.target, "__name__", "") for n in graph.nodes if n.op == "call_function"):
-        return 0  # (under autocast the convolution computes in another dtype: compiler/graph_passes/freezing_autocast.py)
+    its only user fused); returns how many convolutions. Inside a bfloat16 autocast region (compiler/graph_passes/
+    freezing_autocast.py has cast the weight and bias to constants of that dtype) the input is cast as autocast
+    casts it, and the convolution computes in bfloat16 as autocast's would."""
+    if not conv_packed.available():
+        return 0
+    regions = autocast_regions(graph)
     changed = 0
     for conv in list(graph.nodes):
         if conv.op != "call_function" or conv.target not in CONV:
             continue
+        dtype = _dtype_here(regions.get(conv))
         x, weight, bias = conv.args[0], call_arg(conv, 1, "weight"), call_arg(conv, 2, "bias")
         geometry = [_pair(call_arg(conv, i, n, d)) for i, n, d in ((4, "padding", 0), (3, "stride", 1),
                                                                    (5, "dilation", 1))]
         groups = call_arg(conv, 6, "groups", 1)
-        val, out = _example(x), _example(conv)  # (outside autocast a float32 output means a float32 weight)
-        if (weight not in const or (bias is not None and bias not in const) or None in geometry
-                or not isinstance(groups, int) or val is None or val.dim() != 4 or val.dtype != torch.float32
-                or val.device.type != "cpu" or out is None or out.dtype != torch.float32):
+        val, out = _example(x), _example(conv)  # (the output's dtype is the one the weight was cast to)
+        if (dtype is None or weight not in const or (bias is not None and bias not in const) or None in geometry
+                or not isinstance(groups, int) or val is None or val.dim() != 4 or not val.is_floating_point()
+                or (dtype == torch.float32 and val.dtype != dtype) or val.device.type != "cpu" or out is None
+                or out.dtype != dtype):
             continue  # (a string padding, "same": left to ATen)
 
         (user,) = conv.users if len(conv.users) == 1 else (None,)
         post = _post_op(user) if user is not None and user.args and user.args[0] is conv else None
+        if post and _example(user) is not None and _example(user).dtype != dtype:
+            post = None  # (an activation autocast runs in float32)
         attr, scalars, algorithm = post or ("none", [], "")
         with graph.inserting_before(conv):
+            if val.dtype != dtype:
+                x = graph.call_method("to", (x, dtype))
+                x.meta["example_value"] = out.new_empty(val.shape)
             fused = graph.call_function(conv_packed.CONV2D_ONEDNN, (x, weight, bias, *geometry, groups, attr,
                                                                    scalars, algorithm))
         fused.meta.update((user if post else conv).meta)

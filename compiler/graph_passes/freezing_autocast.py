@@ -29,22 +29,41 @@ _CASTS_ARGS: dict = {
 }
 
 
-def autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
-    """Inside an enabled CPU autocast region, the constant float32 arguments of autocast's lower-precision ops (a
-    Linear's or convolution's weight and bias, a folded BatchNorm's among them; addmm's, mm's and matmul's
-    operands) cast to autocast's dtype once, as constants: autocast casts them on every call otherwise (to the same
-    values; an argument already in its dtype is left as it is). Returns how many casts became constants."""
+_HALF = (torch.bfloat16, torch.float16)
+
+
+def autocast_regions(graph: torch.fx.Graph) -> dict[torch.fx.Node, torch.dtype | None]:
+    """Each call node of a Dynamo graph -> the dtype CPU autocast computes its lower-precision ops in there (None:
+    autocast off). The region is the ambient one (the graph was traced, and is called, inside `torch.autocast`:
+    Dynamo guards on that state and leaves no marker in the graph) until the graph's own `_enter_autocast` /
+    `_exit_autocast` markers change it."""
+    ambient = torch.get_autocast_dtype("cpu") if torch.is_autocast_enabled("cpu") else None
+    dtype = ambient if ambient in _HALF else None
+    entered: dict[torch.fx.Node, torch.dtype | None] = {}
     regions: dict[torch.fx.Node, torch.dtype | None] = {}
-    dtype, changed = None, 0
-    for node in list(graph.nodes):
+    for node in graph.nodes:
         name = getattr(node.target, "__name__", "") if node.op == "call_function" else ""
         if name == "_enter_autocast":
             device, kind, enabled = (list(node.args) + [None, None, True])[:3]
+            entered[node] = dtype
+            if device == "cpu":
+                dtype = kind if enabled and kind in _HALF else None
+        elif name == "_exit_autocast" and node.args and node.args[0] in entered:
+            dtype = entered[node.args[0]]
+        elif node.op in ("call_function", "call_method"):
             regions[node] = dtype
-            dtype = kind if device == "cpu" and enabled and kind in (torch.bfloat16, torch.float16) else None
-        elif name == "_exit_autocast" and node.args and node.args[0] in regions:
-            dtype = regions[node.args[0]]
-        elif dtype is not None and node.op == "call_function" and node.target in _CASTS_ARGS:
+    return regions
+
+
+def autocast_casts(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
+    """Inside an enabled CPU autocast region (the graph's own, or the one it was traced and is called in), the
+    constant float32 arguments of autocast's lower-precision ops (a Linear's or convolution's weight and bias, a
+    folded BatchNorm's among them; addmm's, mm's and matmul's operands) cast to autocast's dtype once, as
+    constants: autocast casts them on every call otherwise (to the same values; an argument already in its dtype is
+    left as it is). Returns how many casts became constants."""
+    changed = 0
+    for node, dtype in autocast_regions(graph).items():
+        if dtype is not None and node.op == "call_function" and node.target in _CASTS_ARGS:
             for index, arg in _CASTS_ARGS[node.target]:
                 value = call_arg(node, index, arg, None) if arg or len(node.args) > index else None
                 val = getattr(value, "meta", {}).get("example_value")

@@ -8,7 +8,7 @@ import torch.fx
 
 from compiler.ir.nodes import ExternArg, ExternCall, Layout
 from compiler.ir.size_symbols import SymbolicSizeError, shape_of, size_expr, strides_of
-from compiler.lowering.layouts import dense_stride, eager_strides, stride_in_order_of
+from compiler.lowering.layouts import channels_last_dense, dense_stride, eager_strides, stride_in_order_of
 from compiler.lowering.values import TensorValue, buffer_value, origin_scope
 from compiler.machine import conv_packed
 from lens_format.notes import ExternNote
@@ -50,6 +50,9 @@ _IN_PLACE_FORMS = {
 # a buffer others read too: MixNet's split block inputs, 81 ATen copies a call) is copied by a generated kernel
 # instead, densely in its own dimension order
 _DENSE_FIRST_ARGUMENT = {conv_packed.CONV2D_ONEDNN}
+# ops that make their first argument channels-last before they read it: a value computed for the call alone (an
+# autocast cast of the network's input, a pad) is written channels-last by its kernel instead of copied by the op
+_CHANNELS_LAST_FIRST_ARGUMENT = {conv_packed.CONV2D_ONEDNN}
 
 
 class ExternCalls:
@@ -89,6 +92,9 @@ class ExternCalls:
         if target in _DENSE_FIRST_ARGUMENT and args and isinstance(args[0], TensorValue) and args[0].strided is not None \
                 and dense_stride(metas[0], args[0].size) is None:
             args = (self.realize(args[0], stride=stride_in_order_of(metas[0], args[0].size)), *args[1:])
+        elif target in _CHANNELS_LAST_FIRST_ARGUMENT and args and isinstance(args[0], TensorValue) \
+                and args[0].strided is None and channels_last_dense(args[0].size) is not None:
+            args = (self.realize(args[0], stride=channels_last_dense(args[0].size)), *args[1:])
         eargs = [self._extern_arg(a, m) for a, m in zip(args, metas)]
         ekwargs = {k: self._extern_arg(v, kwmetas.get(k)) for k, v in kwargs.items()}
         val = node.meta.get("val")

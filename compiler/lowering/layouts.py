@@ -65,6 +65,14 @@ def channels_last_stride(meta, size) -> tuple[int, ...] | None:
     return dense_stride(meta, size)
 
 
+def channels_last_dense(size) -> tuple[int, ...] | None:
+    """Dense channels-last strides of a 4-d `size` of known extents (None otherwise): what an op that makes its
+    input channels-last before reading it (`lens.conv2d_onednn`) would copy a contiguous input into."""
+    if len(size) != 4 or not all(_is_int(n) for n in size) or 0 in tuple(size):
+        return None
+    return _strides_in_order(tuple(int(n) for n in size), (0, 2, 3, 1))
+
+
 def _is_int(v) -> bool:
     return isinstance(v, int) or getattr(v, "is_Integer", False)
 

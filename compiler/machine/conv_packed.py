@@ -25,8 +25,8 @@ _LIB.define("conv2d_onednn(Tensor x, Tensor weight, Tensor? bias, int[] padding,
             "int groups, str attr, Scalar[] scalars, str algorithm) -> Tensor")
 
 
-_PACKS = PackRegistry(lambda t: t.dim() == 4 and t.dtype == torch.float32)
-register = _PACKS.register  # frozen 4-d float32 CPU weights whose convolutions may keep a pack of them
+_PACKS = PackRegistry(lambda t: t.dim() == 4 and t.dtype in (torch.float32, torch.bfloat16))
+register = _PACKS.register  # frozen 4-d float32/bfloat16 CPU weights whose convolutions may keep a pack of them
 packed_count = _PACKS.packed_count
 
 

@@ -143,3 +143,66 @@ def test_output_codes_direct_call_keeps_packs_only_for_registered_weights_and_fo
                                torch.relu(F.conv2d(x, kept, bias, padding=1)), atol=2e-5, rtol=1e-4)
     torch.testing.assert_close(torch.ops.lens.conv2d_onednn(x, kept, bias, *geometry),
                                conv_packed.conv2d(x, kept, bias, *geometry))
+
+
+class _ConvNet(nn.Module):
+    """A conv net's blocks: a stem with batch norm and hardswish, a depthwise convolution with ReLU, a strided 1x1
+    projection, a residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = nn.Conv2d(3, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.dw = nn.Conv2d(16, 16, 3, padding=1, groups=16)
+        self.pw = nn.Conv2d(16, 16, 1)
+        self.down = nn.Conv2d(16, 24, 1, stride=2)
+
+    def forward(self, x):
+        y = F.hardswish(self.bn(self.stem(x)))
+        y = y + self.pw(torch.relu(self.dw(y)))
+        return self.down(y)
+
+
+@pytest.mark.parametrize("ambient", [True, False], ids=["called-in-autocast", "autocast-inside"])
+def test_bfloat16_autocast_convolutions_are_onednn_over_bfloat16_packs(ambient):
+    """Under bfloat16 autocast the convolutions run as lens.conv2d_onednn in bfloat16 (weights cast once, packed
+    once, activations fused; the float32 input cast as autocast casts it) and match eager's autocast run."""
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("this CPU has no bfloat16 instructions for oneDNN")
+    torch.manual_seed(0)
+    model = _ConvNet().eval()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-0.5, 0.5), model.bn.running_var.uniform_(0.5, 2.0)
+
+    def inside(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return model(x)
+    fn = model if ambient else inside
+    x = torch.randn(2, 3, 12, 12)
+    torch._dynamo.reset()
+    before = len(freezing.FROZEN)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=ambient):
+        expected = fn(x)
+        compiled = torch.compile(fn, backend="lens")
+        got, again = compiled(x), compiled(x)
+        packs = conv_packed.packed_count()
+        compiled(x)
+        assert conv_packed.packed_count() == packs  # (packed once)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(got, expected, atol=3e-2, rtol=3e-2)
+    torch.testing.assert_close(again, got, atol=0, rtol=0)
+    (frozen,) = freezing.FROZEN[before:]
+    calls = [n for n in frozen.gm.graph.nodes if n.target is conv_packed.CONV2D_ONEDNN]
+    assert [n.args[7] for n in calls] == ["hardswish", "relu", "none", "none"]
+    assert frozen.folds["autocast weight casts"] == 8  # four weights, four biases (the stem's from its batch norm)
+
+
+def test_float16_autocast_convolutions_are_left_to_aten():
+    torch.manual_seed(0)
+    model = _ConvNet().eval()
+    torch._dynamo.reset()
+    before = len(freezing.FROZEN)
+    x = torch.randn(1, 3, 8, 8)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+        expected, got = model(x), torch.compile(model, backend="lens")(x)
+    torch.testing.assert_close(got, expected, atol=3e-2, rtol=3e-2)
+    assert sum(f.folds.get(FOLD, 0) for f in freezing.FROZEN[before:]) == 0

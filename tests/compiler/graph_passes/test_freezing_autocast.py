@@ -92,3 +92,43 @@ def test_outside_autocast_nothing_is_cast():
     with torch.no_grad():
         torch.testing.assert_close(torch.compile(model, backend=lens_backend)(x), model(x))
     assert all(f.folds.get("autocast weight casts", 0) == 0 for f in freezing.FROZEN[first:])
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_an_ambient_autocast_region_casts_weights_once(dtype):
+    """Compiled and called inside `torch.autocast` (the region is the caller's: Dynamo leaves no marker in the
+    graph), the weights are cast once at the freeze all the same, and again after an in-place change."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _Products().eval()
+    x = torch.randn(2, 6, 32)
+    first = len(freezing.FROZEN)
+    compiled = torch.compile(model, backend=lens_backend)
+    for step in range(2):
+        with torch.no_grad(), torch.autocast("cpu", dtype=dtype):
+            got, expected = compiled(x), model(x)
+        assert got.dtype == expected.dtype == dtype
+        torch.testing.assert_close(got, expected, atol=1e-2, rtol=1e-2)
+        (frozen,) = freezing.FROZEN[first:]
+        assert frozen.folds["autocast weight casts"] == 4
+        with torch.no_grad():
+            model.proj.weight.mul_(-1)
+    assert frozen.refolds == 1
+
+
+def test_a_region_the_graph_turns_off_inside_an_ambient_one_casts_nothing_there():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    lin, other = nn.Linear(16, 16).eval(), nn.Linear(16, 16).eval()
+
+    def f(x):
+        with torch.autocast("cpu", enabled=False):
+            y = other(x)  # (float32: autocast is off here)
+        return lin(y)
+    first = len(freezing.FROZEN)
+    x = torch.randn(4, 16)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        got, expected = torch.compile(f, backend=lens_backend)(x), f(x)
+    torch.testing.assert_close(got, expected, atol=1e-2, rtol=1e-2)
+    (frozen,) = freezing.FROZEN[first:]
+    assert frozen.folds["autocast weight casts"] == 2  # lin's weight and bias; not other's
