@@ -103,8 +103,7 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
                 if n.name in col.held:
                     self.locals[n.name] = LocalBuffer(col.held[n.name], True, 1)
                     self.local_stores[n.name] = sympy.expand(b.store)
-            column_reduction.render(self, col, k.nodes, bodies, nest.vars[0], nest.sizes[0], nest.parallel_if,
-                                    k.origins)
+            column_reduction.render(self, col, k.nodes, bodies, nest.vars, nest.sizes, nest.parallel_if, k.origins)
         elif self.plan.strategy == "total":
             column_reduction.render_total(self, k.nodes, bodies, self.plan.reduction_loops[k.nodes[0].name])
         else:

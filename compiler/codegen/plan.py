@@ -139,8 +139,9 @@ class SiblingPair:
 @dataclass
 class ColumnPlan:
     """A column reduction's loops (column_reduction.plan_column): its first `reductions` nodes reduced into blocks of
-    `block` contiguous outputs (on threads, a block each, where `parallel`), or, with `phases`, passes over the rows
-    split among threads; then the pointwise epilogue per output."""
+    `block` contiguous outputs (on threads, a block each, where `parallel`) in each index of the `outer` loops before
+    the outputs' loop, or, with `phases`, passes over the rows split among threads; then the pointwise epilogue per
+    output."""
 
     reductions: int
     block: Size = 0
@@ -150,13 +151,16 @@ class ColumnPlan:
     held: dict[str, str] = field(default_factory=dict)  # kernel-local reduction -> the value later nodes read of it
     anchors: dict[str, str] = field(default_factory=dict)  # phases: reduction -> the input its chunk is placed against
     partials: dict[str, torch.dtype] = field(default_factory=dict)  # phases: reduction -> its threads' partials' dtype
+    outer: list[Size] = field(default_factory=list)  # sizes of the outer loops around the blocks (a middle axis)
 
     def describe(self) -> str:
         if self.phases:
             kept = ", ".join(f"{name} in {str(dtype).removeprefix('torch.')}" for name, dtype in self.partials.items())
             return (f"rows split among threads, passes {self.phases}, chunks of {self.chunk_rows} rows, "
                     f"partials ({kept}) combined in thread order")
-        return f"blocks of {self.block} outputs" + (", a block per thread" if self.parallel else "")
+        around = f" in each of {sizes_text(self.outer)} outer indices" if self.outer else ""
+        per = ", an outer index and block per thread" if self.outer else ", a block per thread"
+        return f"blocks of {self.block} outputs" + around + (per if self.parallel else "")
 
 
 @dataclass

@@ -2,7 +2,9 @@
 a bias gradient: the natural nest (output outer, reduction inner) reads one column at a time with a
 4 KiB stride and cannot vectorize (31 ms against eager's 2.5 ms). This nest keeps a block of contiguous
 outputs in per-block accumulators, walks the reduction dims outside and the block inside (a vector loop
-over contiguous memory), and gives threads whole blocks, so each output is still summed in order.
+over contiguous memory), and gives threads whole blocks, so each output is still summed in order. Outer
+loops before the contiguous one (`x.sum(1)` of (16, 1024, 512), a middle axis) run around the blocks, and
+threads take (outer index, block) pairs: 21.5 -> 2.2 ms, one thread, against Inductor's 4.2.
 """
 from __future__ import annotations
 
@@ -41,16 +43,17 @@ def refusal(ctx: PlanContext, ovars: list[sympy.Symbol], bodies: list[NodeBody])
     """Why kernel `ctx.kernel` is not a column reduction, None when it is: reduction nodes first (e.g. var's sum
     and sum of squares, or layer-norm backward's weight and bias gradients), pointwise epilogue nodes after them
     (mean's division), one (merged) outer var that every reduction reads contiguously, and reduction vars that
-    no load along the outputs walks contiguously (a load the outputs share, one value per row, may)."""
+    no load along the outputs walks contiguously (a load the outputs share, one value per row, may). The outputs
+    are the last outer loop's; outer loops before it (a reduction over a middle axis) run around its blocks."""
     k = ctx.kernel
     m = _reductions(k, bodies, KINDS)
     if m == 0:
         return "not reductions first and a pointwise epilogue without loops of its own"
-    if len(ovars) != 1:
-        return f"{len(ovars)} outer loops, not one"
+    if not ovars:
+        return "no outer loop"
     if any(ctx.locals.get(n.name) is not None and not ctx.locals[n.name].scalar for n in k.nodes):
         return "a kernel-local array"
-    x = ovars[0]
+    x = ovars[-1]
     for n, b in zip(k.nodes[:m], bodies[:m]):
         rvars = b.red[0]
         loads = [e for e in walk(b.body) if isinstance(e, Load)]
@@ -73,12 +76,13 @@ def reductions(ctx: PlanContext, bodies: list[NodeBody]) -> int:
 
 
 def plan_column(ctx: PlanContext, plan: KernelPlan) -> ColumnPlan:
-    """The column reduction of kernel `ctx.kernel`: blocks of outputs (threads take whole blocks), or, where the
-    outer loop runs on threads over a static count of outputs, rows split among threads when `split_phases` allows."""
+    """The column reduction of kernel `ctx.kernel`: blocks of outputs along the last outer loop (threads take whole
+    blocks, of each index of the loops before it), or, where one outer loop runs on threads over a static count of
+    outputs, rows split among threads when `split_phases` allows."""
     nest, bodies, nodes = plan.nest, plan.bodies, ctx.kernel.nodes
-    m, size = _reductions(ctx.kernel, bodies, KINDS), nest.sizes[0]
+    m, size, outer = _reductions(ctx.kernel, bodies, KINDS), nest.sizes[-1], list(nest.sizes[:-1])
     phases = None
-    if nest.parallel and ctx.plans and is_static(size):  # (a generic symbolic kernel takes blocks of outputs)
+    if nest.parallel and ctx.plans and is_static(size) and not outer:  # (symbolic: blocks of outputs)
         phases = split_phases(ctx, bodies, m, size)
     if phases:
         for phase in phases:  # one loop nest: a pass's nodes use its first one's reduction vars
@@ -97,23 +101,28 @@ def plan_column(ctx: PlanContext, plan: KernelPlan) -> ColumnPlan:
                           {n.name: _partial_dtype(n) for n in nodes[:m]})
     block = BLOCK_BYTES // max(half.compute_itemsize(n.dtype) for n in nodes[:m])
     block = max(1, min(size, block)) if is_static(size) else block
-    x = nest.vars[0].name
+    x = nest.vars[-1].name
     held = {n.name: half.round_to(n.dtype, f"static_cast<{CTYPES[n.dtype]}>(acc{i}_lanes[{x}_lane])")
             for i, n in enumerate(nodes[:m]) if n.name in ctx.locals}
-    return ColumnPlan(m, block, nest.parallel and (not is_static(size) or size > block), None, 0, held)
+    parallel = nest.parallel and (bool(outer) or not is_static(size) or size > block)
+    return ColumnPlan(m, block, parallel, None, 0, held, outer=outer)
 
 
-def render(r: NodePrinter, col: ColumnPlan, nodes: list[ComputedBuffer], bodies: list[NodeBody], x: sympy.Symbol,
-           size, parallel_if: str, origins: list[str]) -> None:
-    """Print the column reduction `col` plans (outputs along `x` < `size`; `parallel_if`: a symbolic count's
-    run-time clause of threads); its local reductions are read by later nodes as `col.held` says."""
-    m = col.reductions
+def render(r: NodePrinter, col: ColumnPlan, nodes: list[ComputedBuffer], bodies: list[NodeBody],
+           ovars: list[sympy.Symbol], sizes: list, parallel_if: str, origins: list[str]) -> None:
+    """Print the column reduction `col` plans (outputs along the last of the outer loops `ovars` < `sizes`;
+    `parallel_if`: a symbolic count's run-time clause of threads); its local reductions are read by later nodes as
+    `col.held` says."""
+    m, x, size = col.reductions, ovars[-1], sizes[-1]
     if col.phases:
         _render_split(r, col, nodes, bodies, x, size, origins)
         return
     block = col.block
-    if col.parallel:
-        r.emit("#pragma omp parallel for" + parallel_if, list(origins))
+    if col.parallel:  # (threads take an outer index and a block of it)
+        collapse = f" collapse({len(col.outer) + 1})" if col.outer else ""
+        r.emit("#pragma omp parallel for" + collapse + parallel_if, list(origins))
+    for v, s in zip(ovars[:-1], sizes[:-1]):
+        r.emit(f"for (int64_t {v.name} = 0; {v.name} < {_text(s)}; {v.name}++)", list(origins))
     r.emit(f"for (int64_t {x.name}_base = 0; {x.name}_base < {size}; {x.name}_base += {block})", list(origins))
     r.open_block()
     width = f"lens_min<int64_t>({block}, {size} - {x.name}_base)"

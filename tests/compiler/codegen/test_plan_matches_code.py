@@ -24,10 +24,12 @@ if cases is None:
     _spec.loader.exec_module(cases)
 
 # beside the golden graphs: a streamed flat kernel (its vector loop by blocks of whole lines; streams at any size)
-# and rows streamed by whole lines, and rows starting mid-line (a plain head first)
+# and rows streamed by whole lines, and rows starting mid-line (a plain head first), and a column reduction in each
+# index of an outer loop (a reduction over a middle axis)
 EXTRA = {"streamed_flat": (lambda x: x * 3 + 1, lambda: (torch.randn(64, 1000),)),
          "streamed_rows": (lambda x: x - x.amax(-1, keepdim=True), lambda: (torch.randn(64, 1024),)),
-         "streamed_rows_peeled": (lambda x: x - x.amax(-1, keepdim=True), lambda: (torch.randn(64, 1000),))}
+         "streamed_rows_peeled": (lambda x: x - x.amax(-1, keepdim=True), lambda: (torch.randn(64, 1000),)),
+         "middle_axis_mean": (lambda x: (x.mean(1), x + 1), lambda: (torch.randn(8, 64, 300),))}
 PLANNED = ("reduction loop", "sibling loop", "column blocks", "streamed lines", "streamed rows", "exp lanes",
            "outer loops")
 
@@ -99,6 +101,10 @@ def printed_as_decided(pass_name: str, choice: str, lines: list[str]) -> list[st
     elif pass_name == "column blocks":
         if m := re.match(r"blocks of (\d+) outputs", choice):
             want.append(rf"^for \(int64_t \w+_base = 0; \w+_base < \d+; \w+_base \+= {m.group(1)}\)$")
+        if m := re.search(r"in each of (\S+) outer indices", choice):
+            want += [rf"^for \(int64_t (\w+) = 0; \1 < {s}; \1\+\+\)$" for s in m.group(1).split("×")]
+            if "per thread" in choice:
+                want.append(rf"^#pragma omp parallel for collapse\({len(m.group(1).split('×')) + 1}\)$")
         if m := re.search(r"chunks of (\d+) rows", choice):
             want.append(rf"lens_first \+= {m.group(1)}\)$")
         kept = re.search(r"partials \((.*)\) combined", choice)
@@ -159,7 +165,8 @@ def test_kernel_plans_json_records_the_loops_each_golden_kernel_prints(tmp_path,
     expected = {"softmax": {"reduction loop", "sibling loop", "exp lanes"}, "reductions": {"reduction loop",
                 "column blocks"}, "streamed_flat": {"streamed lines"}, "gelu_layer_norm": {"reduction loop"},
                 "masked_softmax": {"exp lanes", "sibling loop"}, "mlp_training_step": {"column blocks"},
-                "streamed_rows": {"streamed rows"}, "streamed_rows_peeled": {"streamed rows"}}
+                "streamed_rows": {"streamed rows"}, "streamed_rows_peeled": {"streamed rows"},
+                "middle_axis_mean": {"column blocks"}}
     assert expected.get(name, set()) <= set(seen), seen
 
 
@@ -172,3 +179,9 @@ def test_a_decision_the_kernel_does_not_print_is_caught():
     assert printed_as_decided("reduction loop", "32 partials in buf0_local_lanes (2 registers of 16 lanes)", lines)
     assert printed_as_decided("reduction loop", "a scalar loop into acc_out_ptr0", lines)
     assert printed_as_decided("outer loops", "#pragma omp parallel for | plain", lines) == ["#pragma omp parallel for"]
+    column = ["#pragma omp parallel for collapse(2)", "for (int64_t x0 = 0; x0 < 16; x0++)",
+              "for (int64_t x1_base = 0; x1_base < 512; x1_base += 256)"]
+    blocks = "blocks of 256 outputs in each of 16 outer indices, an outer index and block per thread"
+    assert printed_as_decided("column blocks", blocks, column) == []
+    assert printed_as_decided("column blocks", blocks, column[1:]) == [r"^#pragma omp parallel for collapse\(2\)$"]
+    assert printed_as_decided("column blocks", blocks.replace("16 outer", "8 outer"), column)
