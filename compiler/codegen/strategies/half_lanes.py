@@ -86,6 +86,7 @@ _PRAGMA = re.compile(r"^(\s*)#pragma omp (parallel for )?simd(.*)$")
 BLOCK = 64  # lanes of a block a plain loop is cut into (four vectors of 16 floats)
 _LOAD = re.compile(r"^(\s*)auto (tmp\d+) = lens_fp16_to_float\((\w+)\[([^\[\]]+)\]\);$")
 _STORE = re.compile(r"^(\s*)(\w+)\[([^\[\]]+)\] = lens_float_to_fp16\(([^;]+)\);$")
+_STORED = re.compile(r"^\s*(\w+)\[[^\[\]]+\] = ")
 _DEFINED = re.compile(r"^\s*(?:const )?(?:int64_t|auto|float) (\w+) =")
 
 Line = tuple[str, list[str]]
@@ -167,16 +168,18 @@ def _rewrite(loop: list[Line], indent: str, var: str, lanes: int) -> tuple[list[
             any(re.search(r"\b(if|for|while) \(|\b(else|break|continue|goto)\b", t) for t, _ in body):
         return [], loop, []
     local = {d.group(1) for t, _ in body if (d := _DEFINED.match(t))} - {var}
-    before, after, loaded = [], [], []
+    before, after, loaded, written = [], [], [], set()
     for text, nodes in body:  # loads first: a kernel writing in place reads its buffer before the loop then
         load = _LOAD.match(text)
-        if load and (start := _start(load.group(4), var, local)) is not None:
+        if load and load.group(3) not in written and (start := _start(load.group(4), var, local)) is not None:
             lead, tmp, ptr = load.group(1), load.group(2), load.group(3)
             before += [(f"{indent}alignas(64) float {tmp}_lanes[{lanes}];", nodes),
                        (f"{indent}lens_fp16_load_lanes<{lanes}>({ptr} + ({start}), {tmp}_lanes);", nodes)]
             loaded.append((f"{lead}auto {tmp} = {tmp}_lanes[{var}_lane];", nodes))
         else:
             loaded.append((text, nodes))
+        if (stored := _STORED.match(text)) is not None:
+            written.add(stored.group(1))  # (a later load of this buffer reads what this iteration wrote: kept)
     new_body = []
     for i, (text, nodes) in enumerate(loaded):
         store = _STORE.match(text)

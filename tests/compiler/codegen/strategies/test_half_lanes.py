@@ -92,6 +92,9 @@ def test_a_kernel_writing_in_place_reads_the_block_before_the_loop_and_writes_it
     ["int64_t y = x1 % 7;", "auto tmp0 = lens_fp16_to_float(in_ptr0[y + x1]);"],  # a value the loop computes
     ["if (x1 < 1000)", "{", "    auto tmp0 = lens_fp16_to_float(in_ptr0[x1]);", "}"],  # not every lane
     ["out_ptr0[x1] = lens_float_to_fp16(tmp9);", "auto tmp0 = out_ptr0[x1 + 1];"],  # a store read back
+    # a store read back converted: the load must see this iteration's store, not the buffer before the loop
+    ["out_ptr0[x1] = lens_float_to_fp16(tmp9);", "auto tmp0 = lens_fp16_to_float(out_ptr0[x1]);",
+     "out_ptr1[x1] = tmp0;"],
 ])
 def test_statements_not_run_for_every_lane_at_unit_steps_keep_their_per_value_conversions(body):
     lines = _loop(body)
@@ -106,3 +109,20 @@ def test_lanes_not_a_multiple_of_sixteen_and_kernels_without_float16_are_left_al
     monkeypatch.setattr(config.cpp, "half_lanes", False)
     on = _loop(["auto tmp0 = lens_fp16_to_float(in_ptr0[x1]);"])
     assert half_lanes.apply(on) is on
+
+
+def test_a_float16_value_stored_then_read_back_as_float_in_one_loop_matches_eager():
+    """A float16 activation kept for a later use and read back as float32 by the next statement of the same loop
+    (a float16-autocast conv net's hardswish before a convolution computed in float32): the block load must not be
+    hoisted above the store (it read the buffer's earlier contents: NaN from fresh memory)."""
+    def fn(x, w):
+        y = torch.nn.functional.hardswish(x.half().float() * 1.5).half()
+        return torch.conv2d(y.float(), w), y
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    x, w = torch.randn(1, 16, 8, 8).contiguous(memory_format=torch.channels_last), torch.randn(8, 16, 1, 1)
+    for _ in range(3):  # (fresh buffers of the pool each call: stale contents differ)
+        got = torch.compile(fn, backend="lens")(x, w)
+        expected = fn(x, w)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e, atol=1e-2, rtol=1e-2)
