@@ -17,6 +17,7 @@ from lsp_server.model import (
     Graph,
     Kernel,
     KernelLine,
+    READABLE_GRAPH,
     Run,
     SourceLocation,
     TraceFacts,
@@ -355,7 +356,8 @@ class Index:
         if found is None:
             return None
         graph = found[1]
-        after = [n for n in graph.nodes.values() if n.readable_line is not None and n.readable_line >= line]
+        after = [n for n in graph.nodes.values() if n.readable_line is not None and n.readable_line >= line
+                 and n.graph_file == READABLE_GRAPH]
         if not after:
             return None
         node = min(after, key=lambda n: n.readable_line or 0)

@@ -33,14 +33,18 @@ def normalize_path(file: str) -> str:
     return os.path.normpath(os.path.abspath(file))
 
 
+READABLE_GRAPH, TRANSFORMED_GRAPH = "fx_graph_readable.py", "fx_graph_transformed.py"  # before/after post-grad
+
+
 @dataclass
 class FxNode:
     name: str
     target: str
-    readable_line: int | None
+    readable_line: int | None  # its statement's line in `graph_file`
     source: SourceLocation | None
     frames: list[SourceLocation] = field(default_factory=list)
     args: list[str] = field(default_factory=list)  # the names its call reads (fx_graph_readable.py)
+    graph_file: str = READABLE_GRAPH  # TRANSFORMED_GRAPH: a node only Inductor's post-grad graph has
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Kernel:
     args: list[KernelArg] = field(default_factory=list)  # kernel_map.json's arguments: role, dtype, shape (ours)
     plans: list[KernelPlanRecord] = field(default_factory=list)  # kernel_plans.json: generic plan, then variants'
     gpu: Any = None  # loading.triton_kernels.KernelGpu: Triton cache entries, the launched one, autotuning (GPU runs)
+    handle: int | None = None  # Inductor's provenance debug handle of an extern call (`extern_kernels.addmm:1`)
 
     def loops_around(self, line: int) -> list[int]:
         """The header lines of the kernel's `for` loops whose body holds `line`."""
@@ -94,6 +99,7 @@ class Graph:
     why: list[WhyRecord] = field(default_factory=list)  # why.json (else notes.txt), g++'s scalar loops, Inductor's
     config: dict[str, object] = field(default_factory=dict)  # why.json: compiler.config settings not at their default
     symbols: list[ShapeSymbol] = field(default_factory=list)  # symbols.json: Dynamo's size symbols
+    callers_recorded: bool = False  # the nodes' outer frames are known (ours; Inductor's logged kernel stacks)
 
     @property
     def eager_reason(self) -> str | None:
@@ -106,7 +112,11 @@ class Graph:
 
     @property
     def readable(self) -> Path:
-        return self.path / "fx_graph_readable.py"
+        return self.path / READABLE_GRAPH
+
+    def node_file(self, node: FxNode) -> Path:
+        """The graph file holding the node's statement (the post-grad graph's, for a node only it has)."""
+        return self.path / node.graph_file
 
     def code_line(self, line: int) -> str:
         return self.output_code_lines[line - 1] if 0 < line <= len(self.output_code_lines) else ""

@@ -67,8 +67,11 @@ def code_lenses(server: Any, index: Index, uri: str) -> list[types.CodeLens]:
             if split is not None:  # beside the kernels: "2 kernels · ... | 5 nodes native, 2 ATen"
                 lenses.append(types.CodeLens(where, types.Command(title=split, command=SHOW_KERNELS_COMMAND,
                                                                   arguments=[argument])))
-        if owned.via_calls:
+        if owned.via_calls or owned.unrecorded:
             title = f"via calls: {count_label(len(owned.via_calls), 'kernel')}"
+            if owned.unrecorded:  # what its calls became in these graphs is unknown: never a silent total
+                title = f"{title} (+ {count_label(len(owned.unrecorded), 'graph')} not recorded)" \
+                    if owned.via_calls else "via calls: not recorded in this run"
             lenses.append(types.CodeLens(where, types.Command(title=title, command=SHOW_KERNELS_COMMAND,
                                                               arguments=[argument])))
         timing = profile_label(refs) if refs else None

@@ -32,7 +32,7 @@ def definitions(index: Index, uri: str, line0: int) -> list[types.Location]:
         kernel_line = generated.line_nodes.get(line0 + 1)
         names = kernel_line.nodes if kernel_line else kernel.nodes
         nodes = [graph.nodes[n] for n in names if n in graph.nodes]
-        return [line_location(graph.readable, n.readable_line) for n in nodes if n.readable_line is not None]
+        return [line_location(graph.node_file(n), n.readable_line) for n in nodes if n.readable_line is not None]
     found = index.node_at_readable_line(path, line0 + 1)
     if found is not None and found[1].source is not None:
         source = found[1].source

@@ -110,7 +110,7 @@ def kernel_line(ref: KernelRef) -> str:
 def node_block(graph: Graph, node: FxNode) -> str:
     text = f"FX node `{node.name}` = `{node.target}`"
     if node.readable_line is not None:
-        text += f" — {link(graph.readable, node.readable_line)}"
+        text += f" — {link(graph.node_file(node), node.readable_line)}"
     if node.source is not None:
         text += "\n\n" + source_block(node.source)
     return text

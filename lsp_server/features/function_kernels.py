@@ -3,16 +3,20 @@ frame of the answering run, Dynamo's resume functions included: their code is th
 apart, what the calls on its lines became (the nodes whose recorded caller frames are on those lines).
 
 A function is found by its lines, never by its name: methods of one name in one file are distinct, and a
-function that never ran owns nothing.
+function that never ran owns nothing. Where the run's graphs do not record their nodes' callers (a real Inductor
+run whose structured trace is gone: its debug files keep each node's innermost frame only), a function whose calls
+became nothing of its own says so (`unrecorded`), never an empty "via calls" total.
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 
 from typing import Any
 
 from lsp_server.index import FunctionGraph, Index, KernelRef, LineHit
 from lsp_server.model import Graph, compile_order
+from lsp_server.features.compile_sites import compile_sites
 from lsp_server.features.lookup import path_of
 from lsp_server.features.source_lines import DefSpan, FileLines, file_lines
 
@@ -26,6 +30,8 @@ class FunctionKernels:
     via_calls: list[KernelRef] = field(default_factory=list)  # kernels of the code its lines called (some
     # may be its own lines' too: fused with them)
     callee_lines: list[tuple[str, int, str]] = field(default_factory=list)  # (file, line, function) called into
+    unrecorded: list[Graph] = field(default_factory=list)  # graphs its calls may have gone into, callers unrecorded
+    silent_calls: list[int] = field(default_factory=list)  # its current lines with calls that became nothing own
 
 
 def kernel_order(ref: KernelRef) -> tuple:
@@ -62,8 +68,26 @@ def function_kernels(lines: FileLines, span: DefSpan) -> FunctionKernels:
             callees.setdefault((frame.file, frame.line), frame.function)
     found.via_calls = unique_refs(via)  # a kernel its own lines share with a callee's counts in both
     found.callee_lines = sorted((f, line, fn) for (f, line), fn in callees.items())
+    calling = {old for old in owned if (lines.file, old) in lines.view.by_caller_line}  # calls recorded
+    found.silent_calls = [n for n in call_lines(lines) if span.owns(n) and n not in found.lines
+                          and lines.to_recorded.get(n) not in calling]
+    if found.silent_calls:
+        entry = bool(compile_sites(lines.text, span.name).wraps)  # handed to torch.compile: every graph is its
+        graphs = [g.graph for g in found.graphs] or (list(lines.view.run.graphs) if entry else [])
+        found.unrecorded = [g for g in graphs if not g.callers_recorded]
     lines.memo[key] = found
     return found
+
+
+def call_lines(lines: FileLines) -> list[int]:
+    """The document's lines holding a call (`ast`; none while the text does not parse), once per text version."""
+    if "call_lines" not in lines.memo:
+        try:
+            tree = ast.parse("".join(t if t.endswith("\n") else t + "\n" for t in lines.text))
+            lines.memo["call_lines"] = sorted({n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call)})
+        except (SyntaxError, ValueError):
+            lines.memo["call_lines"] = []
+    return lines.memo["call_lines"]
 
 
 def owned_graphs(lines: FileLines, owned: list[int], name: str) -> list[FunctionGraph]:

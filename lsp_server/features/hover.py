@@ -66,6 +66,8 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
             if not refs and eager is None:
                 parts.append(f"**Kernel Lens** — `{label}`: its own lines became no kernels; its calls did")
             parts.append(via_calls_block(owned))
+        if owned is not None and owned.unrecorded:
+            parts.append(unrecorded_block(label, owned))
         notes = notes_block(graphs)
         if notes:
             parts.append(notes)
@@ -101,6 +103,16 @@ def via_calls_block(owned) -> str:
     names = "\n".join(f"- {kernel_line(ref)}" for ref in owned.via_calls[:MAX_KERNEL_SOURCES * 2])
     return (f"**Via calls: {count_label(len(owned.via_calls), 'kernel')}** (the code its lines call: "
             f"{callees}{more})\n{names}")
+
+
+def unrecorded_block(label: str, owned) -> str:
+    """A function whose calls went into graphs that kept no callers: what they became is unknown, not none."""
+    graphs = ", ".join(f"`{g.id}`" for g in owned.unrecorded[:3]) + (" …" if len(owned.unrecorded) > 3 else "")
+    return (f"**Kernel Lens** — `{label}` calls: not recorded in this run — what its calls became is unknown "
+            f"({lines_label(owned.silent_calls)} became no kernel of its own): Inductor's debug files keep only each "
+            f"node's innermost frame (`# File:`), and no structured trace of this process logged its kernels' "
+            f"stacks (graph {graphs}). Rerun with `TORCH_COMPILE_DEBUG=1` keeping `torch_compile_debug/tlparse/`, "
+            "or with `TORCH_TRACE=./torch_trace`, to see them.")
 
 
 # A function's hover shows the source of its first kernels only: fifty kernels' code is no hover to read, and its

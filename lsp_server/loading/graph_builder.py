@@ -12,11 +12,13 @@ from lens_format.kernel_plans import KernelPlansFile
 from lens_format.profile import GraphProfile
 from lsp_server.loading.benchmark_profile import benchmark_profile
 from lsp_server.loading.gpu_profile import attach_trace_profile
+from lsp_server.loading.kernel_stacks import apply_kernel_stacks
+from lsp_server.loading.post_grad_nodes import add_post_grad_nodes
 from lsp_server.loading.triton_kernels import attach_triton
 from lsp_server.loading import cpp_dataflow, triton_dataflow
 from lsp_server.loading.statement_flow import launch_arguments
 from lsp_server.loading.why_records import graph_why
-from lsp_server.model import FxNode, Graph, Kernel, KernelLine, SourceLocation, normalize_path
+from lsp_server.model import READABLE_GRAPH, FxNode, Graph, Kernel, KernelLine, SourceLocation, normalize_path
 from lsp_server.parsers import PARSERS, ParseError, UnsupportedVersionError
 from lsp_server.parsers.fx_graph_readable import ReadableGraph, op_name
 from lsp_server.parsers.inductor_benchmark import (
@@ -26,7 +28,7 @@ from lsp_server.parsers.inductor_benchmark import (
     ChromeTrace,
 )
 from lsp_server.parsers.output_code import CodeKernel, OutputCode, cpp_loops
-from lsp_server.parsers.provenance import ProvenanceMap
+from lsp_server.parsers.provenance import KERNEL_STACKS_FILE, ProvenanceMap
 from lsp_server.parsers.vectorization import plain_reasons
 
 # Kernel name prefix → kind (Inductor names kernels by category); None: decide from the C++ body.
@@ -79,10 +81,13 @@ def build_graph(graph: Graph) -> bool:
         graph.status = kernel_map.status
         graph.direction = kernel_map.graph_kind
         merge_kernel_map_nodes(graph, kernel_map)
+        graph.callers_recorded = True  # kernel_map.json records each node's callers
         graph.kernels = kernels_from_kernel_map(kernel_map, output, readable_lines(graph))
     elif output is not None:
         provenance: ProvenanceMap | None = files.parse("inductor_provenance_tracking_node_mappings.json")
+        add_post_grad_nodes(graph, files.parse("fx_graph_transformed.py"), provenance)
         graph.kernels = kernels_from_output_code(output, provenance, graph)
+        apply_kernel_stacks(graph, files.parse(KERNEL_STACKS_FILE))  # a trace run's copy of its log's record
     plans: KernelPlansFile | None = files.parse("kernel_plans.json") if kernel_map is not None else None
     for kernel in graph.kernels if plans is not None else ():
         kernel.plans = plans.plans_of(kernel.name)
@@ -194,7 +199,8 @@ def merge_kernel_map_nodes(graph: Graph, kernel_map: KernelMap) -> None:
 
 
 def readable_lines(graph: Graph) -> dict[int, str]:
-    return {n.readable_line: n.name for n in graph.nodes.values() if n.readable_line is not None}
+    return {n.readable_line: n.name for n in graph.nodes.values()
+            if n.readable_line is not None and n.graph_file == READABLE_GRAPH}
 
 
 def kernels_from_kernel_map(kernel_map: KernelMap, output: OutputCode | None,
@@ -248,7 +254,7 @@ def kernels_from_output_code(output: OutputCode, provenance: ProvenanceMap | Non
         kernel = by_name.get(launch.callee)
         if kernel is None and launch.callee.startswith(("extern_kernels.", "torch.ops.")):
             nodes = extern_nodes(launch.callee, launch.handle, launch.source_nodes, provenance, graph)
-            kernel = Kernel(launch.callee, "extern", "python", launch.line, launch.line, nodes)
+            kernel = Kernel(launch.callee, "extern", "python", launch.line, launch.line, nodes, handle=launch.handle)
             kernels.append(kernel)
             exact = provenance_exact(launch.callee, launch.handle, provenance)
             if exact:

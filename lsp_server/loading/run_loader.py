@@ -8,6 +8,7 @@ from pathlib import Path
 from lsp_server.loading.discovery import DEBUG_DIR_NAME, discover
 from lsp_server.loading.graph_builder import build_graph, load_run_level_compile_error
 from lsp_server.loading.inductor_build_errors import attach_trace_build_errors
+from lsp_server.loading.kernel_stacks import attach_logged_stacks
 from lsp_server.model import Graph, Run
 
 RUN_NAME = re.compile(r"^run_(\d{4})_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d\d)_(\d+)(?:-pid_\d+)?")
@@ -93,4 +94,5 @@ def load_run(run_dir: Path, run_id: str | None = None) -> Run | None:
         run.graphs.append(graph)
     run.incomplete |= load_run_level_compile_error(run.graphs, run_dir, run.id)
     attach_trace_build_errors(run, run_dir.parent)  # a plain TORCH_COMPILE_DEBUG=1 run whose C++ build failed
+    attach_logged_stacks(run, run_dir.parent)  # its kernels' full user stacks (callers), from the same trace
     return run

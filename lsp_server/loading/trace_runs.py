@@ -13,6 +13,7 @@ from pathlib import Path
 
 from lsp_server.loading.run_loader import load_run
 from lsp_server.model import Run
+from lsp_server.parsers.provenance import KERNEL_STACKS_FILE
 from lsp_server.parsers.torch_trace.compiles import FrameCompile, TraceLog
 
 # record kind → the debug-directory file it is (before_post_grad_graph is what fx_graph_readable.py prints)
@@ -22,6 +23,7 @@ ARTIFACT_FILES: dict[str, str] = {
     "inductor_post_grad_graph": "fx_graph_transformed.py",
     "fx_graph_runnable": "fx_graph_runnable.py",
     "inductor_provenance_tracking_node_mappings": "inductor_provenance_tracking_node_mappings.json",
+    "inductor_provenance_tracking_kernel_stack_traces": KERNEL_STACKS_FILE,
 }
 GRAPHS_SUBFOLDER = "torchinductor"  # so run_loader reads the folders as real Inductor graphs
 RUN_KIND = "trace"

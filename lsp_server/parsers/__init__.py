@@ -26,7 +26,7 @@ from lsp_server.parsers.inductor_benchmark import (
 )
 from lsp_server.parsers.ir_post_fusion import parse_ir_post_fusion
 from lsp_server.parsers.output_code import parse_output_code
-from lsp_server.parsers.provenance import parse_provenance
+from lsp_server.parsers.provenance import KERNEL_STACKS_FILE, parse_kernel_stacks, parse_provenance
 from lsp_server.parsers.vectorization import parse_vectorization
 
 PARSERS: dict[str, Callable[[Path], Any]] = {
@@ -34,6 +34,8 @@ PARSERS: dict[str, Callable[[Path], Any]] = {
     "output_code.py": parse_output_code,
     "kernel_map.json": read_kernel_map,
     "inductor_provenance_tracking_node_mappings.json": parse_provenance,
+    KERNEL_STACKS_FILE: parse_kernel_stacks,  # each kernel's full user stacks (a trace run's, from its log)
+    "fx_graph_transformed.py": parse_fx_graph_readable,  # the post-grad graph (its nodes no other file has)
     "ir_post_fusion.txt": parse_ir_post_fusion,
     "compile_error.json": read_compile_error,
     "accuracy.json": read_accuracy,
