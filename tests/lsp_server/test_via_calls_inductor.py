@@ -106,6 +106,27 @@ async def test_without_the_stack_records_the_calls_are_said_unrecorded(client, w
     assert titles[GATE_LINE - 1] == [f"2 kernels · {GATE_KERNEL}, {TAIL_KERNEL}"]  # its lines call no user code
 
 
+def test_a_trace_run_of_the_same_log_records_the_same_callers(workspace, tmp_path):
+    """The log read as a trace run (its graphs written out of the records) gives each node the same stack."""
+    from lsp_server.loading.trace_runs import TraceRunWriter
+    from lsp_server.parsers.torch_trace.compiles import TraceLog
+    from lsp_server.parsers.torch_trace.reader import TraceReader
+
+    (path,) = (workspace / "torch_compile_debug" / "tlparse").glob("*.log")
+    log = TraceLog(str(path))
+    for record in TraceReader(str(path)).read_new():
+        log.add(record)
+    run, _ = TraceRunWriter(tmp_path / "cache").update(log)
+    (graph,) = run.graphs
+    assert graph.callers_recorded
+    stacks = {name: [(f.function, f.line) for f in graph.nodes[name].frames]
+              for name in ("addmm", "sigmoid", "sigmoid_1", "tanh", "permute")}
+    assert stacks == {"addmm": [("run", 32), ("forward", 24)], "sigmoid": [("run", 32), ("forward", 25), ("forward", 7)],
+                      "sigmoid_1": [("run", 32), ("forward", 28), ("forward", 7)],
+                      "tanh": [("run", 32), ("forward", 27)],
+                      "permute": [("forward", 24)]}  # in no kernel: no stack of its own
+
+
 # The GPU softmax run's post-grad graph: softmax (line 4) and log_softmax (line 5) as online softmax; node →
 # (its line in fx_graph_transformed.py, its source line). `exp_default` is read by no node: no source.
 POST_GRAD_NODES = {
