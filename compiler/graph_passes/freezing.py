@@ -28,7 +28,15 @@ from compiler import config
 from compiler.graph_passes import freezing_concat
 from compiler.graph_passes.conv_onednn import conv_onednn
 from compiler.graph_passes.freezing_autocast import autocast_casts
-from compiler.graph_passes.fx_calls import CONV, LINEAR, call_arg, changes_only_fresh_tensors, mutates, set_constant_arg
+from compiler.graph_passes.fx_calls import (
+    CONV,
+    LINEAR,
+    call_arg,
+    changes_in_place,
+    changes_only_fresh_tensors,
+    mutates,
+    set_constant_arg,
+)
 from compiler.machine import conv_packed, gemm_packed
 
 log = logging.getLogger(__name__)
@@ -315,7 +323,9 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
         folds["linears sharing an input as one product"] = merged = freezing_concat.concat_linears(graph, const)
         if merged and not freezing_concat.traces(gm, graph, example_inputs):
             return freeze(gm, example_inputs, concat=False)
-    graph.eliminate_dead_code()
+    # an in-place change whose result nobody reads (`out.mul_(g)`: NFNet's skip-init gain) is no dead code: FX counts
+    # a method call pure
+    graph.eliminate_dead_code(is_impure_node=lambda n: n.is_impure() or changes_in_place(n))
     return _split(gm, graph, placeholders, example_inputs, const, folds)
 
 
