@@ -107,12 +107,25 @@ def via_calls_block(owned) -> str:
 
 def unrecorded_block(label: str, owned) -> str:
     """A function whose calls went into graphs that kept no callers: what they became is unknown, not none."""
-    graphs = ", ".join(f"`{g.id}`" for g in owned.unrecorded[:3]) + (" …" if len(owned.unrecorded) > 3 else "")
     return (f"**Kernel Lens** — `{label}` calls: not recorded in this run — what its calls became is unknown "
-            f"({lines_label(owned.silent_calls)} became no kernel of its own): Inductor's debug files keep only each "
-            f"node's innermost frame (`# File:`), and no structured trace of this process logged its kernels' "
-            f"stacks (graph {graphs}). Rerun with `TORCH_COMPILE_DEBUG=1` keeping `torch_compile_debug/tlparse/`, "
-            "or with `TORCH_TRACE=./torch_trace`, to see them.")
+            f"({lines_label(owned.silent_calls)} became no kernel of its own): {unrecorded_why(owned.unrecorded)}")
+
+
+def unrecorded_why(graphs: list) -> str:
+    names = ", ".join(f"`{g.id}`" for g in graphs[:3]) + (" …" if len(graphs) > 3 else "")
+    return (f"Inductor's debug files keep only each node's innermost frame (`# File:`), and no structured trace "
+            f"of this process logged its kernels' stacks (graph {names}). Rerun with `TORCH_COMPILE_DEBUG=1` "
+            "keeping `torch_compile_debug/tlparse/`, or with `TORCH_TRACE=./torch_trace`, to see them.")
+
+
+def unrecorded_call(lines: FileLines | None, line: int) -> str | None:
+    """A line of a function whose calls are unrecorded, whose call became no kernel of its own."""
+    span = lines.owner(line) if lines is not None else None
+    owned = function_kernels(lines, span) if span is not None else None
+    if owned is None or not owned.unrecorded or line not in owned.silent_calls:
+        return None
+    return (f"**Kernel Lens** — line {line}: what its call became is not recorded in this run. "
+            f"{unrecorded_why(owned.unrecorded)}")
 
 
 # A function's hover shows the source of its first kernels only: fifty kernels' code is no hover to read, and its
@@ -193,8 +206,8 @@ def source_line_text(index: Index, path: str, line: int, lines: FileLines | None
         return (f"**Kernel Lens** — line {line} changed since the compile: its older version `{text}`{became} "
                 f"(run `{lines.view.run.id}`); compile again for this text's kernels")
     recorded = line if lines is None else lines.to_recorded.get(line)
-    if recorded is None:
-        return None
+    if recorded is None:  # no node of its own: a call whose callee's nodes the run may not have linked to it
+        return unrecorded_call(lines, line)
     hits = index.hits_at(path, recorded)
     why = why_block(index.why_at(path, recorded))
     calls = lines.view.by_caller_line.get((lines.file, recorded), []) if lines is not None else []

@@ -100,6 +100,9 @@ async def test_without_the_stack_records_the_calls_are_said_unrecorded(client, w
     assert f"`Net.forward` calls: not recorded in this run — what its calls became is unknown (line {forward_def + 2} " \
         "became no kernel of its own)" in text  # `h = self.gate(h)`
     assert "**Via calls" not in text
+    gate_call = line_of(prog, "h = self.gate(h)") + 1
+    assert (await hover(client, prog, gate_call)).startswith(
+        f"**Kernel Lens** — line {gate_call}: what its call became is not recorded in this run. Inductor's")
     titles = await lens_titles(client, prog)
     assert titles[run_def] == ["via calls: not recorded in this run"]
     assert titles[forward_def] == [f"3 kernels · {MM}, {TAIL_KERNEL}", "via calls: not recorded in this run"]
