@@ -1,7 +1,8 @@
 """The results the server's `workspace/executeCommand` handlers answer with (0-based lines, file URIs), as
 TypedDicts: the one description of the wire format the extension's `common/protocol.ts` is generated from
 (`python -m lsp_server.protocol_ts --write`; tests/lsp_server/test_protocol_ts.py fails when either side changes
-alone). `Annotated[..., "words"]` carries a field's doc comment."""
+alone). `Annotated[..., "words"]` carries a field's doc comment. The GPU commands' answers (Triton chain, kernels at a
+line, benchmark one kernel) are in protocol_gpu.py, which builds on this module; protocol_ts.py joins the two."""
 from __future__ import annotations
 
 from typing import Annotated, Literal, NotRequired, TypedDict, Union
@@ -317,103 +318,15 @@ class GraphBreaks(TypedDict):
     graph_breaks: list[GraphBreakSummary]
 
 
-# What protocol.ts declares, in its order: type aliases by name, then interfaces.
-class StageLinks(TypedDict):
-    uri: str
-    lines: list[int]  # 0-based lines of one IR stage file that came from the Triton line
-
-
-class TritonLine(TypedDict):
-    uri: str  # the graph's output_code.py, where Inductor embeds the kernel's file
-    line: int
-    kernel_file_line: int  # 1-based line of the kernel's own .py file (what the IR's loc records name)
-    text: str
-
-
-class LaunchSetting(TypedDict):
-    name: str  # XBLOCK, R0_BLOCK, num_warps, num_stages
-    value: str
-    origin: Annotated[str, ".best_config | autotune log | kernel source | launch grid | cache entry"]
-
-
-class TriedConfig(TypedDict):
-    config: str  # as Inductor logs it: `XBLOCK: 8, num_warps: 2, num_ctas: 1, num_stages: 1, maxnreg: None`
-    ms: float
-    registers: Union[int, None]
-    spills: Union[int, None]
-    chosen: bool
-
-
-class TritonLaunch(TypedDict):
-    """The launched config of a Triton kernel and the configs autotuning tried (fastest first)."""
-    settings: list[LaunchSetting]
-    chosen_by: str  # which cache entry launched: only entry | .best_config | logged best config | profiled launch
-    tried: list[TriedConfig]
-
-
-class TritonChain(TypedDict):
-    """`kernelLens.tritonChain` ({uri, line}): a Triton kernel's line in any stage (ttir ttgir llir ptx sass) or in
-    output_code.py, its Triton line, FX nodes and user line, and every stage's lines from that Triton line."""
-    kernel: str
-    graph_id: str
-    run_id: str
-    entry: str  # the Triton cache entry (hash folder)
-    stage: str  # triton | ttir | ttgir | llir | ptx | sass: where the asked line is
-    line: int
-    launch: TritonLaunch
-    triton: TritonLine
-    nodes: list[str]
-    precision: Annotated[str, "line: the Triton line's own FX nodes; kernel: the index maps the line to no node, "
-                              "the kernel's nodes (and their first user line) stand in"]
-    source: Union[SourceLocation, None]
-    stages: dict[str, StageLinks]
-
-
-class TritonChainStart(TypedDict):
-    """A Triton kernel's chain opens on `line` of its graph's output_code.py (`uri`)."""
-    kernel: str
-    graph_id: str
-    run_id: str
-    uri: str
-    line: int
-    ms: Union[float, None]  # the kernel's time per call of its graph, where profiled
-
-
-class TritonKernelsAt(TypedDict):
-    """`kernelLens.tritonKernelsAt` ({uri, line}): the Triton kernels with a kept cache entry that a user's line
-    (those computing it, most costly first), a kernel's own file or output_code.py line leads to."""
-    kernels: list[TritonChainStart]
-
-
-class BenchmarkKernelResult(TypedDict):
-    """`kernelLens.benchmarkKernel` ({uri, line}): the kernel's line of `python output_code.py -k` run on this
-    machine's GPU; without a GPU, `error` says so and the figures are the ones recorded beside output_code.py."""
-    error: NotRequired[str]
-    kernel: NotRequired[str]
-    ms: NotRequired[float]
-    gb: NotRequired[float]
-    gb_per_s: NotRequired[float]
-    registers: NotRequired[int | None]
-    spills: NotRequired[int | None]
-    shared: NotRequired[int | None]
-    recorded: NotRequired[bool]
-
-
-TritonChainResult = Union[TritonChain, CommandError]
-TritonKernelsAtResult = Union[TritonKernelsAt, CommandError]
-
-
+# What protocol.ts declares, in its order: type aliases by name, then interfaces (protocol_gpu.py's follow).
 ALIASES = {"RunKind": RunKind, "KernelKind": KernelKind, "JobKind": JobKind, "KernelChange": KernelChange,
-           "RunDiffResult": RunDiffResult, "TritonChainResult": TritonChainResult,
-           "TritonKernelsAtResult": TritonKernelsAtResult}
+           "RunDiffResult": RunDiffResult}
 DECLARATIONS = ["RunKind", "KernelKind", "JobKind", RunSummary, SelectRunResult, KernelLocation, SourceLocation, ProfiledKernel,
                 KindShare, GraphProfile, RunProfile, CostlyLine, LineLink, LineRange, GraphLink, LinkedLines,
                 LineCostKernel, LineCost, LineCosts, ReindexResult, JobResult, KernelSpan, "KernelChange", TimePair,
                 SourceRef, DiffNode, KernelDiffNode, KernelDiffEntry, OutputsComparison, GraphDiff, RunDiff, CommandError, "RunDiffResult", CompileGuard,
                 RecompileCause, CompileSummary,
-                GraphBreakSummary, GraphBreaks, StageLinks, TritonLine, LaunchSetting, TriedConfig, TritonLaunch,
-                TritonChain, "TritonChainResult",
-                TritonChainStart, TritonKernelsAt, "TritonKernelsAtResult", BenchmarkKernelResult]
+                GraphBreakSummary, GraphBreaks]
 
 # executeCommand ID -> what its handler answers (None where there is nothing to say)
 COMMANDS: dict[str, object] = {
@@ -422,6 +335,4 @@ COMMANDS: dict[str, object] = {
     "kernelLens.getProfile": Union[RunProfile, None], "kernelLens.diffRuns": RunDiffResult,
     "kernelLens.runJob": JobResult, "kernelLens.profileInductor": JobResult,
     "kernelLens.linkedLines": Union[LinkedLines, None], "kernelLens.lineCosts": Union[LineCosts, None],
-    "kernelLens.listCompiles": list[CompileSummary], "kernelLens.listGraphBreaks": GraphBreaks,
-    "kernelLens.tritonChain": TritonChainResult, "kernelLens.benchmarkKernel": BenchmarkKernelResult,
-    "kernelLens.tritonKernelsAt": TritonKernelsAtResult}
+    "kernelLens.listCompiles": list[CompileSummary], "kernelLens.listGraphBreaks": GraphBreaks}

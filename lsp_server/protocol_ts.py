@@ -1,6 +1,7 @@
-"""Renders `lsp_server/protocol.py` (the executeCommand result types) as the extension's
+"""Renders `lsp_server/protocol.py` and `protocol_gpu.py` (the executeCommand result types) as the extension's
 `vscode-extension/src/common/protocol.ts`. `python -m lsp_server.protocol_ts` prints it, `--write` rewrites the
-file; tests/lsp_server/test_protocol_ts.py checks that the committed file is this text."""
+file; tests/lsp_server/test_protocol_ts.py checks that the committed file is this text. `COMMANDS` here is every
+command's answer type, both modules'."""
 from __future__ import annotations
 
 import sys
@@ -8,18 +9,22 @@ import types
 import typing
 from pathlib import Path
 
-from lsp_server import protocol
+from lsp_server import protocol, protocol_gpu
 
 PROTOCOL_TS = Path(__file__).resolve().parents[1] / "vscode-extension" / "src" / "common" / "protocol.ts"
 HEADER = ("/** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs).\n"
-          " * Generated from lsp_server/protocol.py by `python -m lsp_server.protocol_ts --write`: edit that file. */")
+          " * Generated from lsp_server/protocol.py and protocol_gpu.py by `python -m lsp_server.protocol_ts --write`:\n"
+          " * edit those files. */")
+ALIASES = {**protocol.ALIASES, **protocol_gpu.ALIASES}
+DECLARATIONS = [*protocol.DECLARATIONS, *protocol_gpu.DECLARATIONS]
+COMMANDS: dict[str, object] = {**protocol.COMMANDS, **protocol_gpu.COMMANDS}
 SCALARS = {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null", object: "unknown"}
 
 
 def ts_type(hint: object, alias_ok: bool = True) -> str:
     """A Python type hint as TypeScript; a hint equal to a named alias of protocol.py is written as its name."""
     if alias_ok:
-        for name, alias in protocol.ALIASES.items():
+        for name, alias in ALIASES.items():
             if hint == alias:
                 return name
     origin, args = typing.get_origin(hint), typing.get_args(hint)
@@ -36,7 +41,7 @@ def ts_type(hint: object, alias_ok: bool = True) -> str:
         return f"({inner})[]" if " | " in inner else f"{inner}[]"
     if origin is dict:
         return f"Record<{ts_type(args[0])}, {ts_type(args[1])}>"
-    raise TypeError(f"lsp_server/protocol.py: no TypeScript for {hint!r}")
+    raise TypeError(f"lsp_server/protocol.py or protocol_gpu.py: no TypeScript for {hint!r}")
 
 
 def _field(name: str, hint: object) -> list[str]:
@@ -58,7 +63,7 @@ def _doc(text: str | None, indent: str = "") -> list[str]:
 
 def declaration(item: object) -> str:
     if isinstance(item, str):
-        return f"export type {item} = {ts_type(protocol.ALIASES[item], alias_ok=False)};"
+        return f"export type {item} = {ts_type(ALIASES[item], alias_ok=False)};"
     hints = typing.get_type_hints(item, include_extras=True)
     lines = _doc(item.__doc__ if item.__doc__ != typing.TypedDict.__doc__ else None)
     lines.append(f"export interface {item.__name__} {{")
@@ -68,7 +73,7 @@ def declaration(item: object) -> str:
 
 
 def render() -> str:
-    return "\n\n".join([HEADER, *(declaration(item) for item in protocol.DECLARATIONS)]) + "\n"
+    return "\n\n".join([HEADER, *(declaration(item) for item in DECLARATIONS)]) + "\n"
 
 
 def main(argv: list[str]) -> int:

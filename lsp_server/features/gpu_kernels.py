@@ -2,11 +2,14 @@
 a Triton kernel (`kernelLens.tritonChain`: a PTX/SASS/TTIR/TTGIR/LLIR line or an output_code.py line ->
 Triton line -> FX nodes -> the user's line, and back to every stage's lines), the Triton kernels a line of the
 user's file or of a kernel's own file leads to (`kernelLens.tritonKernelsAt`: where the chain opens from), and
-`kernelLens.benchmarkKernel` (the kernel's line of `python output_code.py -k` run on this machine's GPU; without
-one, a clear message)."""
+`kernelLens.benchmarkKernel` (the kernel's standalone module run on this machine's GPU as compiled and as
+max-autotune compiles it, side by side, through `python -m lsp_server.loading.kernel_benchmark`; without a GPU, a
+clear message and what was recorded beside output_code.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,10 @@ from lsp_server.model import Graph, Kernel, Run, normalize_path
 STAGES = ("ttir", "ttgir", "llir", "ptx", "sass")
 TRITON_CACHE_FOLDER = "triton_cache"
 KERNEL_BENCH_FILE = "benchmark_kernels.txt"
+KERNEL_BENCHMARKS_FILE = "kernel_benchmarks.json"
+BENCH_MODULE = "lsp_server.loading.kernel_benchmark"
+SERVER_ROOT = Path(__file__).resolve().parents[2]  # where `lsp_server` imports from, for the benchmark process
+VARIANT_LABELS = {"default": "as compiled", "max_autotune": "max-autotune", "env_max_autotune": "MAX_AUTOTUNE=1 only"}
 CHAIN_COMMAND = "kernelLens.tritonChain"
 KERNELS_AT_COMMAND = "kernelLens.tritonKernelsAt"
 BENCHMARK_COMMAND = "kernelLens.benchmarkKernel"
@@ -29,7 +36,7 @@ NO_GPU = ("Benchmarking a kernel needs a CUDA GPU on this machine (none found: t
           "False or torch is not installed). Run `python output_code.py -k` on a GPU machine, or "
           "`kernel-lens profile-inductor` there, and open the results here.")
 MAX_TRIED_SHOWN = 6
-NOT_TUNED = ("kernel source", "launch grid")  # block sizes read elsewhere than the autotuning records
+NOT_TUNED = ("kernel source", "launch grid", "only config")  # block sizes read elsewhere than autotuning records
 BENCH_TIMEOUT_S = 300
 
 
@@ -103,11 +110,23 @@ def launch_json(kernel: Kernel) -> dict[str, Any]:
         settings += [{"name": name, "value": str(value), "origin": "cache entry"}
                      for name, value in (("num_warps", gpu.chosen.num_warps), ("num_stages", gpu.chosen.num_stages))
                      if value is not None]
-    best = gpu.autotune.best if gpu.autotune else None
-    tried = sorted(gpu.autotune.tried, key=lambda t: t.ms) if gpu.autotune else []
     return {"settings": settings, "chosen_by": gpu.chosen_by,
             "tried": [{"config": t.config, "ms": t.ms, "registers": t.registers, "spills": t.spills,
-                       "chosen": best is not None and t.config == best.config} for t in tried]}
+                       "chosen": chosen, "search": search} for search, t, chosen in tried_configs(gpu)]}
+
+
+def tried_configs(gpu: Any) -> list[tuple[str, Any, bool]]:
+    """(search, config, kept) of every config benchmarked: autotuning's, then coordinate descent's; fastest
+    first in each. Of autotuning's, the best is kept only where coordinate descent did not go on from it."""
+    found = []
+    if gpu.autotune is not None:
+        best = gpu.autotune.best.config if gpu.autotune.best else None
+        found += [("autotune", t, t.config == best and gpu.coordesc is None)
+                  for t in sorted(gpu.autotune.tried, key=lambda t: t.ms)]
+    if gpu.coordesc is not None:
+        found += [("coordinate descent", t, t.config == gpu.coordesc.best)
+                  for t in sorted(gpu.coordesc.tried, key=lambda t: t.ms)]
+    return found
 
 
 def chained(kernel: Kernel) -> bool:
@@ -197,39 +216,60 @@ def gpu_hover_block(kernel: Kernel) -> str | None:
         return None
     parts = []
     chosen = gpu.chosen
+    logged = gpu.coordesc.best_timing if gpu.coordesc else gpu.autotune.best if gpu.autotune else None
+    blocks = " · ".join(f"{k}={v}" + (f" ({origin})" if origin in NOT_TUNED else "")
+                        for k, (v, origin) in gpu.block_origins().items())
     if chosen is not None:
         usage = chosen.usage
-        logged = gpu.autotune.best if gpu.autotune and gpu.autotune.best else None
         spills = f"{logged.spills} spilled" if logged and logged.spills is not None else \
             f"stack {_bytes(usage.stack if usage else None)}"
-        blocks = " · ".join(f"{k}={v}" + (f" ({origin})" if origin in NOT_TUNED else "")
-                            for k, (v, origin) in gpu.block_origins().items())
-        parts.append(f"**Triton** (cache entry `{chosen.key[:12]}`, {gpu.chosen_by}; {len(gpu.entries)} compiled): "
+        entry = f"[`{chosen.key[:12]}`]({uri_of(str(chosen.folder / (chosen.name + '.json')))})"
+        parts.append(f"**Triton** (cache entry {entry}, {gpu.chosen_by}; {len(gpu.entries)} compiled): "
                      f"{usage.registers if usage and usage.registers is not None else '?'} registers · {spills} · "
                      f"shared {_bytes(chosen.shared)} · num_warps={chosen.num_warps} · num_stages={chosen.num_stages}"
                      + (f" · {blocks}" if blocks else "")
                      + f"\n\nStages: {', '.join(chosen.stages) or 'metadata only'} (`{CHAIN_COMMAND}`)")
     elif gpu.entries:
-        parts.append(f"**Triton**: {len(gpu.entries)} compiled configs in the cache; which one launched is unknown")
-    if gpu.autotune and gpu.autotune.tried:
-        best = gpu.autotune.best
+        parts.append(f"**Triton**: {len(gpu.entries)} compiled configs in the cache; which one launched is unknown"
+                     + (f" · launched with {blocks}" if blocks else ""))
+    elif blocks:
+        parts.append(f"**Triton**: launched with {blocks}")
+    for search, title in (("autotune", "Autotuning"), ("coordinate descent", "Coordinate descent")):
+        tried = [(t, kept) for s, t, kept in tried_configs(gpu) if s == search]
         rows = [f"- `{t.config}`: {t.ms:.4f} ms, {t.registers} registers, {t.spills} spilled"
-                + (" **← chosen**" if best is not None and t.config == best.config else "")
-                for t in sorted(gpu.autotune.tried, key=lambda t: t.ms)[:MAX_TRIED_SHOWN]]
-        parts.append(f"**Autotuning**: {len(gpu.autotune.tried)} configs benchmarked\n" + "\n".join(rows))
-    elif gpu.best_config is not None:
+                + (" **← chosen**" if kept else "") for t, kept in tried[:MAX_TRIED_SHOWN]]
+        if rows:
+            parts.append(f"**{title}**: {len(tried)} configs benchmarked\n" + "\n".join(rows))
+    if gpu.best_config is not None:
         how = "coordinate descent" if gpu.best_config.get("found_by_coordesc") else "autotuning"
-        parts.append(f"**Autotuning**: chosen by {how} in {gpu.best_config.get('time_taken_ms')} ms (.best_config)")
+        parts.append(f"**Chosen** by {how} in {gpu.best_config.get('time_taken_ms')} ms (.best_config)")
     if gpu.bench is not None:
         b = gpu.bench
         parts.append(f"**Benchmark** (`output_code.py -k`, line {b.line} of benchmark_kernels.txt): {b.ms:.3f} ms · "
                      f"{b.gb:.3f} GB · {b.gb_per_s:.2f} GB/s")
+    if gpu.benchmarks is not None:
+        parts.append(f"**Benchmark, standalone module** ({KERNEL_BENCHMARKS_FILE}, {gpu.benchmarks.device or '?'}): "
+                     + " | ".join(variant_text(v) for v in gpu.benchmarks.variants))
     for table in gpu.gemm:
         rows = [f"- `{c.name}` {c.ms:.4f} ms ({c.percent:.1f}%)" + (f" {c.description}" if c.description else "")
                 + (" **← chosen**" if i == 0 else "") for i, c in enumerate(table.choices[:MAX_TRIED_SHOWN])]
         parts.append(f"**Max-autotune** `{table.op}({table.sizes})`: {len(table.choices)} choices shown by "
                      f"Inductor, chosen `{table.chosen.name if table.chosen else '?'}`\n" + "\n".join(rows))
     return "\n\n".join(parts) or None
+
+
+def variant_text(v: Any) -> str:
+    """`max-autotune 0.005 ms · 789.59 GB/s (6 configs)` for one timed variant."""
+    label = VARIANT_LABELS.get(v.variant, v.variant)
+    if v.ms is None:
+        return f"{label}: failed ({v.error or 'no timing'})"
+    tried = f" ({v.configs_tried} configs)" if v.configs_tried else ""
+    return f"{label} {v.ms:.3f} ms · {v.gb_per_s:.2f} GB/s{tried}"
+
+
+def variants_json(benchmarks: Any) -> list[dict[str, Any]]:
+    return [{"variant": v.variant, "ms": v.ms, "gb": v.gb, "gb_per_s": v.gb_per_s, "configs_tried": v.configs_tried,
+             "best_config": v.best_config, "error": v.error} for v in benchmarks.variants] if benchmarks else []
 
 
 def cuda_available() -> bool:
@@ -248,32 +288,43 @@ def bench_json(kernel: Kernel, bench: Any, **extra: Any) -> dict[str, Any]:
     return answer
 
 
-async def benchmark_kernel_json(index: Index, uri: str, line0: int) -> dict[str, Any]:
-    """On a GPU machine: `python output_code.py -k` in the graph's folder, this kernel's line of it. Without a
-    GPU: a clear message, and the result recorded beside output_code.py if there is one."""
+async def benchmark_kernel_json(index: Index, uri: str, line0: int, max_autotune: bool = True) -> dict[str, Any]:
+    """On a GPU machine: the kernel's standalone module as compiled and (unless `max_autotune` is False) as
+    max-autotune compiles it, each timed in its own process, recorded beside output_code.py. Without a GPU: a
+    clear message, and what was recorded there (the standalone variants, the `-k` line)."""
     generated = index.generated_file(path_of(uri))
     kernel = generated.kernel_at(line0 + 1) if generated else None
     if generated is None or kernel is None or kernel.language != "triton":
         return {"error": "not a line of a Triton kernel in an output_code.py"}
     recorded = kernel.gpu.bench if kernel.gpu else None
+    timed = kernel.gpu.benchmarks if kernel.gpu else None
     if not cuda_available():
         message = NO_GPU + (f" Recorded earlier ({KERNEL_BENCH_FILE}): {recorded.ms:.3f} ms, "
-                            f"{recorded.gb_per_s:.2f} GB/s." if recorded else "")
-        return bench_json(kernel, recorded, error=message, recorded=recorded is not None)
+                            f"{recorded.gb_per_s:.2f} GB/s." if recorded else "") + \
+            (f" Standalone module on {timed.device or '?'} ({KERNEL_BENCHMARKS_FILE}): "
+             + " | ".join(variant_text(v) for v in timed.variants) + "." if timed else "")
+        return bench_json(kernel, recorded, error=message, recorded=recorded is not None or timed is not None,
+                          **({"device": timed.device, "variants": variants_json(timed)} if timed else {}))
+    variants = "default,max_autotune" if max_autotune else "default"
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "output_code.py", "-k", cwd=generated.graph.path,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+        sys.executable, "-m", BENCH_MODULE, str(generated.graph.output_code), kernel.name, "--variants", variants,
+        "--record", cwd=generated.graph.path, env={**os.environ, "PYTHONPATH": str(SERVER_ROOT)},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
-        out, _ = await asyncio.wait_for(process.communicate(), BENCH_TIMEOUT_S)
+        out, err = await asyncio.wait_for(process.communicate(), BENCH_TIMEOUT_S * 2)
     except asyncio.TimeoutError:
         process.kill()
-        return {"error": f"`python output_code.py -k` ran past {BENCH_TIMEOUT_S} s", "kernel": kernel.name}
-    text = out.decode(errors="replace")
-    bench = kernel.gpu.bench_from(text) if kernel.gpu else None
-    if bench is None:
-        return {"error": f"`python output_code.py -k` printed no line for `{kernel.name}`: "
-                         + text[-400:], "kernel": kernel.name}
-    return bench_json(kernel, bench, recorded=False)
+        return {"error": f"benchmarking `{kernel.name}` ran past {BENCH_TIMEOUT_S * 2} s", "kernel": kernel.name}
+    try:
+        answer = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": f"the benchmark of `{kernel.name}` printed no result: "
+                         + err.decode(errors="replace")[-400:], "kernel": kernel.name}
+    if "error" in answer:
+        return {"error": answer["error"], "kernel": kernel.name}
+    default = next((v for v in answer["variants"] if v["variant"] == "default"), {})
+    return {"kernel": kernel.name, "ms": default.get("ms"), "gb": default.get("gb"), "gb_per_s": default.get("gb_per_s"),
+            "device": answer.get("device"), "variants": answer["variants"], "recorded": False}
 
 
 def register(server: Any) -> None:
@@ -298,8 +349,11 @@ def register(server: Any) -> None:
     @server.command(BENCHMARK_COMMAND)
     @failsafe(server, BENCHMARK_COMMAND)
     async def benchmark_kernel(*args: Any) -> dict[str, Any]:
-        """{uri, line}: a Triton kernel's line in output_code.py -> its time, bytes and bandwidth (`-k`)."""
+        """{uri, line, maxAutotune?}: a Triton kernel's line in output_code.py -> its standalone module's time,
+        bytes and bandwidth, as compiled and (unless maxAutotune is false) as max-autotune compiles it."""
         request = first_argument(args)
-        if not isinstance(request.get("uri"), str) or not isinstance(request.get("line"), int):
-            return {"error": "benchmarkKernel expects {\"uri\": str, \"line\": int}"}
-        return await benchmark_kernel_json(server.index, request["uri"], request["line"])
+        if not isinstance(request.get("uri"), str) or not isinstance(request.get("line"), int) \
+                or not isinstance(request.get("maxAutotune", True), bool):
+            return {"error": "benchmarkKernel expects {\"uri\": str, \"line\": int, \"maxAutotune\"?: bool}"}
+        return await benchmark_kernel_json(server.index, request["uri"], request["line"],
+                                           request.get("maxAutotune", True))

@@ -4,6 +4,7 @@ line per kernel, named by the first 10 characters of its file's hash (`# kernel 
 Pure text -> dataclasses; other lines are skipped."""
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,3 +58,61 @@ def kernel_key(output_code_lines: list[str], start_line: int) -> str | None:
     """The kernel's bench key: its own file's first characters (what `-k` prints)."""
     path = kernel_path(output_code_lines, start_line)
     return Path(path).name[:KEY_LENGTH] if path is not None else None
+
+
+# A kernel's standalone module (`python <kernel>.py`, TORCHINDUCTOR_BENCHMARK_KERNEL=1) prints one line:
+#     0.051ms    0.013GB    254.34GB/s
+STANDALONE = re.compile(r"^(?P<ms>[0-9.]+)ms\s+(?P<gb>[0-9.]+)GB\s+(?P<gbps>[0-9.]+)GB/s\s*$", re.MULTILINE)
+KERNEL_BENCHMARKS_FILE = "kernel_benchmarks.json"  # beside output_code.py: what `kernelLens.benchmarkKernel` ran
+
+
+@dataclass(frozen=True)
+class VariantTiming:
+    """One run of a kernel's standalone module: `default` as compiled, or `max_autotune`."""
+    variant: str
+    ms: float | None
+    gb: float | None
+    gb_per_s: float | None
+    configs_tried: int | None = None  # configs its autotuning benchmarked (the Triton heuristics' log)
+    best_config: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelBenchmarks:
+    """What `kernel_benchmarks.json` records for one kernel: its variants side by side, on which device."""
+    kernel: str
+    device: str | None
+    variants: list[VariantTiming]
+
+
+def parse_standalone(text: str) -> tuple[float, float, float] | None:
+    """(ms, GB, GB/s) of a standalone kernel module's output: its last timing line."""
+    found = list(STANDALONE.finditer(text))
+    return (float(found[-1]["ms"]), float(found[-1]["gb"]), float(found[-1]["gbps"])) if found else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def parse_kernel_benchmarks(text: str) -> dict[str, KernelBenchmarks]:
+    """`kernel_benchmarks.json`: {"kernels": {name: {"device": str, "variants": [{variant, ms, gb, gb_per_s,
+    configs_tried, best_config, error}]}}}; entries of another shape are skipped."""
+    try:
+        kernels = json.loads(text).get("kernels", {})
+    except (ValueError, AttributeError):
+        return {}
+    found = {}
+    for name, record in kernels.items() if isinstance(kernels, dict) else ():
+        if not isinstance(record, dict) or not isinstance(record.get("variants"), list):
+            continue
+        variants = [VariantTiming(str(v.get("variant")), _number(v.get("ms")), _number(v.get("gb")),
+                                  _number(v.get("gb_per_s")),
+                                  v["configs_tried"] if isinstance(v.get("configs_tried"), int) else None,
+                                  v["best_config"] if isinstance(v.get("best_config"), str) else None,
+                                  v["error"] if isinstance(v.get("error"), str) else None)
+                    for v in record["variants"] if isinstance(v, dict)]
+        device = record.get("device")
+        found[name] = KernelBenchmarks(name, device if isinstance(device, str) else None, variants)
+    return found

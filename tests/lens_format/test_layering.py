@@ -138,7 +138,7 @@ TOP_LEVEL = {
                  "pipeline", "scheduler",  # the stage list and its loop, the one stage that is one file
                  "config", "decisions", "hooks", "dynamo_skip", "compiled_graph"},  # shared leaves
     "lsp_server": {"__init__", "__main__", "server",  # entry points
-                   "index", "model", "settings", "protocol", "protocol_ts", "jobs", "json_answer"},  # shared
+                   "index", "model", "settings", "protocol", "protocol_gpu", "protocol_ts", "jobs", "json_answer"},  # shared
 }
 # what the machine side may import outside compiler/machine/: settings, Dynamo's skip list, and the C++ text
 # (prelude, vector math and the erf it links, size variants' markers) it precompiles, builds and links, never the

@@ -17,7 +17,7 @@ from lsp_server.features import commands, compiles, linked_lines
 from lsp_server.features.lookup import uri_of
 from lsp_server.index import Index
 from lsp_server.loading.run_loader import load_run
-from lsp_server.protocol_ts import PROTOCOL_TS, declaration, render
+from lsp_server.protocol_ts import COMMANDS, PROTOCOL_TS, declaration, render
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "lens_foo1" / "runs"
 
@@ -150,12 +150,12 @@ def test_each_handler_answers_what_protocol_py_says(host: HandlerHost):
     for name, calls in requests.items():
         for args in calls if name in host.handlers else ():
             answer = host.call(name, *args)
-            assert conforms(answer, protocol.COMMANDS[name], name) == []
+            assert conforms(answer, COMMANDS[name], name) == []
             answered.add(name) if answer not in (None, []) else None
     assert answered >= {"kernelLens.diffRuns", "kernelLens.getProfile", "kernelLens.linkedLines",
                         "kernelLens.lineCosts", "kernelLens.kernelsAt", "kernelLens.listRuns"}
     # every command is described (runJob and profileInductor start processes: not called here)
-    assert set(host.handlers) <= set(protocol.COMMANDS) and set(requests) | {"kernelLens.runJob",
+    assert set(host.handlers) <= set(COMMANDS) and set(requests) | {"kernelLens.runJob",
                                                                              "kernelLens.profileInductor"} >= set(host.handlers)
     # the answers had something in them to check
     diff = host.call("kernelLens.diffRuns", {"a": runs[0], "b": runs[-1]})

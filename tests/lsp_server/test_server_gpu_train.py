@@ -133,7 +133,8 @@ async def test_kernel_hover_shows_registers_warps_blocks_and_autotuning(client: 
     assert f"XBLOCK: {xblock}," in chosen
     (usage,) = [p for p in workspace.glob(f"torch_compile_debug/run_*/triton_cache/*/{name}.res_usage.txt")
                 if f"REG:{nreg} " in p.read_text()]
-    assert f"cache entry `{usage.parent.name[:12]}`" in text
+    metadata = usage.parent / f"{name}.json"  # the hover links the entry's metadata
+    assert f"cache entry [`{usage.parent.name[:12]}`]({metadata.as_uri()}), .best_config;" in text
 
 
 async def test_chain_from_sass_line_to_triton_fx_node_and_user_line_and_back(client: LanguageClient, workspace: Path):
@@ -182,7 +183,7 @@ async def test_max_autotune_gemm_choices_on_the_extern_call_hover(client: Langua
     code = graph_folder(workspace, "model__0_inference_0.0") / "output_code.py"
     text = await hover(client, code, line_of(code, "extern_kernels.mm(arg0_1"), 16)
     stderr = (workspace / "prog_stderr.txt").read_text()
-    table = re.search(r"^AUTOTUNE mm\(([^)]*)\)\n.*\n.*\n((?:  .*\n)+)", stderr, re.M)
+    table = re.search(r"^AUTOTUNE mm\(([^)]*)\)\n.*\n.*\n((?:  .*\n)+)", stderr, re.MULTILINE)
     first, second = table.group(2).splitlines()[:2]
     assert f"**Max-autotune** `mm({table.group(1)})`" in text and "chosen `mm`" in text
     assert f"`mm` {first.split()[1]} ms (100.0%) **← chosen**" in text
@@ -204,7 +205,12 @@ async def test_kernel_hover_shows_its_recorded_benchmark(client: LanguageClient,
     fields = recorded_bench(workspace, "model__0_forward_1.0", "triton_poi_fused_gelu_view_7")
     text = await hover(client, code, line_of(code, "def triton_poi_fused_gelu_view_7("))
     ms, gbps = float(fields[3].removesuffix("ms")), float(fields[6].removesuffix("GB/s"))
-    assert f"**Benchmark** (`output_code.py -k`" in text and f"{ms:.3f} ms" in text and f"{gbps:.2f} GB/s" in text
+    assert "**Benchmark** (`output_code.py -k`" in text and f"{ms:.3f} ms" in text and f"{gbps:.2f} GB/s" in text
+
+
+def recorded_variants(workspace: Path, graph: str, kernel: str) -> dict:
+    """What the H100 recorded for the kernel's standalone module (regenerate.py --bench-only)."""
+    return json.loads((graph_folder(workspace, graph) / "kernel_benchmarks.json").read_text())["kernels"][kernel]
 
 
 async def test_benchmark_one_kernel_without_a_gpu_says_so(client: LanguageClient, workspace: Path):
@@ -217,6 +223,38 @@ async def test_benchmark_one_kernel_without_a_gpu_says_so(client: LanguageClient
     assert answer["kernel"] == "triton_poi_fused_gelu_view_7" and "needs a CUDA GPU" in answer["error"]
     fields = recorded_bench(workspace, "model__0_forward_1.0", "triton_poi_fused_gelu_view_7")
     assert answer["recorded"] is True and answer["ms"] == float(fields[3].removesuffix("ms"))
+    # and the standalone module's variants the H100 recorded, side by side
+    recorded = recorded_variants(workspace, "model__0_forward_1.0", "triton_poi_fused_gelu_view_7")
+    assert answer["variants"] == recorded["variants"] and answer["device"] == recorded["device"]
+    default, max_autotune = (next(v for v in recorded["variants"] if v["variant"] == n) for n in ("default", "max_autotune"))
+    assert f"as compiled {default['ms']:.3f} ms · {default['gb_per_s']:.2f} GB/s ({default['configs_tried']} configs) | " \
+           in answer["error"]
+    assert f"max-autotune {max_autotune['ms']:.3f} ms · {max_autotune['gb_per_s']:.2f} GB/s " \
+           f"({max_autotune['configs_tried']} configs)" in answer["error"]
+    bad = await command(client, "kernelLens.benchmarkKernel",
+                        {"uri": code.as_uri(), "line": line_of(code, "def triton_poi_fused_gelu_view_7("),
+                         "maxAutotune": "yes"})
+    assert bad["error"].startswith("benchmarkKernel expects")
+
+
+@pytest.mark.parametrize("graph,kernel", [("model__0_forward_1.0", "triton_poi_fused_gelu_view_7"),
+                                          ("model__0_backward_3.1", "triton_red_fused_sum_1")])
+async def test_kernel_hover_shows_the_standalone_variants_side_by_side(client: LanguageClient, workspace: Path,
+                                                                        graph: str, kernel: str):
+    """The H100's timings of the kernel's standalone module as compiled, with TORCHINDUCTOR_MAX_AUTOTUNE=1 alone
+    (Inductor baked max_autotune=False into the kernel: the same configs run) and as max-autotune compiles it."""
+    code = graph_folder(workspace, graph) / "output_code.py"
+    recorded = recorded_variants(workspace, graph, kernel)
+    variants = {v["variant"]: v for v in recorded["variants"]}
+    assert set(variants) == {"default", "env_max_autotune", "max_autotune"} and recorded["device"].startswith("NVIDIA")
+    assert variants["max_autotune"]["configs_tried"] > (variants["default"]["configs_tried"] or 1)
+    assert variants["env_max_autotune"]["configs_tried"] == variants["default"]["configs_tried"]
+    text = await hover(client, code, line_of(code, f"def {kernel}("))
+    row = next(ln for ln in text.split("\n\n") if ln.startswith("**Benchmark, standalone module**"))
+    labels = {"default": "as compiled", "env_max_autotune": "MAX_AUTOTUNE=1 only", "max_autotune": "max-autotune"}
+    assert row == f"**Benchmark, standalone module** (kernel_benchmarks.json, {recorded['device']}): " + " | ".join(
+        f"{labels[v['variant']]} {v['ms']:.3f} ms · {v['gb_per_s']:.2f} GB/s"
+        + (f" ({v['configs_tried']} configs)" if v["configs_tried"] else "") for v in recorded["variants"])
 
 
 @pytest.mark.gpu
@@ -229,4 +267,5 @@ async def test_benchmark_one_kernel_on_the_gpu(client: LanguageClient, workspace
                            {"uri": code.as_uri(), "line": line_of(code, "def triton_poi_fused_gelu_view_7(")})
     assert "error" not in answer, answer
     assert answer["recorded"] is False and answer["ms"] > 0 and answer["gb_per_s"] > 0
-    assert answer["registers"] is not None and answer["registers"] > 0
+    assert [v["variant"] for v in answer["variants"]] == ["default", "max_autotune"]
+    assert all(v["ms"] > 0 and v["gb_per_s"] > 0 for v in answer["variants"])

@@ -1,5 +1,6 @@
 /** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs).
- * Generated from lsp_server/protocol.py by `python -m lsp_server.protocol_ts --write`: edit that file. */
+ * Generated from lsp_server/protocol.py and protocol_gpu.py by `python -m lsp_server.protocol_ts --write`:
+ * edit those files. */
 
 export type RunKind = "lens" | "inductor";
 
@@ -319,7 +320,7 @@ export interface TritonLine {
 export interface LaunchSetting {
   name: string;
   value: string;
-  /** .best_config | autotune log | kernel source | launch grid | cache entry */
+  /** .best_config | autotune log | only config | kernel source | launch grid | cache entry */
   origin: string;
 }
 
@@ -329,11 +330,14 @@ export interface TriedConfig {
   registers: number | null;
   spills: number | null;
   chosen: boolean;
+  /** autotune (the configs Inductor generated) | coordinate descent (its neighbours, after) */
+  search: string;
 }
 
 /** The launched config of a Triton kernel and the configs autotuning tried (fastest first). */
 export interface TritonLaunch {
   settings: LaunchSetting[];
+  /** which cache entry launched: only entry | .best_config | coordinate descent | logged best config | profiled launch | unknown */
   chosen_by: string;
   tried: TriedConfig[];
 }
@@ -374,7 +378,18 @@ export interface TritonKernelsAt {
 
 export type TritonKernelsAtResult = TritonKernelsAt | CommandError;
 
-/** `kernelLens.benchmarkKernel` ({uri, line}): the kernel's line of `python output_code.py -k` run on this machine's GPU; without a GPU, `error` says so and the figures are the ones recorded beside output_code.py. */
+/** One timed run of a kernel's standalone module: `default` (as compiled) or `max_autotune` (as `mode="max-autotune"` compiles it, run with TORCHINDUCTOR_MAX_AUTOTUNE=1). */
+export interface BenchmarkVariant {
+  variant: string;
+  ms: number | null;
+  gb: number | null;
+  gb_per_s: number | null;
+  configs_tried: number | null;
+  best_config: string | null;
+  error: string | null;
+}
+
+/** `kernelLens.benchmarkKernel` ({uri, line, maxAutotune?}): the kernel's standalone module timed on this machine's GPU, as compiled (`ms`, `gb_per_s`) and, unless maxAutotune is false, as max-autotune compiles it (`variants`, side by side); without a GPU, `error` says so and the figures are those recorded beside output_code.py (the `-k` line; `variants` from kernel_benchmarks.json). */
 export interface BenchmarkKernelResult {
   error?: string;
   kernel?: string;
@@ -385,4 +400,6 @@ export interface BenchmarkKernelResult {
   spills?: number | null;
   shared?: number | null;
   recorded?: boolean;
+  device?: string | null;
+  variants?: BenchmarkVariant[];
 }
