@@ -53,6 +53,19 @@ def _short_op(node: torch.fx.Node) -> str:
     return getattr(target, "__name__", node.name)
 
 
+def _defines(line: str, name: str) -> bool:
+    """Whether `line` of the printed graph assigns node `name` (`  name: "f32[4]..." = ...` or `  name = ...`): the
+    regex `^\s+name(: [^=]+)? = ` without compiling one per node (1,200 compiles were 0.5 s of BART's compile)."""
+    stripped = line.lstrip()
+    if len(stripped) == len(line) or not stripped.startswith(name):
+        return False
+    rest = stripped[len(name):]
+    if rest.startswith(" = "):
+        return True
+    eq = rest.find("=")
+    return rest.startswith(": ") and eq > 3 and rest[eq - 1] == " " and rest[eq + 1:eq + 2] == " "
+
+
 def readable_graph(gm: torch.fx.GraphModule) -> ReadableGraph:
     text = gm.print_readable(print_output=False, include_stride=True, include_device=True)
     text_lines = text.splitlines()
@@ -65,9 +78,8 @@ def readable_graph(gm: torch.fx.GraphModule) -> ReadableGraph:
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
-        pattern = re.compile(rf"^\s+{re.escape(node.name)}(: [^=]+)? = ")
         for i in range(search_from, len(text_lines)):
-            if pattern.match(text_lines[i]):
+            if _defines(text_lines[i], node.name):
                 lines[node.name] = i + 1
                 search_from = i + 1
                 break
