@@ -97,16 +97,21 @@ function configTime(ms: number): string {
 }
 
 /** Block sizes read elsewhere than the autotuning records say where from. */
-const NOT_TUNED = ["kernel source", "launch grid"];
+const NOT_TUNED = ["kernel source", "launch grid", "only config"];
+const COORDESC = "coordinate descent";
 
 /** The label on the kernel's `@triton_heuristics` line: its launched config and how it was chosen,
  *  `⚙ R0_BLOCK=64 (kernel source) · XBLOCK=8 · num_warps=2 · num_stages=1 · fastest of 3 configs tried (3.62 µs; next 4.10 µs)`. */
 export function launchLabel(launch: TritonLaunch): string {
   const settings = launch.settings.map((s) => `${s.name}=${s.value}` + (NOT_TUNED.includes(s.origin) ? ` (${s.origin})` : ""));
   const chosen = launch.tried.find((t) => t.chosen);
-  const next = launch.tried.find((t) => !t.chosen);
-  const how = chosen
-    ? `fastest of ${launch.tried.length} configs tried (${configTime(chosen.ms)}${next ? `; next ${configTime(next.ms)}` : ""})`
+  const searched = launch.tried.filter((t) => t.search === COORDESC);
+  const next = (chosen?.search === COORDESC ? searched : launch.tried).find((t) => !t.chosen);
+  const times = chosen ? ` (${configTime(chosen.ms)}${next ? `; next ${configTime(next.ms)}` : ""})` : "";
+  const how = chosen?.search === COORDESC
+    ? `kept by coordinate descent of ${searched.length} configs${times}` + (launch.tried.length > searched.length
+      ? ` after ${launch.tried.length - searched.length} autotuned` : "")
+    : chosen ? `fastest of ${launch.tried.length} configs tried${times}`
     : launch.tried.length > 0 ? `${launch.tried.length} configs tried` : `one config (${launch.chosen_by})`;
   return `⚙ ${[...settings, how].join(" · ")}`;
 }
@@ -116,6 +121,7 @@ export function launchHover(launch: TritonLaunch): string {
   if (launch.tried.length === 0) {
     return `Launched config (${launch.chosen_by}): ${launch.settings.map((s) => `${s.name}=${s.value} from ${s.origin}`).join(", ")}`;
   }
-  const rows = launch.tried.map((t) => `| \`${t.config}\` | ${configTime(t.ms)} | ${t.registers ?? "?"} | ${t.spills ?? "?"} | ${t.chosen ? "**chosen**" : ""} |`);
-  return [`Autotuning (cache entry chosen by ${launch.chosen_by})`, "", "| config | time | registers | spills | |", "|---|---|---|---|---|", ...rows].join("\n");
+  const rows = launch.tried.map((t) => `| \`${t.config}\` | ${t.search} | ${configTime(t.ms)} | ${t.registers ?? "?"} | ${t.spills ?? "?"} | ${t.chosen ? "**chosen**" : ""} |`);
+  return [`Autotuning (cache entry chosen by ${launch.chosen_by})`, "", "| config | search | time | registers | spills | |",
+    "|---|---|---|---|---|---|", ...rows].join("\n");
 }

@@ -23,8 +23,8 @@ const CHAIN: TritonChain = {
       { name: "num_stages", value: "1", origin: "cache entry" }],
     chosen_by: ".best_config",
     tried: [
-      { config: "XBLOCK: 512, num_warps: 4, num_ctas: 1, num_stages: 1, maxnreg: None", ms: 0.003616, registers: 18, spills: 0, chosen: true },
-      { config: "XBLOCK: 1024, num_warps: 4, num_ctas: 1, num_stages: 1, maxnreg: None", ms: 0.004102, registers: 24, spills: 0, chosen: false },
+      { config: "XBLOCK: 512, num_warps: 4, num_ctas: 1, num_stages: 1, maxnreg: None", ms: 0.003616, registers: 18, spills: 0, chosen: true, search: "autotune" },
+      { config: "XBLOCK: 1024, num_warps: 4, num_ctas: 1, num_stages: 1, maxnreg: None", ms: 0.004102, registers: 24, spills: 0, chosen: false, search: "autotune" },
     ],
   },
   triton: { uri: CODE, line: 820, kernel_file_line: 33, text: "tmp5 = libdevice.erf(tmp4)" },
@@ -106,4 +106,27 @@ test("the launched config's line says its settings, where untuned ones come from
   assert.equal(table.length, 6);
   assert.ok(table[4].startsWith("| `XBLOCK: 512,") && table[4].endsWith("| 3.62 µs | 18 | 0 | **chosen** |"), table[4]);
   assert.match(launchHover(single), /R0_BLOCK=512 from kernel source, XBLOCK=2 from launch grid/);
+});
+
+test("a config coordinate descent kept says so, timed against the search's next, not autotuning's configs", () => {
+  // the H100 max-autotune run's triton_red_fused_mul_sum_0 (tests/fixtures/inductor_gpu_train/autotune_gemm)
+  const row = (config: string, ms: number, registers: number, search: string, chosen = false) =>
+    ({ config: `${config}, num_ctas: 1, num_stages: 1, maxnreg: None`, ms, registers, spills: 0, chosen, search });
+  const launch = {
+    settings: [{ name: "R0_BLOCK", value: "1024", origin: ".best_config" }, { name: "XBLOCK", value: "1", origin: ".best_config" },
+      { name: "num_warps", value: "16", origin: "cache entry" }, { name: "num_stages", value: "1", origin: "cache entry" }],
+    chosen_by: "coordinate descent",
+    tried: [row("XBLOCK: 1, R0_BLOCK: 2048, num_warps: 16", 0.019328, 32, "autotune"),
+      row("XBLOCK: 4, R0_BLOCK: 512, num_warps: 4", 0.031424, 143, "autotune"),
+      row("XBLOCK: 1, R0_BLOCK: 1024, num_warps: 16", 0.018624, 30, "coordinate descent", true),
+      row("XBLOCK: 1, R0_BLOCK: 2048, num_warps: 16", 0.02144, 47, "coordinate descent"),
+      row("XBLOCK: 1, R0_BLOCK: 4096, num_warps: 16", 0.024512, 29, "coordinate descent")],
+  };
+  assert.equal(launchLabel(launch), "⚙ R0_BLOCK=1024 · XBLOCK=1 · num_warps=16 · num_stages=1 · "
+    + "kept by coordinate descent of 3 configs (0.019 ms; next 0.021 ms) after 2 autotuned");
+  const table = launchHover(launch).split("\n");
+  assert.equal(table[0], "Autotuning (cache entry chosen by coordinate descent)");
+  assert.ok(table[6].startsWith("| `XBLOCK: 1, R0_BLOCK: 1024,") && table[6].endsWith("| coordinate descent | 0.019 ms | 30 | 0 | **chosen** |"), table[6]);
+  const only = { ...launch, tried: [], settings: [{ name: "R0_BLOCK", value: "64", origin: "only config" }] };
+  assert.equal(launchLabel(only), "⚙ R0_BLOCK=64 (only config) · one config (coordinate descent)");
 });
