@@ -213,8 +213,8 @@ def inner_loops(plan: KernelPlan, ctx: PlanContext) -> None:
         loops = plan.inner[n.name] = InnerLoops(vars_, sizes, subst, pragmas, substitute(b.body, subst), store)
         if n.name in plan.streamed and not n.reduction_type:  # (streaming kernels' outer loops run on threads)
             loops.streamed_row = streaming.row_layout(n, vars_[-1], sizes[-1], store)
-            plan.decide("streamed rows", n.name, streaming.plan_row(loops, n), "where its innermost loop's stores "
-                        "fall on line boundaries")
+            plan.decide("streamed rows", n.name, streaming.plan_row(ctx, loops, n, b), "where its innermost loop's "
+                        "stores fall on line boundaries")
 
 
 def mirrors(plan: KernelPlan, ctx: PlanContext) -> None:
@@ -263,7 +263,6 @@ def exp_lane_cuts(plan: KernelPlan, ctx: PlanContext) -> None:
     of a multiple of 16 lanes whose bodies hold one, the lanes of a reduction, a sibling pair, a streamed row's lines
     or the deferred pass's lines (a streamed flat kernel's line block prints its nodes in blocks of their own)."""
     bodies = {n.name: b for n, b in zip(ctx.kernel.nodes, plan.bodies)}
-    nodes = {n.name: n for n in ctx.kernel.nodes}
     pieces = []
     for name, loop in plan.reduction_loops.items():
         if loop.how in ("lanes", "wide_sum", "blocked"):
@@ -275,7 +274,7 @@ def exp_lane_cuts(plan: KernelPlan, ctx: PlanContext) -> None:
             pieces.append((name, pair.cut_exps, pair.lanes))
     for name, inner in plan.inner.items():
         if inner.streamed_row:
-            lanes = streaming.line_lanes(nodes[name])
+            lanes = inner.row_lanes
             inner.cut_exps = exp_lanes.cuts(lanes, bodies[name].body)
             pieces.append((name, inner.cut_exps, lanes))
     if plan.deferred is not None:

@@ -2,6 +2,7 @@
 (compiler/codegen/strategies/streaming.py); results stay eager's, whatever the output's alignment or tail."""
 import ctypes
 import re
+import subprocess
 
 import pytest
 import sympy
@@ -14,6 +15,7 @@ from compiler.codegen.strategies.streaming import line_aligned
 from compiler.cpp_text.math_prelude import PRELUDE_END
 from compiler.ir.nodes import ComputedBuffer, Constant, Layout, Load, Op, index_vars
 from compiler.machine.build import build_shared_library
+from compiler.machine.build import isa_flags as build_isa_flags
 from compiler.scheduler import FusedKernel
 from tests.compiler.conftest import assert_same, compile_with_debug, kernel_plans, only_plan
 
@@ -184,3 +186,75 @@ def test_stream_line_on_each_instruction_set(tmp_path, isa):
         out = storage[offset:offset + 64 * 16]
         lib.copy_lines(ctypes.c_void_p(x.data_ptr()), ctypes.c_void_p(out.data_ptr()), ctypes.c_int64(64))
         assert torch.equal(out, x)
+
+
+# -- narrow integer inputs: blocks of lines that fill a vector of them (block_lanes) ---------------------------------
+def _dequantize(q, scale, zero):
+    return torch.nn.functional.gelu((q.float() - zero) * scale)
+
+
+def _quantized(dtype, rows, cols):
+    low, high = (-128, 128) if dtype == torch.int8 else (0, 256)
+    return (torch.randint(low, high, (rows, cols), dtype=dtype), torch.rand(rows, 1) / 64,
+            torch.randint(-4, 4, (rows, 1)).float())
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8])
+@pytest.mark.parametrize("cols, var, size, lanes, tail", [(1024, "x1", 1024, 64, False), (1040, "x1", 1040, 64, True),
+                                                      (48, "x1", 48, 16, False)])
+def test_int8_inputs_stream_by_blocks_of_64_lanes(tmp_path, stream_everything, dtype, cols, var, size, lanes, tail):
+    """g++ sizes a loop's vectors by its narrowest type: a block of 16 int8 lanes ran the float side in 128-bit
+    registers; a block of 64 fills one 512-bit vector of int8 and four of float (rows of 48, shorter than a block:
+    lines)."""
+    args = _quantized(dtype, 129, cols)
+    code = kernels(tmp_path, _dequantize, *args)
+    main = size - size % lanes
+    assert f"for (int64_t {var}_base = 0; {var}_base < {main}; {var}_base += {lanes})" in code
+    assert f"alignas(64) float buf0_line[{lanes}];" in code
+    assert code.count("lens_stream_line(out_ptr0 + ") == lanes // 16
+    assert (f"for (int64_t {var} = {main}; {var} < {size}; {var}++)" in code) == tail
+    (blocks,) = [d.choice for d in only_plan(last_graph(tmp_path)).decisions if d.pass_name == "streamed lines"]
+    assert blocks == f"the last outer loop by blocks of {lanes} lanes up to {main}" + (", then a plain tail" * tail)
+    assert_same(_dequantize, *args, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("cols, blocks", [(1024, "in blocks of 64 lanes up to 1024"),
+                                          (1104, "in blocks of 64 lanes up to 1088, a plain tail"),
+                                          (48, "up to 48")])  # (a row shorter than a block: lines)
+def test_rows_over_int8_stream_by_blocks_of_64_lanes(tmp_path, stream_everything, cols, blocks):
+    fn = lambda q: q.float() - q.float().amax(-1, keepdim=True)  # noqa: E731
+    q = torch.randint(-128, 128, (129, cols), dtype=torch.int8)
+    kernels(tmp_path, fn, q)
+    rows = [d.choice for d in only_plan(last_graph(tmp_path)).decisions if d.pass_name == "streamed rows"]
+    assert rows == [f"its rows by lines of 16 {blocks}"]
+    assert_same(fn, q)
+
+
+def test_int8_into_bfloat16_streams_by_blocks_of_64_lanes(tmp_path, stream_everything):
+    fn = lambda q, s: (q.float() * s).to(torch.bfloat16)  # noqa: E731
+    q, s = torch.randint(-128, 128, (9, 1024), dtype=torch.int8), torch.rand(9, 1)
+    code = kernels(tmp_path, fn, q, s)
+    assert "x1_base += 64)" in code and code.count("lens_stream_line(out_ptr0 + ") == 2  # two lines of 32 bf16
+    assert_same(fn, q, s)
+
+
+@pytest.mark.parametrize("fn, args", [
+    (lambda x, m: x.masked_fill(m, 0.0) * 2, (torch.randn(8, 1024), torch.rand(8, 1024) > 0.5)),
+    (lambda x: x.float() * 2, (torch.randn(8, 1024).to(torch.bfloat16),)),
+    (lambda x: x.float() * 2, (torch.randn(8, 1024).to(torch.float16),)),
+], ids=["bool_mask", "bfloat16", "float16"])
+def test_masks_and_half_inputs_stream_by_lines(tmp_path, stream_everything, fn, args):
+    """(measured the same or slower by blocks: streaming.block_lanes)"""
+    code = kernels(tmp_path, fn, *args)
+    assert "x1_base += 16)" in code and "_line[16];" in code
+    assert_same(fn, *args)
+
+
+@pytest.mark.skipif(not build_isa_flags(), reason="512-bit vectors on AVX-512 machines with g++ only")
+def test_the_int8_block_converts_in_512_bit_registers(tmp_path, stream_everything):
+    _, graph = compile_with_debug(tmp_path, _dequantize, *_quantized(torch.int8, 64, 1024))
+    source = (graph / "output_code.py").read_text().split("cpp_source = r'''", 1)[1].split("'''", 1)[0]
+    so = build_shared_library(source)  # a cache hit: the library the run above loaded
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True, check=True)
+    kernel = asm.stdout.split("_omp_fn.0>:", 1)[1].split("\n\n", 1)[0]
+    assert re.search(r"vcvtdq2ps %zmm", kernel) and not re.search(r"vcvtdq2ps %[xy]mm", kernel), kernel
