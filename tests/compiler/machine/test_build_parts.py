@@ -163,3 +163,38 @@ def test_identical_kernels_compile_once_and_each_name_runs(two_jobs):
         getattr(lib, name)(data, a)
         getattr(lib, f"{name}_again")(data, b)
         assert list(a) == list(b)
+
+
+LOCALS = r'''
+extern "C" void row_sum_%(name)s(const float* __restrict__ in, float* __restrict__ out)
+{
+    float %(a)s = 0;
+    alignas(64) float %(a)s_lanes[16];
+    for (int64_t i = 0; i < 16; i++) %(a)s_lanes[i] = in[i] * %(scale)s;
+    for (int64_t i = 0; i < 16; i++) %(a)s += %(a)s_lanes[i];
+    float %(b)s = %(a)s + 1.0f;
+    out[0] = %(b)s;
+}
+'''
+
+
+def test_kernels_differing_only_in_their_local_buffers_names_compile_once():
+    """One layer's kernel and the next one's name their local buffers after the graph's buffers (buf44_local,
+    buf51_local): the same code, compiled once; a kernel whose code differs (a constant) is compiled on its own."""
+    kernels = [LOCALS % dict(name=n, a=a, b=b, scale=s) for n, a, b, s in (
+        ("0", "buf44_local", "buf45_local", "2.0f"), ("1", "buf51_local", "buf52_local", "2.0f"),
+        ("2", "buf9_local", "buf8_local", "2.0f"), ("3", "buf60_local", "buf61_local", "3.0f"))]
+    found = build_parts.units("".join(kernels), 1)
+    kept = build_parts.deduplicated(found)
+    assert len(kept) == 2
+    assert kept[0][1].count('alias("row_sum_0")') == 2  # row_sum_1 and row_sum_2
+    source = cpp_source("".join(kernels))
+    lib = ctypes.CDLL(build.build_shared_library(source))
+    data = (ctypes.c_float * 16)(*[i / 4 for i in range(16)])
+    got = {}
+    for n in range(4):
+        out = (ctypes.c_float * 1)()
+        getattr(lib, f"row_sum_{n}")(data, out)
+        got[n] = out[0]
+    total = sum(i / 4 for i in range(16))
+    assert got == {0: total * 2 + 1, 1: total * 2 + 1, 2: total * 2 + 1, 3: total * 3 + 1}
