@@ -116,8 +116,9 @@ def printed_as_decided(pass_name: str, choice: str, lines: list[str]) -> list[st
         if "plain tail" in choice:
             want.append(rf"^for \(int64_t \w+ = {m.group(2)}; ")
     elif pass_name == "streamed rows":
-        if m := re.search(r"by lines of (\d+) up to (\d+)", choice):
-            want.append(rf"^for \(int64_t \w+_base = 0; \w+_base < {m.group(2)}; \w+_base \+= {m.group(1)}\)$")
+        if m := re.search(r"by lines of (\d+)(?: in blocks of (\d+) lanes)? up to (\d+)", choice):
+            step = m.group(2) or m.group(1)
+            want.append(rf"^for \(int64_t \w+_base = 0; \w+_base < {m.group(3)}; \w+_base \+= {step}\)$")
         if m := re.search(r"by lines of (\d+) after a plain head", choice):
             want += [r"= lens_line_head\(", rf"/ {m.group(1)} \* {m.group(1)};$"]
         if "lines of" in choice:
@@ -185,3 +186,6 @@ def test_a_decision_the_kernel_does_not_print_is_caught():
     assert printed_as_decided("column blocks", blocks, column) == []
     assert printed_as_decided("column blocks", blocks, column[1:]) == [r"^#pragma omp parallel for collapse\(2\)$"]
     assert printed_as_decided("column blocks", blocks.replace("16 outer", "8 outer"), column)
+    rows = ["for (int64_t x1_base = 0; x1_base < 1024; x1_base += 64)", "lens_stream_line(out_ptr0 + 1024*x0 + x1_base);"]
+    assert printed_as_decided("streamed rows", "its rows by lines of 16 in blocks of 64 lanes up to 1024", rows) == []
+    assert printed_as_decided("streamed rows", "its rows by lines of 16 up to 1024", rows)
