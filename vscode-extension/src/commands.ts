@@ -8,9 +8,12 @@ import { Commands, ServerCommands } from "./common/constants";
 import { Interpreter } from "./common/interpreter";
 import { runJobTask } from "./common/jobTask";
 import { profileInductorOutcome, profileInductorRequest } from "./common/inductorProfile";
+import { benchmarkOutcome } from "./common/kernelBenchmark";
 import { JOB_SPECS, jobOutcome, MessageLevel } from "./common/jobs";
 import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
-import { CompileSummary, GraphBreaks, JobKind, JobResult, KernelLocation, ReindexResult, RunSummary } from "./common/protocol";
+import {
+  BenchmarkKernelResult, CompileSummary, GraphBreaks, JobKind, JobResult, KernelLocation, ReindexResult, RunSummary,
+} from "./common/protocol";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
 import { compileItem, guardItems } from "./views/compilePick";
@@ -91,6 +94,19 @@ async function profileInductorRun(services: CommandServices): Promise<void> {
     await services.lineHeat.refresh();
     await services.profileView.show();
   }
+  void SHOW[outcome.level](outcome.text);
+}
+
+/** The cursor's Triton kernel (a line of it in an output_code.py) benchmarked by the server on this machine's GPU:
+ * its standalone module as compiled and as max-autotune compiles it, side by side; without a GPU, the server
+ * says so and what was recorded. */
+async function benchmarkTritonKernel(services: CommandServices): Promise<void> {
+  requireTrust();
+  const target = await cursorTarget();
+  const result = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: "Kernel Lens: benchmarking the kernel (as compiled, then max-autotune)…" },
+    () => services.server.executeCommand<BenchmarkKernelResult>(ServerCommands.benchmarkKernel, { ...target, maxAutotune: true }));
+  const outcome = benchmarkOutcome(result);
   void SHOW[outcome.level](outcome.text);
 }
 
@@ -271,6 +287,7 @@ export function registerCommands(services: CommandServices): vscode.Disposable[]
     [Commands.pickCompile]: () => pickCompile(services),
     [Commands.showGraphBreaks]: () => showGraphBreaks(services),
     [Commands.profileInductorRun]: () => profileInductorRun(services),
+    [Commands.benchmarkTritonKernel]: () => benchmarkTritonKernel(services),
     [Commands.openKernelView]: async () => {
       requireTrust();
       const editor = vscode.window.activeTextEditor;

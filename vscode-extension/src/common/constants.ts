@@ -24,6 +24,7 @@ export const Commands = {
   pickCompile: "kernelLens.pickCompile",
   showGraphBreaks: "kernelLens.showGraphBreaks",
   profileInductorRun: "kernelLens.profileInductorRun",
+  benchmarkTritonKernel: "kernelLens.benchmarkTritonKernel",
 } as const;
 
 /** `workspace/executeCommand` commands the language server implements (see lsp_server). */
@@ -41,6 +42,7 @@ export const ServerCommands = {
   listGraphBreaks: "kernelLens.listGraphBreaks",
   profileInductor: "kernelLens.profileInductor",
   tritonKernelsAt: "kernelLens.tritonKernelsAt",
+  benchmarkKernel: "kernelLens.benchmarkKernel",
 } as const;
 
 /** How long to wait for settings/interpreter changes to settle before restarting the server. */
