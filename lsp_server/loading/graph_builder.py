@@ -85,7 +85,8 @@ def build_graph(graph: Graph) -> bool:
         graph.kernels = kernels_from_kernel_map(kernel_map, output, readable_lines(graph))
     elif output is not None:
         provenance: ProvenanceMap | None = files.parse("inductor_provenance_tracking_node_mappings.json")
-        add_post_grad_nodes(graph, files.parse("fx_graph_transformed.py"), provenance)
+        add_post_grad_nodes(graph, files.parse("fx_graph_transformed.py"),
+                            [f for code in output.kernels for f in code.fragment], provenance)
         graph.kernels = kernels_from_output_code(output, provenance, graph)
         apply_kernel_stacks(graph, files.parse(KERNEL_STACKS_FILE))  # a trace run's copy of its log's record
     plans: KernelPlansFile | None = files.parse("kernel_plans.json") if kernel_map is not None else None
@@ -355,7 +356,8 @@ def lines_by_op_name(output: OutputCode, code: CodeKernel, kernel: Kernel, graph
     nodes = kernel.nodes
     reader = STATEMENT_READERS.get(code.flavor)
     if reader is not None:
-        ordered = sorted((graph.nodes[n] for n in nodes if n in graph.nodes), key=lambda n: n.readable_line or 0)
+        ordered = sorted((graph.nodes[n] for n in nodes if n in graph.nodes),  # post-grad-only nodes last
+                         key=lambda n: (n.graph_file != READABLE_GRAPH, n.readable_line or 0))
         body = output.lines[code.start_line:code.end_line - 1]
         launch = output.lines[kernel.launch_lines[0] - 1] if kernel.launch_lines else ""
         # The kernel's `# Graph fragment:` is the post-grad graph: nodes a post-grad pass made (an online softmax's

@@ -1,7 +1,8 @@
 """The nodes only Inductor's post-grad graph has (a decomposition's or a pattern replacement's: an online
 softmax's `prepare_softmax_online_default`, `sub_tensor`, `exp_default`…): kernels, provenance and `# Graph
 fragment:` comments name them, `fx_graph_readable.py` (the graph before the post-grad passes) does not. They join
-the graph's node table from `fx_graph_transformed.py`, with their line there and their source line: their own
+the graph's node table from `fx_graph_transformed.py` (with their line there), else from the kernels' `# Graph
+fragment:` comments of output_code.py (a run whose folder lacks the post-grad graph), and their source line: their own
 `# File:` comment, else that of the readable nodes made from the same pre-grad node (the provenance's
 postToPre/preToPost), else the one line all the nodes reading them have (a decomposition's intermediate feeds
 only the rest of that decomposition: `sub_tensor_1` → `exp_default_1` → the softmax's `div`); else none.
@@ -16,14 +17,16 @@ from lsp_server.model import (
     normalize_path,
 )
 from lsp_server.parsers.fx_graph_readable import ReadableGraph
+from lsp_server.parsers.output_code import FragmentNode
 from lsp_server.parsers.provenance import ProvenanceMap
 
 
-def add_post_grad_nodes(graph: Graph, transformed: ReadableGraph | None, provenance: ProvenanceMap | None) -> None:
-    if transformed is None:
-        return
+def add_post_grad_nodes(graph: Graph, transformed: ReadableGraph | None, fragments: list[FragmentNode],
+                        provenance: ProvenanceMap | None) -> None:
     added: list[FxNode] = []
-    for read in transformed.nodes:
+    reads: dict[str, list[str]] = {}  # node -> what it reads in the post-grad graph, as it runs
+    for read in transformed.nodes if transformed is not None else ():
+        reads[read.name] = read.args
         if read.name in graph.nodes:
             continue
         frames = [SourceLocation(normalize_path(f.file), f.line, f.function, f.code) for f in read.frames]
@@ -31,10 +34,15 @@ def add_post_grad_nodes(graph: Graph, transformed: ReadableGraph | None, provena
                       TRANSFORMED_GRAPH)
         graph.nodes[read.name] = node
         added.append(node)
+    for fragment in fragments:
+        reads.setdefault(fragment.name, list(fragment.args))
+        if fragment.name not in graph.nodes:  # no statement line: only the kernel's comment has it
+            node = graph.nodes[fragment.name] = FxNode(fragment.name, fragment.target, None, None, [],
+                                                       list(fragment.args), TRANSFORMED_GRAPH)
+            added.append(node)
     for node in added:
         if node.source is None and provenance is not None:
             node.source = pre_grad_source(graph, provenance, node.name)
-    reads = {read.name: read.args for read in transformed.nodes}  # in the post-grad graph, as it runs
     for node in reversed(added):  # users first: an intermediate's users may be post-grad nodes themselves
         if node.source is None:
             node.source = users_source(graph, reads, node.name)

@@ -160,6 +160,32 @@ def test_post_grad_only_nodes_are_in_the_node_table_with_their_lines(softmax):
     assert kernels["triton_red_fused_prepare_softmax_online_1"] == ["prepare_softmax_online_default"]
 
 
+# The GPU training step's forward graph, whose folder has no fx_graph_transformed.py: its post-grad-only nodes come
+# from the Triton kernels' `# Graph fragment:` comments; node -> its source line in prog.py (two blocks: qkv's bias
+# add on line 24, the softmax on 29, proj's on 31, fc2's on 33; the loss's log_softmax on 60). The online softmax's
+# first pass reads the scores and is read through tuple parts no record names: no source, not a guess.
+FRAGMENT_NODES = {
+    "add_tensor_5": 24, "sub_tensor_2": 29, "exp_default_2": 29, "add_tensor_4": 31, "add_tensor_1": 31,
+    "add_tensor_3": 33, "add_tensor": 33, "sub_tensor": 60, "prepare_softmax_online_default_2": None,
+    "prepare_softmax_online_default": None,
+}
+
+
+def test_post_grad_only_nodes_of_a_graph_without_its_post_grad_file_come_from_the_kernels_fragments(tmp_path):
+    from lsp_server.loading.run_loader import find_run_dirs, load_run
+
+    ws = gpu_workspace(tmp_path / "train", "transformer_train", FIXTURES / "inductor_gpu_train")
+    (run,) = [load_run(d) for d in find_run_dirs(ws / "torch_compile_debug")]
+    graph = next(g for g in run.graphs if g.id == "model__0_forward_1.0")
+    assert not (graph.path / "fx_graph_transformed.py").exists()
+    found = {n.name: n.source.line if n.source else None for n in graph.nodes.values()
+             if n.graph_file == "fx_graph_transformed.py"}
+    assert found == FRAGMENT_NODES
+    assert all(graph.nodes[name].readable_line is None for name in found)  # in no graph file: no line to go to
+    softmax = next(k for k in graph.kernels if k.name.startswith("triton_per_fused__softmax_div_exp"))
+    assert {"prepare_softmax_online_default_2", "exp_default_2", "sub_tensor_2"} <= set(softmax.nodes)
+
+
 @pytest_lsp.fixture(config=SERVER)
 async def softmax_client(lsp_client: LanguageClient, softmax: Path):
     await start_session(lsp_client, softmax)
