@@ -116,10 +116,6 @@ class KernelGpu:
     only_config: dict[str, object] = field(default_factory=dict)  # triton_kernel_info: the one config it was given
     benchmarks: KernelBenchmarks | None = None  # kernel_benchmarks.json: its standalone module's variants timed
 
-    def bench_from(self, text: str) -> KernelBench | None:
-        """This kernel's line of a `python output_code.py -k` output."""
-        return parse_kernel_bench(text).get(self.bench_key or "")
-
     def entry_keyed(self, key: str) -> TritonEntry | None:
         return next((e for e in self.entries if e.key == key), None)
 
