@@ -154,3 +154,23 @@ async def test_a_looped_reduction_given_one_config_shows_its_r0_block(client: La
     text = await hover(client, code, line_of(code, f"def {name}("))
     assert f"**Triton**: launched with R0_BLOCK={only['R0_BLOCK']} (only config) · XBLOCK={only['XBLOCK']} " \
            f"(only config)" in text, text
+
+
+def launched(workspace: Path) -> dict[str, tuple[str | None, str]]:
+    from lsp_server.loading.run_loader import load_run
+
+    (run,) = workspace.glob("torch_compile_debug/run_*")
+    return {k.name: (k.gpu.chosen.key if k.gpu.chosen else None, k.gpu.chosen_by)
+            for g in load_run(run).graphs for k in g.kernels if k.gpu is not None and k.language == "triton"}
+
+
+def test_without_the_heuristics_log_the_profiled_launch_names_the_same_entry(workspace: Path):
+    """Most users run without TORCH_LOGS: the registers the profiler saw launched, among the entries with the
+    record's warps and stages, name the same entry; with neither log nor trace, which one ran is left unknown."""
+    logged = launched(workspace)
+    assert {how for _, how in logged.values()} == {"coordinate descent"} and len(logged) == 3
+    (workspace / "prog_stderr.txt").unlink()
+    assert launched(workspace) == logged
+    for trace in workspace.glob("profiler_traces/*.pt.trace.json"):
+        trace.unlink()
+    assert {name: how for name, (_, how) in launched(workspace).items()} == {name: "unknown" for name in logged}
