@@ -68,13 +68,16 @@ def function_kernels(lines: FileLines, span: DefSpan) -> FunctionKernels:
             callees.setdefault((frame.file, frame.line), frame.function)
     found.via_calls = unique_refs(via)  # a kernel its own lines share with a callee's counts in both
     found.callee_lines = sorted((f, line, fn) for (f, line), fn in callees.items())
-    calling = {old for old in owned if (lines.file, old) in lines.view.by_caller_line}  # calls recorded
-    found.silent_calls = [n for n in call_lines(lines) if span.owns(n) and n not in found.lines
-                          and lines.to_recorded.get(n) not in calling]
+    unrecorded = [g for g in lines.view.run.graphs if not g.callers_recorded and g.kernels]  # (eager: none)
+    if unrecorded:  # lines with calls that became nothing of their own, nor recorded callers of anything
+        calling = {old for old in owned if (lines.file, old) in lines.view.by_caller_line}
+        found.silent_calls = [n for n in call_lines(lines) if span.owns(n) and n not in found.lines
+                              and lines.to_recorded.get(n) not in calling]
     if found.silent_calls:
-        entry = bool(compile_sites(lines.text, span.name).wraps)  # handed to torch.compile: every graph is its
-        graphs = [g.graph for g in found.graphs] or (list(lines.view.run.graphs) if entry else [])
-        found.unrecorded = [g for g in graphs if not g.callers_recorded]
+        graphs = {id(g.graph) for g in found.graphs}
+        if not graphs and compile_sites(lines.text, span.name).wraps:  # handed to torch.compile: all are its
+            graphs = {id(g) for g in unrecorded}
+        found.unrecorded = [g for g in unrecorded if id(g) in graphs]
     lines.memo[key] = found
     return found
 
