@@ -31,7 +31,7 @@ def _check(tmp_path, fn, x, **tol):
     return graph
 
 
-@pytest.mark.parametrize("shape", [(3, 37, 21), (4, 300, 70), (2, 7, 13, 17)], ids=str)
+@pytest.mark.parametrize("shape", [(3, 37, 21), (4, 300, 70), (2, 7, 13, 17), (2, 5, 2100)], ids=str)
 @pytest.mark.parametrize("name", sorted(MIDDLE))
 def test_reductions_over_a_middle_axis_are_column_reductions_per_outer_index(name, shape, tmp_path):
     torch.manual_seed(0)
@@ -43,25 +43,26 @@ def test_reductions_over_a_middle_axis_are_column_reductions_per_outer_index(nam
     outputs = 1
     for s in shape[2:]:
         outputs *= s
+    block = outputs if outputs * 4 <= 8192 else 256  # a whole row of outputs up to 8 KiB
     (blocks,) = [d.choice for d in plan.decisions if d.pass_name == "column blocks"]
-    assert blocks.startswith(f"blocks of {min(outputs, 256)} outputs in each of {shape[0]} outer indices")
+    assert blocks.startswith(f"blocks of {block} outputs in each of {shape[0]} outer indices")
     code = _code(graph)
     assert f"for (int64_t x0 = 0; x0 < {shape[0]}; x0++)\n" in code
-    block = min(outputs, 256)  # (the outputs' loop: x1, or x2 where a 4-D tensor's last two dims merged)
+    # (the outputs' loop: x1, or x2 where a 4-D tensor's last two dims merged)
     assert re.search(rf"for \(int64_t (x\d)_base = 0; \1_base < {outputs}; \1_base \+= {block}\)\n", code)
 
 
 def test_a_large_middle_axis_sum_gives_threads_an_outer_index_and_a_block(tmp_path):
     """The issue 49 variant (`x.mT.sum(-1)` of (16, 1024, 512), the same as `x.sum(1)`): the reduced axis in the
-    outer loop of each block, never the inner one (a column read with a 2 KiB stride)."""
+    outer loop of each block, never the inner one (a column read with a 2 KiB stride); a block is a whole row."""
     torch.manual_seed(0)
     x = torch.randn(16, 1024, 512)
     graph = _check(tmp_path, lambda t: t.mT.sum(-1), x, rtol=1e-4, atol=1e-3)
     assert [d.choice for d in only_plan(graph).decisions if d.pass_name == "column blocks"] == \
-        ["blocks of 256 outputs in each of 16 outer indices, an outer index and block per thread"]
+        ["blocks of 512 outputs in each of 16 outer indices, an outer index and block per thread"]
     code = _code(graph)
     head = ("#pragma omp parallel for collapse(2)\n    for (int64_t x0 = 0; x0 < 16; x0++)\n"
-            "    for (int64_t x1_base = 0; x1_base < 512; x1_base += 256)\n")
+            "    for (int64_t x1_base = 0; x1_base < 512; x1_base += 512)\n")
     assert head in code
     loops = re.findall(r"for \(int64_t (\w+) = 0; \w+ < [^;]+;", code[code.index(head):])
     assert loops[:5] == ["x0", "x1_base", "lane", "r0_0", "x1_lane"]  # the reduced axis outside the lanes
