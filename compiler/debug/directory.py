@@ -10,6 +10,8 @@ import os
 import tempfile
 
 from compiler import config
+from lens_format.run_record import FILE as RUN_RECORD_FILE
+from lens_format.run_record import RunRecord
 
 log = logging.getLogger(__name__)
 _RUN_DIRS: dict[str | None, str] = {}
@@ -49,6 +51,35 @@ def write_atomic(path: str, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
+_RUN_RECORDS: dict[str, RunRecord] = {}  # lens folder -> the process record written there
+
+
+def process_record() -> RunRecord:
+    """This process as a run's `lens/run.json` records it (lens_format/run_record.py): its pid and, in a distributed
+    job (DDP, FSDP: each rank a process with a run folder of its own), its rank and the world size."""
+    record = RunRecord(os.getpid())
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            record.rank, record.world_size = dist.get_rank(), dist.get_world_size()
+            record.backend = str(dist.get_backend())
+    except (ImportError, RuntimeError, ValueError):  # (a process group being torn down: no rank to record)
+        pass
+    return record
+
+
+def _write_run_record(lens_folder: str) -> None:
+    """`lens/run.json` beside the graphs' folders, written again when the process joins a process group later."""
+    record = process_record()
+    if _RUN_RECORDS.get(lens_folder) == record:
+        return
+    try:
+        write_atomic(os.path.join(lens_folder, RUN_RECORD_FILE), json.dumps(record.to_json(), indent=1) + "\n")
+        _RUN_RECORDS[lens_folder] = record
+    except OSError as e:
+        _warn_once(f"write:{lens_folder}", f"could not write {lens_folder}/{RUN_RECORD_FILE}", e)
+
+
 class DebugDir:
     """Files of one graph's folder `<run>/lens/<graph_id>/`."""
 
@@ -60,6 +91,8 @@ class DebugDir:
                 path = os.path.join(run_dir(), "lens", graph_id)
             except OSError as e:
                 _warn_once(f"run_dir:{config.debug_dir_root}", "no debug directory could be made", e)
+            else:
+                _write_run_record(os.path.dirname(path))
         self.path: str | None = path
 
     def _write(self, name: str, text: str) -> str | None:

@@ -1,6 +1,7 @@
 """DistributedDataParallel training steps compiled by lens on gloo, 2 processes: both patterns users write,
 `DDP(torch.compile(model))` and `torch.compile(DDP(model))` (in both, torch's DDP optimizer splits the graph at bucket
 boundaries and lens compiles each piece), give eager DDP's parameters after several steps (issue 49)."""
+import json
 import os
 import socket
 import traceback
@@ -41,13 +42,14 @@ def _train(wrap) -> tuple[list[torch.Tensor], int]:
     return [p.detach().clone() for p in model.parameters()], len(pipeline.COMPILED) - before
 
 
-def _rank(rank: int, port: int, results) -> None:
+def _rank(rank: int, port: int, results, debug_root: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
         from torch.nn.parallel import DistributedDataParallel as DDP
-        from compiler import pipeline
+        from compiler import config, pipeline
+        config.debug, config.debug_dir_root = True, debug_root  # (a debug folder per rank)
         eager, _ = _train(lambda m: DDP(m))
         report = {}
         patterns = {
@@ -74,11 +76,11 @@ def _free_port() -> int:
 
 
 @pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch built without gloo")
-def test_ddp_training_steps_compiled_by_lens_match_eager_ddp():
+def test_ddp_training_steps_compiled_by_lens_match_eager_ddp(tmp_path):
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = _free_port()
-    procs = [ctx.Process(target=_rank, args=(r, port, results)) for r in range(2)]
+    procs = [ctx.Process(target=_rank, args=(r, port, results, str(tmp_path))) for r in range(2)]
     for p in procs:
         p.start()
     reports = dict(results.get(timeout=600) for _ in procs)
@@ -92,3 +94,10 @@ def test_ddp_training_steps_compiled_by_lens_match_eager_ddp():
         # the DDP optimizer splits the graph in both patterns (a compile inside DDP's forward finds it active): a
         # forward and a backward graph per piece, each compiled by lens
         assert report["DDP(compile)"][1] == 4 and report["compile(DDP)"][1] == 4, report
+
+    # one run folder per rank, each saying which rank wrote it, with that rank's 8 graphs
+    runs = sorted(tmp_path.glob("run_*"))
+    records = [json.loads((run / "lens" / "run.json").read_text()) for run in runs]
+    assert sorted((r["rank"], r["world_size"], r["backend"]) for r in records) == [(0, 2, "gloo"), (1, 2, "gloo")]
+    assert [len([g for g in (run / "lens").iterdir() if g.is_dir()]) for run in runs] == [8, 8]
+    assert sorted(r["pid"] for r in records) == sorted(p.pid for p in procs)
