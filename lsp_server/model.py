@@ -139,13 +139,23 @@ class Run:
     graphs: list[Graph] = field(default_factory=list)
     incomplete: bool = False  # a file looked half-written: the watcher retries
     pid: int | None = None  # the process that wrote it (a trace run of a process with a debug dir yields to it)
+    rank: int | None = None  # lens/run.json: its rank in a distributed job (DDP, FSDP), None outside one
+    world_size: int | None = None
+    run_problems: list[str] = field(default_factory=list)  # the run's own files (a malformed lens/run.json)
 
     @property
     def kernel_count(self) -> int:
         return sum(len(g.kernels) for g in self.graphs)
 
+    @property
+    def rank_label(self) -> str:
+        """"rank 1 of 2" for a run of a distributed job, else ""."""
+        if self.rank is None:
+            return ""
+        return f"rank {self.rank} of {self.world_size}" if self.world_size else f"rank {self.rank}"
+
     def problems(self) -> list[str]:
-        return [p for g in self.graphs for p in g.problems]
+        return self.run_problems + [p for g in self.graphs for p in g.problems]
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,11 @@ class RunSummary(TypedDict):
     graphs: int
     kernels: int
     selected: bool
+    rank: NotRequired[Annotated[int, "Its rank in a distributed job (lens/run.json); absent outside one."]]
+    world_size: NotRequired[int]
+    rank_label: NotRequired[Annotated[str, "\"rank 0 of 2\": how the editor names the run's rank."]]
+    diverges: NotRequired[Annotated[str, "How the job's other ranks' runs differ from this one (\"rank 1 of 2: 4 "
+                                         "graphs, rank 0 of 2: 2\"); absent where the ranks agree."]]
 
 
 class SelectRunResult(TypedDict):

@@ -10,6 +10,7 @@ from lsprotocol import types
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.function_kernels import kernels_at
 from lsp_server.features.lookup import path_of, uri_of
+from lsp_server.features.ranks import other_ranks, run_divergence
 from lsp_server.index import Index, RunView, source_of
 from lsp_server.jobs import JobError, run_job
 from lsp_server.model import Run
@@ -19,8 +20,14 @@ PROFILE_INDUCTOR_COMMAND = "kernelLens.profileInductor"
 
 
 def run_summary(index: Index, run: Run) -> dict[str, Any]:
-    return {"id": run.id, "path": str(run.path), "kind": run.kind, "time": run.time.isoformat(),
-            "graphs": len(run.graphs), "kernels": run.kernel_count, "selected": run.id == index.current_run_id()}
+    summary = {"id": run.id, "path": str(run.path), "kind": run.kind, "time": run.time.isoformat(),
+               "graphs": len(run.graphs), "kernels": run.kernel_count, "selected": run.id == index.current_run_id()}
+    if run.rank is not None:
+        summary.update(rank=run.rank, world_size=run.world_size, rank_label=run.rank_label)
+        differ = [d for other in other_ranks(index, run) if (d := run_divergence(index.views[run.id], other))]
+        if differ:
+            summary["diverges"] = "; ".join(differ)
+    return summary
 
 
 def kernels_at_json(server: Any, index: Index, uri: str, line0: int) -> list[dict[str, Any]]:

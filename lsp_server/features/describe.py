@@ -47,10 +47,15 @@ def direction(graph) -> str | None:
     return graph.direction if graph.direction in ("forward", "backward") else None
 
 
+def rank_note(run) -> str:
+    """" (rank 0 of 2)" after a run's name when it is a rank of a distributed job, else ""."""
+    return f" ({run.rank_label})" if run.rank_label else ""
+
+
 def kernel_block(ref: KernelRef, with_source: bool = True) -> str:
     kernel, graph = ref.kernel, ref.graph
     text = [f"#### {kernel_heading(ref)}",
-            f"{link(graph.output_code, kernel.start_line)} — run `{ref.run.id}`, graph `{graph.id}`"
+            f"{link(graph.output_code, kernel.start_line)} — run `{ref.run.id}`{rank_note(ref.run)}, graph `{graph.id}`"
             + (f" ({direction(graph)})" if direction(graph) else "")]
     if kernel.nodes:
         text.append("nodes: " + ", ".join(f"`{n}`" for n in kernel.nodes))

@@ -1,7 +1,7 @@
 """Diagnostics from compile_error.json and accuracy.json, on the user's lines and on the kernel lines; from
 why.json / notes.txt (nodes run as ATen calls, fusion refusals, scalar loops, on their lines; graphs that run
-eagerly, on the function's `def`); plus
-the structured-trace findings (features/trace_diagnostics.py).
+eagerly, on the function's `def`); functions whose graphs differ between the ranks of one
+distributed job (features/ranks.py); plus the structured-trace findings (features/trace_diagnostics.py).
 
 Recomputed after each index change; a file's diagnostics come from the run that answers for that file
 (selected, else newest), so a newer clean run clears them.
@@ -16,6 +16,7 @@ from lsprotocol import types
 
 from lsp_server.features.failsafe import failsafe
 from lsp_server.features.lookup import def_line_above, uri_of
+from lsp_server.features.ranks import function_divergences, rank_jobs
 from lsp_server.features.source_lines import file_lines, trace_line_mover
 from lsp_server.features.trace_diagnostics import trace_diagnostics_by_uri
 from lsp_server.index import Index
@@ -124,6 +125,25 @@ def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLi
     return found
 
 
+def rank_findings(index: Index, def_line_of: DefLineOf | None, moved: MovedLine | None = None) -> list[Finding]:
+    """Functions whose compiled graphs differ between the ranks of one distributed job, on their `def` line in the
+    answering rank's files (ranks that agree say nothing)."""
+    found = []
+    for job in rank_jobs(index):
+        for run in job:
+            view = index.views[run.id]
+            for other in job:
+                for d in function_divergences(view, index.views[other.id]) if other is not run else ():
+                    if index.view_for_file(d.file) is not view:
+                        continue
+                    now = moved(d.file, d.line) if moved is not None else d.line
+                    if now is None:  # the line changed since the compile
+                        continue
+                    line = (def_line_of(d.file, d.function, now) if def_line_of else None) or now
+                    found.append(Finding(run, d.file, line, 0, d.message, "rank-divergence", "warning", current=True))
+    return found
+
+
 def compute_diagnostics(index: Index, severity: str, note_severity: str = "information",
                         def_line_of: DefLineOf | None = None,
                         moved: MovedLine | None = None) -> dict[str, list[types.Diagnostic]]:
@@ -131,6 +151,7 @@ def compute_diagnostics(index: Index, severity: str, note_severity: str = "infor
     the document's text now (a finding on a line that changed since the compile is left out)."""
     findings = [f for view in index.views.values() for g in view.run.graphs
                 for f in graph_findings(view.run, g) + note_findings(view.run, g, note_severity, def_line_of, moved)]
+    findings += rank_findings(index, def_line_of, moved)
     newest: dict[str, Run] = {}
     for finding in findings:
         if finding.file not in newest or finding.run.time > newest[finding.file].time:

@@ -20,6 +20,7 @@ from lsp_server.features.describe import (
     node_split,
     short_kernel_names,
     notes_block,
+    rank_note,
     source_block,
     trace_function_block,
 )
@@ -27,6 +28,7 @@ from lsp_server.features.failsafe import failsafe
 from lsp_server.features.function_kernels import function_kernels
 from lsp_server.features.gpu_kernels import gpu_hover_block
 from lsp_server.features.lookup import def_name_at, path_of, trace_functions_at
+from lsp_server.features.ranks import ranks_hover_line
 from lsp_server.features.source_lines import FileLines, file_lines
 from lsp_server.features.why_text import dynamic_block, settings_block, symbol_block, why_block
 from lsp_server.index import Index
@@ -61,7 +63,8 @@ def hover_text(server: Any, index: Index, uri: str, line0: int, character: int =
         elif refs:
             split = node_split(graphs)
             parts.append(f"**Kernel Lens** — `{label}` compiled into {count_label(len(refs), 'kernel')}"
-                         f" ({lines_label(sorted(owned.lines))})" + (f" · {split}" if split else ""))
+                         f" ({lines_label(sorted(owned.lines))}){rank_note(refs[0].run)}"
+                         + (f" · {split}" if split else ""))
         if owned is not None and owned.via_calls:
             if not refs and eager is None:
                 parts.append(f"**Kernel Lens** — `{label}`: its own lines became no kernels; its calls did")
@@ -214,10 +217,14 @@ def source_line_text(index: Index, path: str, line: int, lines: FileLines | None
     if not hits:
         text = f"**Kernel Lens** — line {line}" if why or calls else None
         return "\n\n".join(p for p in (text, calls_block(calls), why) if p) or None
-    parts = [f"**Kernel Lens** — line {line} became {count_label(len(hits), 'kernel')}"]
+    view = lines.view if lines is not None else index.view_for_file(path)
+    parts = [f"**Kernel Lens** — line {line} became {count_label(len(hits), 'kernel')}{rank_note(view.run)}"]
     share, ms = index.line_share(path, recorded), index.line_ms(path, recorded)
     if share:
         parts[0] += f" · {line_cost_text(share, ms)}"
+    ranks = ranks_hover_line(index, view, path, recorded)  # what the job's other ranks made of it
+    if ranks:
+        parts.append(ranks)
     if calls:
         parts.append(calls_block(calls))
     for hit in hits:

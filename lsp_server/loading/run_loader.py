@@ -5,6 +5,9 @@ import re
 from datetime import datetime
 from pathlib import Path
 
+from lens_format.errors import ParseError
+from lens_format.run_record import FILE as RUN_RECORD_FILE
+from lens_format.run_record import read_run_record
 from lsp_server.loading.discovery import DEBUG_DIR_NAME, discover
 from lsp_server.loading.graph_builder import build_graph, load_run_level_compile_error
 from lsp_server.loading.inductor_build_errors import attach_trace_build_errors
@@ -88,6 +91,7 @@ def load_run(run_dir: Path, run_id: str | None = None) -> Run | None:
     run = Run(run_id or run_dir.name, run_dir, "lens" if "lens" in kinds else "inductor", run_time(run_dir))
     pid = RUN_PID.search(run_dir.name)
     run.pid = int(pid.group(1)) if pid else None
+    read_rank(run, run_dir / "lens" / RUN_RECORD_FILE)
     for _, folder in folders:
         graph = Graph(folder.name, folder, run.id)
         run.incomplete |= build_graph(graph)
@@ -96,3 +100,23 @@ def load_run(run_dir: Path, run_id: str | None = None) -> Run | None:
     attach_trace_build_errors(run, run_dir.parent)  # a plain TORCH_COMPILE_DEBUG=1 run whose C++ build failed
     attach_logged_stacks(run, run_dir.parent)  # its kernels' full user stacks (callers), from the same trace
     return run
+
+
+def read_rank(run: Run, path: Path) -> None:
+    """The run's rank and world size from `lens/run.json` (lens_format/run_record.py). No file: no rank (a run of
+    one process, an older compiler); a malformed one: no rank and a problem line naming the file."""
+    if not path.is_file():
+        return
+    try:
+        record = read_run_record(path)
+    except ParseError as exc:
+        run.run_problems.append(f"the run's rank is unknown: {exc}")
+        return
+    rank, size = record.rank, record.world_size
+    if rank is None and size is None:
+        return  # a process outside a process group
+    if rank is None or size is None or size < 1 or not 0 <= rank < size:
+        run.run_problems.append(f"the run's rank is unknown: {path}: rank {rank!r} of world_size {size!r} is not a "
+                                "rank of a job (an integer from 0 to world_size - 1)")
+        return
+    run.rank, run.world_size = rank, size

@@ -16,6 +16,13 @@ export interface RunSummary {
   graphs: number;
   kernels: number;
   selected: boolean;
+  /** Its rank in a distributed job (lens/run.json); absent outside one. */
+  rank?: number;
+  world_size?: number;
+  /** "rank 0 of 2": how the editor names the run's rank. */
+  rank_label?: string;
+  /** How the job's other ranks' runs differ from this one ("rank 1 of 2: 4 graphs, rank 0 of 2: 2"); absent where the ranks agree. */
+  diverges?: string;
 }
 
 /** `kernelLens.selectRun` ({run_id} or a run id; null: the newest run answers again). */
