@@ -14,6 +14,7 @@ import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
 import {
   BenchmarkKernelResult, CompileSummary, GraphBreaks, JobKind, JobResult, KernelLocation, ReindexResult, RunSummary,
 } from "./common/protocol";
+import { runDescription, runDetail } from "./common/runLabel";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
 import { compileItem, guardItems } from "./views/compilePick";
@@ -146,8 +147,8 @@ export async function pickRun(services: Pick<CommandServices, "server" | "profil
   }
   const items = runs.map((run) => ({
     label: `${run.selected ? "$(check) " : ""}${run.id}`,
-    description: `${run.kind} · ${run.graphs} graph(s) · ${run.kernels} kernel(s)`,
-    detail: `${run.time} · ${run.path}`,
+    description: runDescription(run),
+    detail: runDetail(run),
     run,
   }));
   const picked = await vscode.window.showQuickPick(items, { placeHolder: "Select the run whose kernels Kernel Lens shows" });

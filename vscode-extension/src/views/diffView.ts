@@ -4,6 +4,7 @@
 import * as vscode from "vscode";
 import { ServerCommands } from "../common/constants";
 import { KernelSpan, RunDiffResult, RunSummary } from "../common/protocol";
+import { runDescription } from "../common/runLabel";
 import { KernelLensServer } from "../common/server";
 import { changedChoices, DiffChoice, sideText } from "./runDiff";
 
@@ -49,7 +50,7 @@ async function readFiles(spans: KernelSpan[]): Promise<Map<string, string>> {
 }
 
 async function pickRunId(runs: RunSummary[], placeHolder: string): Promise<string | undefined> {
-  const items = runs.map((run) => ({ label: run.id, description: `${run.kind} · ${run.graphs} graph(s) · ${run.kernels} kernel(s)`, detail: run.time }));
+  const items = runs.map((run) => ({ label: run.id, description: runDescription(run), detail: run.time }));
   return (await vscode.window.showQuickPick(items, { placeHolder, matchOnDescription: true }))?.label;
 }
 
