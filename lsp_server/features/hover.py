@@ -207,7 +207,7 @@ def source_line_text(index: Index, path: str, line: int, lines: FileLines | None
         hits = lines.view.by_source_line.get((lines.file, old), [])
         became = f" became {short_kernel_names([h.ref for h in hits], 4)}" if hits else " has answers"
         return (f"**Kernel Lens** — line {line} changed since the compile: its older version `{text}`{became} "
-                f"(run `{lines.view.run.id}`); compile again for this text's kernels")
+                f"(run `{lines.view.run.id}`{rank_note(lines.view.run)}); compile again for this text's kernels")
     recorded = line if lines is None else lines.to_recorded.get(line)
     if recorded is None:  # no node of its own: a call whose callee's nodes the run may not have linked to it
         return unrecorded_call(lines, line)

@@ -49,8 +49,9 @@ def graph_json(graph: Graph) -> dict[str, Any]:
 
 
 def run_json(run: Run) -> dict[str, Any]:
-    return {"id": run.id, "path": str(run.path), "kind": run.kind, "time": run.time.isoformat(),
-            "graphs": [graph_json(g) for g in run.graphs]}
+    ranked = {"rank": run.rank, "world_size": run.world_size} if run.rank is not None else {}
+    return {"id": run.id, "path": str(run.path), "kind": run.kind, "time": run.time.isoformat(), **ranked,
+            "problems": run.run_problems, "graphs": [graph_json(g) for g in run.graphs]}
 
 
 def print_index(folder: str, as_json: bool) -> int:
@@ -65,7 +66,11 @@ def print_index(folder: str, as_json: bool) -> int:
     if not runs:
         print(f"no runs under {path}")
     for run in runs:
-        print(f"{run.id}  [{run.kind}]  {run.time.isoformat()}  {len(run.graphs)} graphs, {run.kernel_count} kernels")
+        rank = f"  {run.rank_label}" if run.rank_label else ""
+        print(f"{run.id}  [{run.kind}]{rank}  {run.time.isoformat()}  {len(run.graphs)} graphs, "
+              f"{run.kernel_count} kernels")
+        for problem in run.run_problems:
+            print(f"  ! {problem}")
         for graph in run.graphs:
             kind = f" ({graph.direction})" if graph.direction else ""  # forward | backward | inference
             print(f"  {graph.id}{kind}  status={graph.status}  {len(graph.nodes)} nodes")

@@ -20,6 +20,7 @@ from lsp_server.features.ranks import (
 from lsp_server.index import Index
 from lsp_server.loading.run_loader import load_run
 from lsp_server.model import Run
+from lsp_server.reports.index_report import print_index
 
 
 @pytest.fixture
@@ -94,3 +95,14 @@ def test_ranks_that_agree_say_only_their_rank(tmp_path: Path):
     assert ranks_hover_line(index, view, program, 17) == "Other ranks — rank 1: same 6 kernels"
     assert function_divergences(view, other) == [] and run_divergence(view, other) is None
     assert rank_findings(index, None) == []
+
+
+def test_the_index_report_names_each_runs_rank(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    workspace = ddp_workspace(tmp_path)
+    assert print_index(str(workspace), as_json=False) == 0
+    heads = [line for line in capsys.readouterr().out.splitlines() if line.startswith("run_")]
+    assert heads == [f"{RANK0}  [lens]  rank 0 of 2  2026-02-01T10:00:00.001000  2 graphs, 11 kernels",
+                     f"{RANK1}  [lens]  rank 1 of 2  2026-02-01T10:00:00  4 graphs, 22 kernels"]
+    assert print_index(str(workspace), as_json=True) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [(r["rank"], r["world_size"], r["problems"]) for r in runs] == [(0, 2, []), (1, 2, [])]
