@@ -45,6 +45,7 @@ class KernelLocation(TypedDict):
     end_line: int
     line: int
     time_ms: float | None
+    rank_label: NotRequired[Annotated[str, "The run's rank in a distributed job (\"rank 0 of 2\"); absent outside one."]]
 
 
 class SourceLocation(TypedDict):
@@ -85,6 +86,7 @@ class GraphProfile(TypedDict):
 
 class RunProfile(TypedDict):
     run_id: str
+    rank_label: NotRequired[Annotated[str, "The run's rank in a distributed job (\"rank 0 of 2\"); absent outside one."]]
     graphs: list[GraphProfile]
     lines: Annotated[NotRequired[list[CostlyLine]], "The run's source lines, costliest first (share of one "
                                                     "profiled iteration)."]

@@ -23,17 +23,22 @@ def run_summary(index: Index, run: Run) -> dict[str, Any]:
     summary = {"id": run.id, "path": str(run.path), "kind": run.kind, "time": run.time.isoformat(),
                "graphs": len(run.graphs), "kernels": run.kernel_count, "selected": run.id == index.current_run_id()}
     if run.rank is not None:
-        summary.update(rank=run.rank, world_size=run.world_size, rank_label=run.rank_label)
+        summary.update(rank=run.rank, world_size=run.world_size, **rank_of(run))
         differ = [d for other in other_ranks(index, run) if (d := run_divergence(index.views[run.id], other))]
         if differ:
             summary["diverges"] = "; ".join(differ)
     return summary
 
 
+def rank_of(run: Run) -> dict[str, str]:
+    """{"rank_label": "rank 0 of 2"} for a run of a distributed job, else {} (answers that name a run)."""
+    return {"rank_label": run.rank_label} if run.rank_label else {}
+
+
 def kernels_at_json(server: Any, index: Index, uri: str, line0: int) -> list[dict[str, Any]]:
     return [{"name": ref.kernel.name, "kind": ref.kernel.kind, "graph_id": ref.graph.id, "run_id": ref.run.id,
              "uri": uri_of(ref.graph.output_code), "start_line": ref.kernel.start_line - 1,
-             "end_line": ref.kernel.end_line - 1, "line": line - 1, "time_ms": ref.kernel.time_ms}
+             "end_line": ref.kernel.end_line - 1, "line": line - 1, "time_ms": ref.kernel.time_ms, **rank_of(ref.run)}
             for ref, line in kernels_at(server, index, uri, line0)]
 
 
@@ -63,7 +68,8 @@ def profile_json(index: Index, run_id: str | None) -> dict[str, Any] | None:
                        "categories": [{"kind": c.kind, "total_ms": c.total_ms, "percent": c.percent}
                                       for c in profile.categories],
                        "kernels": kernels, "busy_percent": profile.busy_percent, "device": profile.device or "cpu"})
-    return {"run_id": view.run.id, "graphs": graphs, "lines": costly_lines(view)} if graphs else None
+    return ({"run_id": view.run.id, **rank_of(view.run), "graphs": graphs, "lines": costly_lines(view)}
+            if graphs else None)
 
 
 def costly_lines(view: RunView, limit: int = 50) -> list[dict[str, Any]]:

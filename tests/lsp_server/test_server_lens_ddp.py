@@ -84,6 +84,8 @@ async def test_a_line_names_its_ranks_kernels_and_what_the_other_rank_made_of_it
     assert head == f"**Kernel Lens** — line {relu + 1} became 6 kernels (rank 0 of 2)"
     assert others == "Other ranks — rank 1: 12 kernels in 4 graphs (rank 0: 6 in 2; rank 1 recompiled)"
     assert kernel_names(text) == RELU_LINE_KERNELS
+    at = await execute(client, "kernelLens.kernelsAt", {"uri": program.as_uri(), "line": relu})
+    assert [(k["name"], k["run_id"], k["rank_label"]) for k in at] == [(n, RANK0, "rank 0 of 2") for n in RELU_LINE_KERNELS]
     # the other rank answers once selected: each of rank 0's kernels twice (its first graphs and the recompiled ones)
     assert await execute(client, "kernelLens.selectRun", RANK1) == {"selected": RANK1}
     text = await hover(client, program, relu)

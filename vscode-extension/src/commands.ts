@@ -14,7 +14,7 @@ import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
 import {
   BenchmarkKernelResult, CompileSummary, GraphBreaks, JobKind, JobResult, KernelLocation, ReindexResult, RunSummary,
 } from "./common/protocol";
-import { runDescription, runDetail } from "./common/runLabel";
+import { runDescription, runDetail, runName } from "./common/runLabel";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";
 import { compileItem, guardItems } from "./views/compilePick";
@@ -118,7 +118,7 @@ async function cursorTarget(): Promise<KernelTarget> {
 
 function kernelPickItem(kernel: KernelLocation): vscode.QuickPickItem & { kernel: KernelLocation } {
   const time = kernel.time_ms === null || kernel.time_ms === undefined ? "" : ` · ${formatMs(kernel.time_ms)} ms`;
-  return { label: kernel.name, description: `${kernel.kind} · ${kernel.graph_id}${time}`, detail: kernel.run_id, kernel };
+  return { label: kernel.name, description: `${kernel.kind} · ${kernel.graph_id}${time}`, detail: runName(kernel.run_id, kernel.rank_label), kernel };
 }
 
 /** The kernels of `argument`'s line when a code lens passes `{uri, line}`, else of the cursor's line. */

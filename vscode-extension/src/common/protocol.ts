@@ -41,6 +41,8 @@ export interface KernelLocation {
   end_line: number;
   line: number;
   time_ms: number | null;
+  /** The run's rank in a distributed job ("rank 0 of 2"); absent outside one. */
+  rank_label?: string;
 }
 
 export interface SourceLocation {
@@ -81,6 +83,8 @@ export interface GraphProfile {
 
 export interface RunProfile {
   run_id: string;
+  /** The run's rank in a distributed job ("rank 0 of 2"); absent outside one. */
+  rank_label?: string;
   graphs: GraphProfile[];
   /** The run's source lines, costliest first (share of one profiled iteration). */
   lines?: CostlyLine[];

@@ -11,3 +11,8 @@ export function runDescription(run: RunSummary): string {
 export function runDetail(run: RunSummary): string {
   return `${run.time} · ${run.path}` + (run.diverges ? ` · $(warning) ranks differ: ${run.diverges}` : "");
 }
+
+/** A run as answers that name one put it: "run_… (rank 0 of 2)", the bare id outside a distributed job. */
+export function runName(runId: string, rankLabel?: string): string {
+  return rankLabel ? `${runId} (${rankLabel})` : runId;
+}

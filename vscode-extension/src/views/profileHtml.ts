@@ -3,6 +3,7 @@
  * Pure (no `vscode` import) so tests render real profiles and read the markup. */
 
 import { CostlyLine, GraphProfile, KindShare, ProfiledKernel, RunProfile } from "../common/protocol";
+import { runName } from "../common/runLabel";
 
 /** Messages the page posts to the extension. */
 export type ProfileViewMessage = { type: "open"; uri: string; line: number } | { type: "selectRun" } | { type: "refresh" };
@@ -212,7 +213,7 @@ document.addEventListener("click", (event) => {
 
 export function renderProfileHtml(profile: RunProfile | null, context: RenderContext): string {
   const csp = `default-src 'none'; style-src ${context.cspSource} 'unsafe-inline'; script-src 'nonce-${context.nonce}';`;
-  const title = profile ? `Kernel Lens profile <span class="run-id">${escapeHtml(profile.run_id)}</span>` : "No profile yet";
+  const title = profile ? `Kernel Lens profile <span class="run-id">${escapeHtml(runName(profile.run_id, profile.rank_label))}</span>` : "No profile yet";
   const sections =
     profile === null
       ? `<p class="empty">No profile for the selected run. Run <b>Kernel Lens: Profile Current File</b> on a script that calls a function compiled with <code>torch.compile(fn, backend="lens")</code>, or <b>Select Run…</b> to pick a profiled run.</p>`

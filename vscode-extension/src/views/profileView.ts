@@ -5,6 +5,7 @@ import * as crypto from "crypto";
 import * as vscode from "vscode";
 import { ServerCommands } from "../common/constants";
 import { RunProfile } from "../common/protocol";
+import { runName } from "../common/runLabel";
 import { KernelLensServer } from "../common/server";
 import { revealLocation } from "./editorLocation";
 import { parseProfileViewMessage, renderProfileHtml } from "./profileHtml";
@@ -49,7 +50,7 @@ export class ProfileView implements vscode.Disposable {
     } catch (error) {
       void vscode.window.showErrorMessage(`Kernel Lens: could not read the profile: ${error instanceof Error ? error.message : String(error)}`);
     }
-    panel.title = profile ? `Kernel Lens Profile · ${profile.run_id}` : "Kernel Lens Profile";
+    panel.title = profile ? `Kernel Lens Profile · ${runName(profile.run_id, profile.rank_label)}` : "Kernel Lens Profile";
     panel.webview.html = renderProfileHtml(profile, { cspSource: panel.webview.cspSource, nonce: crypto.randomBytes(16).toString("hex") });
   }
 

@@ -176,3 +176,9 @@ test("source lines by cost link back to the line and say how the time was split"
   const page = renderProfileHtml({ ...PROFILE, lines: [] }, { cspSource: "x", nonce: "n" });
   assert.ok(page.includes(MEASURES));
 });
+
+test("a rank's profile names its rank after the run; a run outside a job its id alone", () => {
+  assert.ok(renderProfileHtml(PROFILE, CONTEXT).includes(`<span class="run-id">${RUN}</span>`));
+  const ranked = renderProfileHtml({ ...PROFILE, rank_label: "rank 1 of 2" }, CONTEXT);
+  assert.ok(ranked.includes(`<span class="run-id">${RUN} (rank 1 of 2)</span>`));
+});

@@ -3,7 +3,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { RunSummary } from "../../common/protocol";
-import { runDescription, runDetail } from "../../common/runLabel";
+import { runDescription, runDetail, runName } from "../../common/runLabel";
 
 const RANK1: RunSummary = {
   id: "run_2026_02_01_10_00_00_000000-pid_302",
@@ -31,4 +31,9 @@ test("ranks that agree, and runs outside a job, say nothing more", () => {
   const single: RunSummary = { id: "run_a", path: "/w/run_a", kind: "inductor", time: "t", graphs: 1, kernels: 3, selected: true };
   assert.equal(runDescription(single), "inductor · 1 graph(s) · 3 kernel(s)");
   assert.equal(runDetail(single), "t · /w/run_a");
+});
+
+test("answers that name a run (kernels at a line, a profile) add its rank", () => {
+  assert.equal(runName("run_a", "rank 0 of 2"), "run_a (rank 0 of 2)");
+  assert.equal(runName("run_a", undefined), "run_a");
 });
