@@ -105,7 +105,7 @@ def run_divergence(view: RunView, other: RunView) -> str | None:
                 f"{len(view.run.graphs)}")
     kernels = [Counter((k.name, k.kind) for g in v.run.graphs for k in g.kernels) for v in (view, other)]
     if kernels[0] != kernels[1]:
-        return f"{other.run.rank_label}: {count(other.run.kernel_count, 'kernel')}, {view.run.rank_label}: different ones"
+        return f"{other.run.rank_label} compiled other kernels than {view.run.rank_label}"
     return None
 
 
@@ -120,8 +120,10 @@ def function_divergences(view: RunView, other: RunView) -> list[RankDivergence]:
         if graphs[0] == graphs[1] and not differing:
             continue
         me, them = f"rank {view.run.rank}", f"rank {other.run.rank}"
-        words = [f"{them} compiled it into {count(graphs[1], 'graph')}, {me} into {graphs[0]}"
-                 + (f" ({them if graphs[1] > graphs[0] else me} recompiled)" if graphs[0] != graphs[1] else "")]
+        words = []
+        if graphs[0] != graphs[1]:
+            words.append(f"{them} compiled it into {count(graphs[1], 'graph')}, {me} into {graphs[0]} "
+                         f"({them if graphs[1] > graphs[0] else me} recompiled)")
         if differing:
             words.append(f"different kernels on {'lines' if len(differing) > 1 else 'line'} "
                          + ", ".join(map(str, differing)))

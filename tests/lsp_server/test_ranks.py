@@ -106,3 +106,27 @@ def test_the_index_report_names_each_runs_rank(tmp_path: Path, capsys: pytest.Ca
     assert print_index(str(workspace), as_json=True) == 0
     runs = json.loads(capsys.readouterr().out)["runs"]
     assert [(r["rank"], r["world_size"], r["problems"]) for r in runs] == [(0, 2, []), (1, 2, [])]
+
+
+def test_ranks_with_the_same_graphs_but_other_kernels_on_a_line_say_which(tmp_path: Path):
+    """Rank 0's run again as rank 1, one kernel of the backward graph renamed in its kernel map (`self.b`'s bias
+    gradient, of line 18 alone): same graph count, other kernels on line 18 only."""
+    workspace = ddp_workspace(tmp_path, (RANK0,))
+    twin = workspace / "torch_compile_debug" / "run_2026_02_01_10_00_01_000000-pid_303"
+    shutil.copytree(workspace / "torch_compile_debug" / RANK0, twin)
+    (twin / "lens" / "run.json").write_text(json.dumps({"version": 1, "pid": 303, "rank": 1, "world_size": 2}))
+    kernel_map = twin / "lens" / "graph_1" / "kernel_map.json"
+    kernel_map.write_text(kernel_map.read_text().replace('"cpp_fused_sum_1"', '"cpp_fused_sum_9"'))
+    index = Index()
+    for folder in (workspace / "torch_compile_debug").iterdir():
+        index.put_run(load_run(folder))
+    view, other = index.views[twin.name], index.views[RANK0]  # rank 1 answers (the newer run)
+    program = str(workspace / "ddp_train.py")
+    assert ranks_hover_line(index, view, program, 17) == "Other ranks — rank 0: same 6 kernels"
+    assert ranks_hover_line(index, view, program, 18) == (
+        "Other ranks — rank 0: 7 kernels, `cpp_fused_sum_1` instead of `cpp_fused_sum_9`")
+    assert [d.message for d in function_divergences(view, other)] == [
+        "Ranks diverge in `forward`: different kernels on line 18"]
+    assert run_divergence(view, other) == "rank 0 of 2 compiled other kernels than rank 1 of 2"
+    assert [(f.run.id, f.line, f.code, f.severity) for f in rank_findings(index, None)] == [
+        (twin.name, 18, "rank-divergence", "warning")]
