@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 
+from lsp_server.features.describe import count_label as count
 from lsp_server.index import Index, RunView, function_label
 from lsp_server.model import Run, normalize_path
 
@@ -47,10 +48,6 @@ def line_kernels(view: RunView, file: str, line: int) -> Counter[KernelKey]:
 def line_graphs(view: RunView, file: str, line: int) -> int:
     """How many graphs hold the line's nodes (a recompile compiles them again)."""
     return len({id(graph) for graph, _ in view.nodes_by_line.get((file, line), [])})
-
-
-def count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def rank_line_text(view: RunView, other: RunView, file: str, line: int) -> str:
