@@ -1,6 +1,7 @@
 """Helpers for the language-server tests: copying fixture runs into workspaces, starting LSP sessions."""
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -91,6 +92,16 @@ async def start_session(client: LanguageClient, workspace: Path, options: dict |
 
 
 GPU_FIXTURES = FIXTURES / "inductor_gpu"
+
+
+async def diagnostics_of(client: LanguageClient, uri: str, code: str, tries: int = 50) -> list[types.Diagnostic]:
+    """The diagnostics of `code` published for `uri`, waiting up to `tries` tenths of a second for them."""
+    for _ in range(tries):
+        found = [d for d in client.diagnostics.get(uri, []) if d.code == code]
+        if found:
+            return found
+        await asyncio.sleep(0.1)
+    return []
 
 
 def gpu_workspace(destination: Path, program: str, fixtures: Path = GPU_FIXTURES) -> Path:

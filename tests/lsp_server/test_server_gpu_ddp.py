@@ -3,13 +3,12 @@ wrapped in DDP, rank 1 switching to a larger batch and recompiling. Each rank's 
 and the ranks' divergence shows on the user's line that called the compiled module."""
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_workspaces import FIXTURES, SERVER, gpu_workspace, start_session
+from lsp_workspaces import FIXTURES, SERVER, diagnostics_of, gpu_workspace, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from trace_workspaces import line_of
@@ -28,14 +27,6 @@ async def client(lsp_client: LanguageClient, workspace: Path):
     yield
     await lsp_client.shutdown_session()
 
-
-async def diagnostics_of(client: LanguageClient, uri: str, code: str, tries: int = 50) -> list[types.Diagnostic]:
-    for _ in range(tries):
-        found = [d for d in client.diagnostics.get(uri, []) if d.code == code]
-        if found:
-            return found
-        await asyncio.sleep(0.1)
-    return []
 
 
 async def test_each_rank_is_a_run_with_its_graphs_and_kernels(client: LanguageClient, workspace: Path):

@@ -3,14 +3,13 @@ run named by its rank, a user line's hover names its rank's kernels and what the
 the function whose graphs differ between the ranks (rank 1 recompiled on its smaller last batch) gets a warning."""
 from __future__ import annotations
 
-import asyncio
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 import pytest_lsp
-from lsp_workspaces import FIXTURES, PLACEHOLDER, SERVER, start_session
+from lsp_workspaces import FIXTURES, PLACEHOLDER, SERVER, diagnostics_of, start_session
 from lsprotocol import types
 from pytest_lsp import LanguageClient
 from trace_workspaces import line_of
@@ -94,14 +93,6 @@ async def test_a_line_names_its_ranks_kernels_and_what_the_other_rank_made_of_it
     assert others == "Other ranks — rank 0: 6 kernels in 2 graphs (rank 1: 12 in 4; rank 1 recompiled)"
     assert sorted(kernel_names(text)) == sorted(RELU_LINE_KERNELS * 2)
 
-
-async def diagnostics_of(client: LanguageClient, uri: str, code: str, tries: int = 50) -> list[types.Diagnostic]:
-    for _ in range(tries):
-        found = [d for d in client.diagnostics.get(uri, []) if d.code == code]
-        if found:
-            return found
-        await asyncio.sleep(0.1)
-    return []
 
 
 async def test_the_function_whose_graphs_differ_between_ranks_is_flagged_on_its_def(client: LanguageClient,
