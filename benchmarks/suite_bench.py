@@ -97,7 +97,10 @@ def run_one(suite: str, name: str, mode_name: str, backends: list[str], reps: in
         return result
     backend_compile_time.install()
     torch._dynamo.config.cache_size_limit = 64  # (each backend compiles its own copy of the same forward)
-    fp64 = suite_modes.fp64_reference(mode, model, inputs, optimizer)
+    try:
+        fp64 = suite_modes.fp64_reference(mode, model, inputs, optimizer)
+    except Exception:  # noqa: BLE001 (the harness's rule: no float64 reference where the model cannot run in
+        fp64 = None  # float64, e.g. XGLM's finfo(float64).min into a float32 tensor; accuracy is then tol alone)
     _warm_up(backends)
     runners, ref = {}, None
     for backend in backends:
