@@ -3,13 +3,14 @@
 boundaries and lens compiles each piece), give eager DDP's parameters after several steps (issue 49)."""
 import json
 import os
-import socket
 import traceback
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from tests.compiler.frontend.gloo_jobs import free_port
 
 STEPS = 3
 
@@ -69,17 +70,11 @@ def _rank(rank: int, port: int, results, debug_root: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(), reason="torch built without gloo")
 def test_ddp_training_steps_compiled_by_lens_match_eager_ddp(tmp_path):
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_rank, args=(r, port, results, str(tmp_path))) for r in range(2)]
     for p in procs:
         p.start()

@@ -11,13 +11,14 @@ its own `fully_shard`) runs outside any graph, with any backend: Dynamo skips to
 import json
 import os
 import queue
-import socket
 import traceback
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from tests.compiler.frontend.gloo_jobs import free_port
 
 STEPS = 3
 WORLD = 2
@@ -112,12 +113,6 @@ def _rank(rank: int, port: int, results, debug_root: str) -> None:
         dist.destroy_process_group()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _fsdp2_available() -> bool:
     try:
         from torch.distributed.fsdp import fully_shard  # noqa: F401
@@ -131,7 +126,7 @@ def _fsdp2_available() -> bool:
 def test_fsdp2_training_steps_compiled_by_lens_match_eager_fsdp2(tmp_path):
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_rank, args=(r, port, results, str(tmp_path))) for r in range(WORLD)]
     for p in procs:
         p.start()
