@@ -67,7 +67,7 @@ def _short_op(node: torch.fx.Node) -> str:
 
 
 def _defines(line: str, name: str) -> bool:
-    """Whether `line` of the printed graph assigns node `name` (`  name: "f32[4]..." = ...` or `  name = ...`): the
+    r"""Whether `line` of the printed graph assigns node `name` (`  name: "f32[4]..." = ...` or `  name = ...`): the
     regex `^\s+name(: [^=]+)? = ` without compiling one per node (1,200 compiles were 0.5 s of BART's compile)."""
     stripped = line.lstrip()
     if len(stripped) == len(line) or not stripped.startswith(name):
