@@ -1,9 +1,11 @@
 """Renders `lsp_server/protocol.py` and `protocol_gpu.py` (the executeCommand result types) as the extension's
-`vscode-extension/src/common/protocol.ts`. `python -m lsp_server.protocol_ts` prints it, `--write` rewrites the
-file; tests/lsp_server/test_protocol_ts.py checks that the committed file is this text. `COMMANDS` here is every
+`vscode-extension/src/common/protocol.ts` and `protocolGpu.ts` (one TypeScript file per module; the GPU one imports
+the types it shares). `python -m lsp_server.protocol_ts` prints them, `--write` rewrites the files;
+tests/lsp_server/test_protocol_ts.py checks that the committed files are this text. `COMMANDS` here is every
 command's answer type, both modules'."""
 from __future__ import annotations
 
+import re
 import sys
 import types
 import typing
@@ -12,9 +14,9 @@ from pathlib import Path
 from lsp_server import protocol, protocol_gpu
 
 PROTOCOL_TS = Path(__file__).resolve().parents[1] / "vscode-extension" / "src" / "common" / "protocol.ts"
-HEADER = ("/** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs).\n"
-          " * Generated from lsp_server/protocol.py and protocol_gpu.py by `python -m lsp_server.protocol_ts --write`:\n"
-          " * edit those files. */")
+PROTOCOL_GPU_TS = PROTOCOL_TS.with_name("protocolGpu.ts")
+HEADER = ("/** Types of the results the language server's executeCommand handlers return (0-based lines, file URIs){}.\n"
+          " * Generated from lsp_server/{} by `python -m lsp_server.protocol_ts --write`: edit that file. */")
 ALIASES = {**protocol.ALIASES, **protocol_gpu.ALIASES}
 DECLARATIONS = [*protocol.DECLARATIONS, *protocol_gpu.DECLARATIONS]
 COMMANDS: dict[str, object] = {**protocol.COMMANDS, **protocol_gpu.COMMANDS}
@@ -72,20 +74,37 @@ def declaration(item: object) -> str:
     return "\n".join(lines + ["}"])
 
 
-def render() -> str:
-    return "\n\n".join([HEADER, *(declaration(item) for item in DECLARATIONS)]) + "\n"
+def _name(item: object) -> str:
+    return item if isinstance(item, str) else item.__name__
+
+
+def _render(declarations: list, header: str, shared: list) -> str:
+    """One file: its header, an import of the names of `shared` (another file's declarations) it uses, its own."""
+    body = [declaration(item) for item in declarations]
+    used = set(re.findall(r"\b[A-Z]\w*\b", "\n".join(body)))
+    imported = [n for n in map(_name, shared) if n in used]
+    imports = [f'import type {{ {", ".join(imported)} }} from "./protocol";'] if imported else []
+    return "\n\n".join([header, *imports, *body]) + "\n"
+
+
+def rendered() -> dict[Path, str]:
+    """Each generated file's path and text."""
+    return {PROTOCOL_TS: _render(protocol.DECLARATIONS, HEADER.format("", "protocol.py"), []),
+            PROTOCOL_GPU_TS: _render(protocol_gpu.DECLARATIONS, HEADER.format(", GPU runs", "protocol_gpu.py"),
+                                     protocol.DECLARATIONS)}
 
 
 def main(argv: list[str]) -> int:
-    text = render()
+    files = rendered()
     if argv[1:] == ["--write"]:
-        PROTOCOL_TS.write_text(text)
-        print(f"wrote {PROTOCOL_TS}")
+        for path, text in files.items():
+            path.write_text(text)
+            print(f"wrote {path}")
     elif argv[1:]:
         print("usage: python -m lsp_server.protocol_ts [--write]", file=sys.stderr)
         return 2
     else:
-        sys.stdout.write(text)
+        sys.stdout.write("\n".join(files.values()))
     return 0
 
 

@@ -17,13 +17,16 @@ from lsp_server.features import commands, compiles, linked_lines
 from lsp_server.features.lookup import uri_of
 from lsp_server.index import Index
 from lsp_server.loading.run_loader import load_run
-from lsp_server.protocol_ts import COMMANDS, PROTOCOL_TS, declaration, render
+from lsp_server.protocol_ts import COMMANDS, PROTOCOL_GPU_TS, PROTOCOL_TS, declaration, rendered
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "lens_foo1" / "runs"
 
 
 def test_the_committed_protocol_ts_is_the_generated_text():
-    assert PROTOCOL_TS.read_text() == render(), "run `python -m lsp_server.protocol_ts --write`"
+    files = rendered()
+    assert sorted(files) == sorted([PROTOCOL_TS, PROTOCOL_GPU_TS])
+    for path, text in files.items():
+        assert path.read_text() == text, f"{path.name}: run `python -m lsp_server.protocol_ts --write`"
 
 
 class Example(TypedDict):

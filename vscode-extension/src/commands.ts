@@ -12,8 +12,9 @@ import { benchmarkOutcome } from "./common/kernelBenchmark";
 import { JOB_SPECS, jobOutcome, MessageLevel } from "./common/jobs";
 import { KernelTarget, parseKernelTarget } from "./common/kernelTarget";
 import {
-  BenchmarkKernelResult, CompileSummary, GraphBreaks, JobKind, JobResult, KernelLocation, ReindexResult, RunSummary,
+  CompileSummary, GraphBreaks, JobKind, JobResult, KernelLocation, ReindexResult, RunSummary,
 } from "./common/protocol";
+import { BenchmarkKernelResult } from "./common/protocolGpu";
 import { runDescription, runDetail, runName } from "./common/runLabel";
 import { KernelLensServer } from "./common/server";
 import { KernelLensSettings } from "./common/settings";

@@ -3,7 +3,7 @@
  * module as compiled and as max-autotune compiles it, side by side. Pure (no `vscode` import). */
 
 import { JobOutcome } from "./jobs";
-import { BenchmarkKernelResult, BenchmarkVariant } from "./protocol";
+import { BenchmarkKernelResult, BenchmarkVariant } from "./protocolGpu";
 
 const LABELS: Record<string, string> = {
   default: "as compiled", max_autotune: "max-autotune", env_max_autotune: "MAX_AUTOTUNE=1 only",

@@ -5,7 +5,8 @@
 
 import * as vscode from "vscode";
 import { ServerCommands } from "../common/constants";
-import { LinkedLines, TritonKernelsAtResult } from "../common/protocol";
+import { LinkedLines } from "../common/protocol";
+import { TritonKernelsAtResult } from "../common/protocolGpu";
 import { KernelLensServer } from "../common/server";
 import { BAND_COLOURS, lineLabel, LinkIndex, Side } from "./linkedBands";
 import { chainStarts, startItem } from "./tritonChain";

@@ -2,9 +2,8 @@
  * answer offers, which one opens first, the labels linking a stage line and its Triton line, and the cost of the
  * kernel and of the user line a Triton line came from. Pure (no `vscode` import) so unit tests read it directly. */
 
-import {
-  CommandError, LineCosts, RunProfile, TritonChain, TritonChainResult, TritonChainStart, TritonKernelsAtResult, TritonLaunch,
-} from "../common/protocol";
+import { CommandError, LineCosts, RunProfile } from "../common/protocol";
+import { TritonChain, TritonChainResult, TritonChainStart, TritonKernelsAtResult, TritonLaunch } from "../common/protocolGpu";
 import { formatMs } from "./profileHtml";
 
 /** Triton's stages in compile order, as the server names them, and as the view shows them. */

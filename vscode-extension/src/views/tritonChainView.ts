@@ -6,7 +6,8 @@
 
 import * as vscode from "vscode";
 import { ServerCommands } from "../common/constants";
-import { LineCosts, RunProfile, TritonChain, TritonChainResult, TritonLaunch } from "../common/protocol";
+import { LineCosts, RunProfile } from "../common/protocol";
+import { TritonChain, TritonChainResult, TritonLaunch } from "../common/protocolGpu";
 import { KernelLensServer } from "../common/server";
 import {
   chainError, firstStage, isChain, kernelCost, kernelLabel, launchHover, launchLabel, lineCostMs, STAGE_TITLES, stageLineLabel,

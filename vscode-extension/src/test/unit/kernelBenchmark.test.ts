@@ -7,7 +7,7 @@ import * as path from "node:path";
 import { test } from "node:test";
 import { Commands } from "../../common/constants";
 import { benchmarkOutcome, variantText } from "../../common/kernelBenchmark";
-import { BenchmarkVariant } from "../../common/protocol";
+import { BenchmarkVariant } from "../../common/protocolGpu";
 
 const ROOT = path.join(__dirname, "..", "..", "..", "..");
 const RUN = path.join(ROOT, "tests", "fixtures", "inductor_gpu_train", "transformer_train", "torch_compile_debug");

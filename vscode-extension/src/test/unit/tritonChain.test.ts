@@ -3,7 +3,8 @@
  * (tests/fixtures/inductor_gpu_train/transformer_train). */
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { LineCosts, RunProfile, TritonChain } from "../../common/protocol";
+import { LineCosts, RunProfile } from "../../common/protocol";
+import { TritonChain } from "../../common/protocolGpu";
 import {
   chainError, chainStarts, firstStage, isChain, kernelCost, kernelLabel, launchHover, launchLabel, lineCostMs, stageLineLabel, stagesOf,
   startItem, tritonLineLabel,
