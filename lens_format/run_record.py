@@ -30,10 +30,14 @@ class RunRecord:
                    as_str(data.get("backend")), path)
 
     def rank_label(self) -> str:
-        """"rank 1 of 2", or "" outside a process group."""
-        if self.rank is None:
-            return ""
-        return f"rank {self.rank} of {self.world_size}" if self.world_size else f"rank {self.rank}"
+        return rank_label(self.rank, self.world_size)
+
+
+def rank_label(rank: int | None, world_size: int | None) -> str:
+    """"rank 1 of 2" (what the editor calls a rank's run), or "" outside a process group."""
+    if rank is None:
+        return ""
+    return f"rank {rank} of {world_size}" if world_size else f"rank {rank}"
 
 
 def read_run_record(path: Path) -> RunRecord:

@@ -17,6 +17,7 @@ from lens_format.kernel_map import KernelArg
 from lens_format.kernel_plans import KernelPlanRecord
 from lens_format.notes import GraphNotes
 from lens_format.profile import GraphProfile
+from lens_format.run_record import rank_label
 from lens_format.symbols import ShapeSymbol
 from lens_format.why import WhyRecord
 from lsp_server.parsers.output_code import CodeLoop
@@ -150,9 +151,7 @@ class Run:
     @property
     def rank_label(self) -> str:
         """"rank 1 of 2" for a run of a distributed job, else ""."""
-        if self.rank is None:
-            return ""
-        return f"rank {self.rank} of {self.world_size}" if self.world_size else f"rank {self.rank}"
+        return rank_label(self.rank, self.world_size)
 
     def problems(self) -> list[str]:
         return self.run_problems + [p for g in self.graphs for p in g.problems]
