@@ -12,7 +12,7 @@ from torch._decomp import core_aten_decompositions, get_decompositions
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 
 from compiler import config
-from compiler.decompositions.upsample import upsample_default
+from compiler.decompositions.upsample import WHOLE_OPS, upsample_default, whole_or
 from compiler.machine import gemm_half
 
 aten = torch.ops.aten
@@ -94,6 +94,9 @@ def decomposition_table() -> dict:
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = flash_attention_for_cpu
     for op in (aten.upsample_linear1d.default, aten.upsample_trilinear3d.default):  # (their .vec: eager_upsample_kernels)
         table[op] = upsample_default(table.get(op, lambda *args: NotImplemented), cubic=False)
+    for op in WHOLE_OPS:  # (float32 interpolation outside autograd: one ATen call, upsample.py)
+        if op in table:
+            table[op] = whole_or(table[op])
     table.update(gemm_half.decompositions(table))  # half products in float32 where the CPU has none (gemm_half.py)
     return table
 

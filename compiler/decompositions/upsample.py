@@ -100,19 +100,64 @@ def _eager_upsample(x, output_size, align_corners: bool, scales, cubic: bool):
                             for d in range(len(output_size))])
 
 
-def _upsample_vec(original: Callable, cubic: bool) -> Callable:
-    def run(x, output_size, align_corners, scale_factors=None):
-        from torch._decomp.decompositions import upsample_compute_output_size
-        osize = upsample_compute_output_size(x.size(), output_size, scale_factors)
-        out = _eager_upsample(x, osize, align_corners, scale_factors or [None] * len(osize), cubic)
-        return original(x, output_size, align_corners, scale_factors) if out is None else out
+# -- interpolation of float32/float64 outside autograd: one ATen call ----------------------------------------------
+# torch decomposes interpolation into `_unsafe_index` gathers (16 for bicubic), which lens runs as ATen `index` calls
+# (it generates no indirect loads): CrossViT's one bicubic resize took 8.8 ms that way, ATen's kernel 1.2 ms; HRNet's
+# nearest upsamples 8 ms of its 176. Where no gradient flows through the call, the op stays whole and runs as ATen's
+# kernel (exactly eager's result); half inputs keep the decomposition above, training graphs torch's.
+_WHOLE = {"upsample_nearest2d": aten.upsample_nearest2d.default, "upsample_bilinear2d": aten.upsample_bilinear2d.default,
+          "upsample_bicubic2d": aten.upsample_bicubic2d.default}
+
+
+WHOLE_OPS = tuple(_WHOLE.values())
+_HALF_AS_ATEN = ("upsample_linear1d", "upsample_trilinear3d", "upsample_bicubic2d")  # (the half path above)
+
+
+def keeps_whole(x: torch.Tensor) -> bool:
+    """Whether an interpolation of `x` stays one ATen call: float32/float64, static sizes, no gradient to trace."""
+    return (x.dtype in (torch.float32, torch.float64) and not (torch.is_grad_enabled() and x.requires_grad)
+            and all(isinstance(s, int) for s in x.shape))
+
+
+def _whole(name: str, x, output_size, *rest):
+    """The op's `.default` overload below autograd and past the Python kernels that decompose it (nearest's is one at
+    CompositeImplicitAutograd too): traced as one node (decomposition_table() leaves it whole: `whole_or`)."""
+    with torch._C._AutoDispatchBelowAutograd(), torch._C._DisablePythonDispatcher():
+        return _WHOLE[name](x, list(output_size), *rest)
+
+
+def whole_or(decomposition: Callable) -> Callable:
+    """A decomposition table's entry for one of `_WHOLE`'s ops: the op stays whole where `keeps_whole`."""
+    def run(x, *args, **kwargs):
+        return NotImplemented if keeps_whole(x) else decomposition(x, *args, **kwargs)
 
     return run
 
 
-def upsample_default(original: Callable, cubic: bool) -> Callable:
-    def run(x, output_size, align_corners, *scales):
-        scales = list(scales) + [None] * (len(output_size) - len(scales))
+def _upsample_vec(original: Callable, cubic: bool, name: str) -> Callable:
+    def run(x, output_size, *args):
+        from torch._decomp.decompositions import upsample_compute_output_size
+        scale_factors = args[-1] if args else None
+        osize = upsample_compute_output_size(x.size(), output_size, scale_factors)
+        if name in _WHOLE and keeps_whole(x):
+            scales = list(scale_factors) if scale_factors else [None] * len(osize)
+            return _whole(name, x, osize, *args[:-1], *scales)
+        if name not in _HALF_AS_ATEN:
+            return original(x, output_size, *args)
+        out = _eager_upsample(x, osize, args[0], scale_factors or [None] * len(osize), cubic)
+        return original(x, output_size, *args) if out is None else out
+
+    return run
+
+
+def upsample_default(original: Callable, cubic: bool, name: str = "") -> Callable:
+    def run(x, output_size, *args):
+        if name in _WHOLE and keeps_whole(x):
+            return _whole(name, x, output_size, *args)
+        if name not in _HALF_AS_ATEN:
+            return original(x, output_size, *args)
+        align_corners, scales = args[0], list(args[1:])
+        scales = scales + [None] * (len(output_size) - len(scales))
         out = _eager_upsample(x, list(output_size), align_corners, scales, cubic)
         return original(x, output_size, align_corners, *scales) if out is None else out
 
@@ -127,12 +172,13 @@ def eager_upsample_kernels():
     from torch._C import DispatchKey
     swapped = []
     for op, cubic in ((aten.upsample_linear1d, False), (aten.upsample_trilinear3d, False),
-                      (aten.upsample_bicubic2d, True)):
+                      (aten.upsample_bicubic2d, True), (aten.upsample_bilinear2d, False),
+                      (aten.upsample_nearest2d, False)):
         for overload, wrap in ((op.vec, _upsample_vec), (op.default, upsample_default)):
             for key in (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd):
                 if key in overload.py_kernels:
                     swapped.append((overload, key, overload.py_kernels[key]))
-                    overload.py_kernels[key] = wrap(overload.py_kernels[key], cubic)
+                    overload.py_kernels[key] = wrap(overload.py_kernels[key], cubic, op.__name__.split(".")[-1])
                     overload._dispatch_cache.clear()
     try:
         yield
