@@ -105,10 +105,12 @@ def _uses_onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, be
 
 
 def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, size, stride) -> torch.Tensor:
-    w = b.t()  # oneDNN takes the weight as (N, K), like nn.Linear's
+    m, n = a.shape[0], b.shape[1]
+    w = gemm_packed.onednn_weight(b, m)  # a frozen weight's blocked copy, else the weight (N, K) as nn.Linear's
+    if w is None:
+        w = b.t()
     if bias is not None:
         bias = bias.reshape(-1)
-    m, n = a.shape[0], b.shape[1]
     if m * n * a.element_size() < config.cpp.onednn_blocked_min_bytes:
         return _linear()(a, w, bias, "none", [], "")
     rows = max(1, config.cpp.onednn_block_bytes // max(1, n * a.element_size()))

@@ -8,7 +8,8 @@ against the pack (`cblas_sgemm_compute`), split by rows over one OpenMP region (
 each thread single-threaded MKL). Measured side by side against ATen's `mm` (MKL threading itself), 2 threads of
 the AMX Xeon, medians: (128,768)x(768,3072) 2.47 -> 2.09 ms, (128,3072)x(3072,768) 2.43 -> 2.15, (128,768)x(768,
 768) 0.69 -> 0.52, (394,768)x(768,3072) 7.01 -> 5.82 (docs/performance.md); the same MKL kernels, so results are
-MKL's float32 products (bitwise equal to the row-split `sgemm` on those shapes).
+MKL's float32 products (bitwise equal to the row-split `sgemm` on those shapes). Where oneDNN runs the products
+(gemm.py: MKL on a CPU not Intel's), the same registry keeps oneDNN's blocked copy of each weight (`onednn_weight`).
 
 Which tensors: `register` is called by freezing (under no_grad, `config.freezing`) with the parameters and buffers of
 the graph and the constants it computed; a B operand is served from a pack when it is a view of a registered tensor's
@@ -93,6 +94,26 @@ def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
         if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:
             return None  # (a second copy of every weight: past the cap, products read the weight itself)
         packed = packs[key] = _pack(b, m)
+        _PACKED_BYTES += _data_bytes(key)
+    return packed
+
+
+def onednn_weight(b: torch.Tensor, m: int) -> torch.Tensor | None:
+    """oneDNN's blocked copy of the B operand `b` (k, n) as the weight (n, k) of `mkldnn._linear_pointwise` for
+    products of `m` rows (`_reorder_linear_weight`, made on its first use), None unless `b` is a view of a registered
+    constant (and under the byte cap). Given a plain weight, oneDNN copies its blocks into its own layout on every
+    call: from the pack, (128,768)x(768,3072) 6.30 -> 5.80 ms, (128,512)x(512,32128) 43.2 -> 38.8 (one thread of the
+    AMD EPYC, medians; every transformer shape 6-11% faster, results bitwise equal; docs/performance.md)."""
+    global _PACKED_BYTES
+    packs = _PACKS.packs_of(b) if _PACKS and config.cpp.gemm_packed else None
+    if packs is None:
+        return None
+    key = (b.data_ptr(), tuple(b.shape), tuple(b.stride()), "onednn", m)
+    packed = packs.get(key)
+    if packed is None:
+        if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:
+            return None
+        packed = packs[key] = torch.ops.mkldnn._reorder_linear_weight(b.t(), m)
         _PACKED_BYTES += _data_bytes(key)
     return packed
 
