@@ -13,7 +13,7 @@ from compiler import config
 from compiler.codegen import half, plan_passes, plan_record, plan_verify
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
 from compiler.codegen.expressions import ExpressionRenderer
-from compiler.codegen.index import cpp_index
+from compiler.codegen.index import cpp_index, simplify_indices
 from compiler.codegen.plan import KernelPlan, NodeBody, PlanError
 from compiler.codegen.printer import LinePrinter
 from compiler.codegen.strategies import (
@@ -126,8 +126,9 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
             self.open_loop(v, s, pragma, k.origins)
         self.outer_vars = list(nest.vars)
         if nest.splits:  # the last outer loop as one loop per range (range_splits.py)
-            self._loops_per_range(nest.vars[-1], nest.sizes[-1], nest.splits, nest.pragmas[-1], k.origins,
-                                  lambda: self._render_bodies(bodies, {}))
+            var = nest.vars[-1]
+            self._loops_per_range(var, nest.sizes[-1], nest.splits, nest.pragmas[-1], k.origins,
+                                  lambda lo, hi: self._render_bodies([_in_range(b, var, lo, hi) for b in bodies], {}))
         elif fb is not None:
             streamed = [(n, b) for n, b in zip(k.nodes, bodies) if n.name in self.plan.streamed]
             streaming.render_flat(self, fb, nest.vars[-1], nest.sizes[-1], streamed, self.plan.stream_out,
@@ -208,7 +209,7 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
                     break
                 if depth == len(ivars) - 1 and splits:  # one loop per range (range_splits.py)
                     self._loops_per_range(v, s, splits, pragmas[depth], n.origins,
-                                          lambda: self._store_node(n, b, store, mirror))
+                                          lambda lo, hi: self._store_node(n, _in_range(b, v, lo, hi), store, mirror))
                     break
                 self.open_loop(v, s, pragmas[depth], n.origins)
                 opened += 1
@@ -223,11 +224,12 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
 
     def _loops_per_range(self, var: sympy.Symbol, size: int, splits: list[int], pragma: str | None,
                          nodes: list[str], body) -> None:
-        """`var`'s loop as one loop per range between the planned `splits`, `body()` printing each one's body."""
+        """`var`'s loop as one loop per range between the planned `splits`, `body(start, end)` printing each one's
+        body."""
         bounds = [0, *splits, size]
         for start, end in zip(bounds, bounds[1:]):
             self.open_loop(var, end, pragma, nodes, start=start)
-            body()
+            body(start, end)
             self.close()
 
     def _store_node(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr, mirror: str | None) -> None:
@@ -352,3 +354,9 @@ def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Lay
         generic = size_variants.render(kernel, layouts, generic, lambda k, lay, assume: KernelRenderer(
             k, lay, readable_lines, inplace or {}, assume).render())
     return replace(generic, lines=half_lanes.apply(generic.lines))
+
+
+def _in_range(b: NodeBody, var: sympy.Symbol, start: int, end: int) -> NodeBody:
+    """`b` in the loop over `var` in [start, end), one range of a split loop: its clamps the range decides folded
+    (a concatenation's `min(x, 63)` is `x` in the first part's range: an affine load that vectorizes)."""
+    return replace(b, body=simplify_indices(b.body, {var: (start, end)}))

@@ -202,6 +202,15 @@ template <typename T> LENS_INLINE T lens_fma(T a, T b, T c) {  // eager's contra
   return a * b + c;
 #endif
 }
+// `c ? a : b` for a condition the innermost loop does not change (a pad's row test in a channels-last loop): g++
+// vectorizes no `?:` on a scalar bool beside vector values; as bits it does (a 64-channel pad: 1.8 -> 0.28 ms)
+template <typename U, typename T> LENS_INLINE T lens_select_as(bool c, T a, T b) {
+  U m = U(0) - static_cast<U>(c);
+  return __builtin_bit_cast(T, static_cast<U>((__builtin_bit_cast(U, a) & m) | (__builtin_bit_cast(U, b) & ~m)));
+}
+template <typename T> LENS_INLINE T lens_select_bits(bool c, T a, T b) {
+  if constexpr (sizeof(T) == 4) return lens_select_as<uint32_t>(c, a, b); else return lens_select_as<uint64_t>(c, a, b);
+}
 template <typename T> LENS_INLINE T lens_truncdiv(T a, T b) { return b == 0 ? T(0) : T(a / b); }
 template <typename T> LENS_INLINE T lens_truncmod(T a, T b) { return b == 0 ? T(0) : T(a % b); }
 template <typename T> inline T lens_remainder(T a, T b) {

@@ -11,12 +11,15 @@ import torch
 
 from compiler import config
 from compiler.codegen import half
-from compiler.codegen.cpp_ops import render_cast, render_constant, render_op
+from compiler.codegen.cpp_ops import CTYPES, render_cast, render_constant, render_op
 from compiler.codegen.index import cpp_index, flat_load_index
 from compiler.codegen.plan import NodeBody
 from compiler.codegen.strategies import exp_lanes
 from compiler.codegen.strategies.kernel_locals import LocalBufferError
 from compiler.ir.nodes import Cast, Constant, Expr, IndexValue, Load, Op, walk
+
+
+_SELECT_BITS = (torch.float32, torch.float64, torch.int32, torch.int64)  # `where` as bits (cpp_ops.lens_select_bits)
 
 
 @dataclass
@@ -101,7 +104,12 @@ class ExpressionRenderer:
         elif isinstance(node, Op):
             operands = self._operands(node, names, block)
             key = ("op", node.name, node.dtype, tuple(operands))
-            text = render_op(node.name, operands, [a.dtype for a in node.args])
+            if node.name == "where" and self._loop_invariant(node.args[0]) and node.dtype in _SELECT_BITS \
+                    and node.args[1].dtype == node.args[2].dtype == node.dtype:
+                ctype = CTYPES[node.dtype]
+                text = f"lens_select_bits<{ctype}>({operands[0]}, {operands[1]}, {operands[2]})"
+            else:
+                text = render_op(node.name, operands, [a.dtype for a in node.args])
             if config.emulate_precision_casts:  # each half op's result as eager materializes it (half.py)
                 text = half.round_to(node.dtype, text)
         else:
@@ -134,6 +142,19 @@ class ExpressionRenderer:
         self.generation += 1
         self.statement(f"auto {name} = {array}[{loop.var}_lane];", origin)
         return array
+
+    def _loop_invariant(self, cond: Expr) -> bool:
+        """Whether `cond` is the same at every step of the innermost loop open now: indices and constants only,
+        none of them the loop's variable."""
+        if not self.loops:
+            return False
+        var = self.loops[-1][0]
+        for e in walk(cond):
+            if isinstance(e, IndexValue) and any(s.name == var for s in e.expr.free_symbols):
+                return False
+            if not isinstance(e, (IndexValue, Constant, Op, Cast)):
+                return False
+        return True
 
     def _new_temp(self) -> str:
         self.tmp_count += 1

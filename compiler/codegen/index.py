@@ -121,12 +121,16 @@ def merge_loops(variables: Sequence[sympy.Symbol], sizes: Sequence[int], exprs: 
 Bounds = tuple[int, int] | None
 
 
-def index_bounds(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> Bounds:
-    """Inclusive [lo, hi] of an index expression over 0 <= v < ranges[v], or None when unknown."""
+def index_bounds(e: sympy.Expr, ranges: dict) -> Bounds:
+    """Inclusive [lo, hi] of an index expression over 0 <= v < ranges[v] (start <= v < end where ranges[v] is
+    (start, end)), or None when unknown."""
     if e.is_Integer:
         return int(e), int(e)
     if e.is_Symbol:  # (a loop over a symbolic size: unknown)
-        return (0, int(ranges[e]) - 1) if isinstance(ranges.get(e), (int, sympy.Integer)) else None
+        r = ranges.get(e)
+        if isinstance(r, tuple):  # (one range of a split loop: [start, end))
+            return int(r[0]), int(r[1]) - 1
+        return (0, int(r) - 1) if isinstance(r, (int, sympy.Integer)) else None
     if isinstance(e, sympy.Add):
         lo = hi = 0
         for t in e.args:
@@ -149,7 +153,30 @@ def index_bounds(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> Bounds:
         return None if b is None else (b[0] // d, b[1] // d)
     if isinstance(e, torch_sym.ModularIndexing) and e.args[2].is_Integer:
         return 0, int(e.args[2]) - 1
+    if isinstance(e, _MIN_MAX):
+        bounds = [index_bounds(a, ranges) for a in e.args]
+        if any(b is None for b in bounds):
+            return None
+        pick = min if isinstance(e, _MIN) else max
+        return pick(b[0] for b in bounds), pick(b[1] for b in bounds)
     return None
+
+
+_MIN = (sympy.Min, torch_sym.Min)
+_MIN_MAX = (sympy.Min, torch_sym.Min, sympy.Max, torch_sym.Max)
+
+
+def _min_max(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr:
+    """A min/max with the arguments the loop ranges show never decide it dropped: with 0 <= x2 < 64,
+    `min(63, x2)` (a pad's or concatenation's in-bounds clamp) is `x2`, an affine index that vectorizes."""
+    args = [simplify_index(a, ranges) for a in e.args]
+    bounds = [index_bounds(a, ranges) for a in args]
+    is_min = isinstance(e, _MIN)
+    for i, (a, b) in enumerate(zip(args, bounds)):
+        others = bounds[:i] + bounds[i + 1:]
+        if b is not None and all(o is not None and (b[1] <= o[0] if is_min else b[0] >= o[1]) for o in others):
+            return a
+    return e.func(*args)
 
 
 def _split_multiples(e: sympy.Expr, d: int) -> tuple[sympy.Expr, sympy.Expr]:
@@ -218,8 +245,10 @@ def simplify_index(e: sympy.Expr, ranges: dict[sympy.Symbol, int]) -> sympy.Expr
     """Remove floor divisions and modulos that the loop ranges make trivial: with 0 <= x1 < 512,
     `(512*x0 + x1) / 512` is `x0` and `x1 % 512` is `x1`; a contiguous inner index then vectorizes."""
     e = sympy.sympify(e)
-    if not e.has(torch_sym.FloorDiv, torch_sym.ModularIndexing):
+    if not e.has(torch_sym.FloorDiv, torch_sym.ModularIndexing, *_MIN_MAX):
         return e
+    if isinstance(e, _MIN_MAX):
+        return _min_max(e, ranges)
     if isinstance(e, torch_sym.FloorDiv):
         a, d = simplify_index(e.args[0], ranges), e.args[1]
         return _floordiv(a, int(d), ranges) if d.is_Integer and int(d) > 0 else FloorDiv(a, d)

@@ -22,6 +22,7 @@ class LinePrinter:
         self.indent = 0
         self.last_origin: str | None = None
         self.lane_loops: list[LaneLoop] = []  # the lane loops open now (codegen/strategies/exp_lanes.py)
+        self.loops: list[tuple[str, int]] = []  # the loops open now: (the index variable they step, their indent)
 
     def emit(self, text: str, nodes: list[str] | None = None) -> None:
         self.lines.append(("    " * self.indent + text, list(nodes or [])))
@@ -46,6 +47,7 @@ class LinePrinter:
             start = cpp_index(start)
         inc = f"{var.name}++" if step == 1 else f"{var.name} += {step}"
         self.emit(f"for (int64_t {var.name} = {start}; {var.name} < {size}; {inc})", nodes)
+        self.loops.append((var.name, self.indent))
         self.open_block()
 
     def open_lanes(self, var: sympy.Symbol, lanes: int, nodes: list[str], count: int | None = None,
@@ -60,6 +62,7 @@ class LinePrinter:
                          cut_exps: bool = False) -> None:
         self.lane_loops.append(LaneLoop(var, lanes, list(nodes), len(self.lines), self.indent, count, cut_exps))
         self.open_loop(sympy.Symbol(f"{var}_lane"), lanes if count is None else count, "#pragma omp simd", nodes)
+        self.loops[-1] = (var, self.loops[-1][1])  # (the indices it steps are `var`'s)
         self.emit(f"int64_t {var} = {var}_base + {var}_lane;", nodes[:1])
 
     def simd_line(self, var: str, size, text: str, nodes: list[str]) -> None:
@@ -85,6 +88,8 @@ class LinePrinter:
     def close(self) -> None:
         self.indent -= 1
         self.emit("}")
+        if self.loops and self.loops[-1][1] == self.indent:
+            self.loops.pop()
         if self.lane_loops and self.lane_loops[-1].indent == self.indent:
             if not self.lane_loops.pop().cutting:  # the loop ends (not cut around an exp: it opens again)
                 self.lane_values_end()

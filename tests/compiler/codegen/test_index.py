@@ -28,6 +28,10 @@ def _value(e: sympy.Expr, env: dict) -> int:
         return _value(e.args[0], env) // _value(e.args[1], env)
     if isinstance(e, ModularIndexing):
         return (_value(e.args[0], env) // _value(e.args[1], env)) % _value(e.args[2], env)
+    if isinstance(e, sympy.Min):
+        return min(_value(a, env) for a in e.args)
+    if isinstance(e, sympy.Max):
+        return max(_value(a, env) for a in e.args)
     raise TypeError(e)
 
 
@@ -38,8 +42,10 @@ def index_exprs(draw):
     linear += draw(st.integers(0, 5))
     d = draw(st.sampled_from([1, 2, 3, 4, 8, 16, 32]))
     m = draw(st.sampled_from([1, 2, 3, 4, 8, 64]))
-    kind = draw(st.sampled_from(["div", "mod", "sum", "split"]))
-    if kind == "split":  # a dimension split in two and read whole (codegen/index.py's _rejoin)
+    kind = draw(st.sampled_from(["div", "mod", "sum", "split", "clamp"]))
+    if kind == "clamp":  # a pad's or concatenation's in-bounds clamp (lowering/concat.py)
+        e = sympy.Max(0, sympy.Min(linear - draw(st.integers(0, 4)), draw(st.integers(0, 70)))) + X[1]
+    elif kind == "split":  # a dimension split in two and read whole (codegen/index.py's _rejoin)
         c = draw(st.sampled_from([1, 3, 8]))
         e = c * m * FloorDiv(linear, d * m) + c * ModularIndexing(linear, d, m) + draw(st.sampled_from([0, 1])) * X[2]
     elif kind == "div":
@@ -98,3 +104,25 @@ def test_a_modulo_over_a_split_of_its_divisor_keeps_the_inner_var_contiguous():
         for a, b in itertools.product(range(ranges[x1]), range(ranges[x2])):
             env = {x1: a, x2: b}
             assert _value(s, env) == _value(expr, env)
+
+
+@settings(max_examples=200, deadline=None)
+@given(index_exprs(), st.integers(0, 15), st.integers(1, 16))
+def test_simplified_index_equals_original_in_one_range_of_a_split_loop(case, start, length):
+    """A range [start, end) of a split loop (codegen/cpp.py's `_in_range`): the clamps it decides fold, exactly."""
+    e, ranges = case
+    ranges = {**ranges, X[0]: (start, start + length)}
+    s = simplify_index(e, ranges)
+    cpp_index(s)
+    spans = [range(*ranges[v]) if isinstance(ranges[v], tuple) else range(ranges[v]) for v in X]
+    for point in itertools.product(*spans):
+        env = dict(zip(X, point))
+        assert _value(s, env) == _value(e, env), (e, s, env)
+
+
+def test_a_clamp_the_loop_range_decides_is_dropped():
+    x0, x2 = X[0], X[2]
+    clamped = sympy.Min(63, x2) + 21504 * sympy.Max(0, sympy.Min(111, x0 - 1))
+    assert simplify_index(clamped, {x0: 115, x2: 64}) == x2 + 21504 * sympy.Max(0, sympy.Min(111, x0 - 1))
+    assert simplify_index(sympy.Max(0, sympy.Min(111, x0 - 1)), {x0: (1, 113)}) == x0 - 1
+    assert simplify_index(sympy.Max(0, x0 - 64), {x0: (0, 64)}) == 0

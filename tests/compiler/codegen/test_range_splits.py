@@ -57,3 +57,36 @@ def test_uneven_concatenations_of_other_dtypes_match_eager(dtype):
     a = torch.arange(3 * 17, dtype=torch.float32).reshape(3, 17).to(dtype)
     b = (torch.arange(3 * 30, dtype=torch.float32).reshape(3, 30) * -1).to(dtype)
     assert_same(lambda x, y: torch.cat([y[:, :13], x, y], 1) + 1, a, b)
+
+
+def test_each_range_reads_its_part_without_clamps(tmp_path):
+    """In each range of a concatenation's split loop the part it reads is in bounds: no `lens_min`/`lens_max` clamp is
+    printed there (an affine load g++ vectorizes; a clamp in the index kept it scalar)."""
+    fn, inputs, _, _ = CASES["cat two channels-last"]
+    args = inputs()
+    out, graph = compile_with_debug(tmp_path, fn, *args)
+    torch.testing.assert_close(out, fn(*args))
+    code = (graph / "output_code.py").read_text()
+    loads = re.findall(r"in_ptr\d\[([^\]]*)\]", code)
+    assert loads and not [i for i in loads if "lens_min" in i or "lens_max" in i], loads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64], ids=str)
+def test_a_channels_last_pad_selects_by_bits_and_matches_eager(tmp_path, dtype):
+    """A channels-last pad's row/column test does not change in its channel loop: printed as `lens_select_bits`
+    (a `?:` on that scalar bool kept the loop scalar), exact for every value (NaN, infinities, -0.0)."""
+    x = torch.randn(1, 16, 5, 6).to(dtype) * 3
+    if dtype.is_floating_point:
+        x[0, 0, 0, 0], x[0, 1, 2, 3], x[0, 2, 4, 5] = float("nan"), float("-inf"), -0.0
+    x = x.contiguous(memory_format=torch.channels_last)
+    fn = lambda a: F.pad(a, (1, 2, 2, 1), value=-7) + 1  # noqa: E731
+    out, graph = compile_with_debug(tmp_path, fn, x)
+    expected = fn(x)
+    assert out.dtype == expected.dtype
+    torch.testing.assert_close(out, expected, equal_nan=True, rtol=0, atol=0)
+    if dtype.is_floating_point:
+        assert torch.equal(torch.signbit(out), torch.signbit(expected))
+    assert f"lens_select_bits<{CTYPE[dtype]}>" in (graph / "output_code.py").read_text()
+
+
+CTYPE = {torch.float32: "float", torch.float64: "double", torch.int32: "int32_t", torch.int64: "int64_t"}
