@@ -17,6 +17,7 @@ from lens_format.kernel_map import KernelMap, read_kernel_map
 from lens_format.profile import CategoryTime, EagerOp, GraphProfile, KernelTime
 
 from compiler.machine import pch
+from compiler.machine.conv_packed import CONV2D_ONEDNN
 from compiler.machine.gemm import PROFILER_NAMES
 from compiler.machine.kernel_timer import KernelTimer
 
@@ -37,11 +38,15 @@ def _events(prof: torch.profiler.profile):
     return [e for e in prof.key_averages() if e.key]
 
 
+# generated code calls lens.conv2d_onednn's kernel directly (machine/conv_packed.py): the profiler sees the oneDNN op
+_CALLED_AS = {**PROFILER_NAMES, str(CONV2D_ONEDNN): "mkldnn::_convolution_pointwise"}
+
+
 def _extern_op_name(target: str) -> str:
     """`aten.bmm.default` -> `aten::bmm`, the profiler's name for it (`lens::mm` for the products generated
-    code runs through compiler/machine/gemm.py, in ATen or oneDNN)."""
-    if target in PROFILER_NAMES:
-        return PROFILER_NAMES[target]
+    code runs through compiler/machine/gemm.py, in ATen or oneDNN; oneDNN's for a packed convolution)."""
+    if target in _CALLED_AS:
+        return _CALLED_AS[target]
     parts = target.split(".")
     return f"{parts[0]}::{parts[1]}" if len(parts) >= 2 else target
 

@@ -98,3 +98,35 @@ def test_profile_times_every_graph_of_a_training_iteration(tmp_path):
     assert "not profiled" not in out
     weight = next(ln for ln in plain.stdout.splitlines() if ln.startswith("weight sum"))
     assert weight in out.splitlines()
+
+
+CONV_NET = """
+import torch
+
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(16, 16, 3, padding=1, groups=16), torch.nn.Hardswish(),
+                            torch.nn.Conv2d(16, 8, 1)).eval()
+f = torch.compile(model, backend="lens")
+x = torch.randn(2, 3, 24, 24)
+with torch.no_grad():
+    for _ in range(2):
+        f(x)
+"""
+
+
+def test_packed_convolutions_are_timed_as_the_calls_they_make(tmp_path):
+    """A frozen conv net's convolutions run through lens.conv2d_onednn's kernel, called directly (the profiler sees
+    oneDNN's op): each extern convolution gets its one call a step and a time, not 0 calls."""
+    import json
+    import subprocess
+    import sys
+    prog = tmp_path / "convs.py"
+    prog.write_text(CONV_NET)
+    proc = subprocess.run([sys.executable, "-m", "compiler", "profile", str(prog), "--warmup", "1", "--iters", "3"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    (path,) = tmp_path.glob("torch_compile_debug/run_*/lens/graph_*/profile.json")
+    convs = [k for k in json.loads(path.read_text())["kernels"] if k["name"].endswith("conv2d_onednn")]
+    assert len(convs) == 3, convs
+    assert all(k["calls"] == 1 and k["total_ms"] > 0 for k in convs), convs
