@@ -82,6 +82,8 @@ def decomposition_table() -> dict:
     table[aten.addcmul.default] = _integers_only(table[aten.addcmul.default])
     for op in (aten._native_batch_norm_legit_functional.default, aten._native_batch_norm_legit_no_training.default):
         table[op] = _mixed_half_batch_norm(table[op])
+    op = aten._native_batch_norm_legit_functional.default
+    table[op] = _float_training_batch_norm(table[op])
     table[aten.native_layer_norm.default] = _half_layer_norm(table[aten.native_layer_norm.default])
     table[aten.soft_margin_loss.default] = _half_soft_margin_loss(table[aten.soft_margin_loss.default])
     table[aten._log_softmax.default] = _half_log_softmax(table[aten._log_softmax.default])
@@ -158,6 +160,36 @@ def _mixed_half_batch_norm(decomposition: Callable) -> Callable:
         if mean.numel() == 0:  # (evaluation mode saves nothing on CPU)
             mean, rstd = mean.to(x.dtype), rstd.to(x.dtype)
         return (out.to(x.dtype), mean, rstd, *running)
+
+    return run
+
+
+def _float_training_batch_norm(decomposition: Callable) -> Callable:
+    """Training batch norm of float32 as ATen's CPU kernel computes it (batch_norm_cpu_collect_stats_contiguous_impl,
+    batch_norm_cpu_update_stats_template, batch_norm_cpu_contiguous_impl): the mean a double sum rounded to float, the
+    sum of float squares (x - mean)^2 in double rounded to float and divided by N in float, invstd 1/sqrt in double;
+    the output fma(x, alpha, fma(-mean, alpha, bias)) with alpha = invstd * weight. torch's decomposition (var_mean
+    in float, (x - mean) * invstd * weight + bias) rounds elsewhere: deep nets of batch-1 BatchNorms amplify that to
+    ~1e-4 before the last ReLUs, which then flip mask elements eager does not (spnasnet_100's training step, issue
+    49). That kernel serves contiguous inputs of more than one value per channel and sample; channels-last or (N, C)
+    inputs (ATen's channels-last kernel, which sums in float), evaluation mode, other dtypes and BatchNorms without
+    an affine weight and bias: `decomposition`."""
+    def run(x, weight, bias, running_mean, running_var, training, momentum, eps):
+        if not (training and x.dtype == torch.float32 and weight is not None and bias is not None and x.numel()
+                and math.prod(x.shape[2:]) > 1 and x.is_contiguous()):
+            return decomposition(x, weight, bias, running_mean, running_var, training, momentum, eps)
+        dims = [0, *range(2, x.dim())]
+        n = x.numel() // x.shape[1]
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        mean = (torch.sum(x.double(), dims) / n).float()
+        centered = x - mean.view(shape)
+        var_sum = torch.sum((centered * centered).double(), dims).float()
+        invstd = torch.reciprocal(torch.sqrt((var_sum / n).double() + eps)).float()
+        alpha = invstd * weight
+        out = torch.addcmul(torch.addcmul(bias, -mean, alpha).view(shape), x, alpha.view(shape))
+        new_mean = momentum * mean + (1 - momentum) * running_mean
+        new_var = (momentum * (var_sum.double() / (n - 1)) + (1 - momentum) * running_var).float()
+        return out, mean, invstd, new_mean, new_var
 
     return run
 
