@@ -79,23 +79,23 @@ def kernel_times(prof: torch.profiler.profile, kinds: dict[str, str], externs: d
 
 def _extern_call_times(prof: torch.profiler.profile, externs: dict[str, str], iters: int
                        ) -> dict[str, tuple[int, float, float]]:
-    """(calls, total ms, self ms) per iteration of each extern kernel whose aten op other extern kernels call
-    too (a layer's four `aten::mm`): a call graph runs them in program order, so the profiled events of that
-    op, outermost ones in time order, belong to its kernels in turn. When the count does not fit (the op also
-    ran outside the extern calls), they share the op's time evenly instead."""
+    """(calls, total ms, self ms) per iteration of each extern kernel, from the calls of its op that no other op
+    made (an extern view's `aten::as_strided`, not the hundreds ATen's own ops make inside them). Kernels calling
+    the same op (a layer's four `aten::mm`) run in program order, so the op's events, in time order, belong to
+    them in turn; when the count does not fit (the op also ran outside the extern calls), they share the op's time
+    evenly instead."""
     names: dict[str, list[str]] = {}
     for name, key in externs.items():
         names.setdefault(key, []).append(name)
-    shared = {key: ks for key, ks in names.items() if len(ks) > 1}
-    if not shared:
-        return {}
-    events: dict[str, list] = {key: [] for key in shared}
+    events: dict[str, list] = {key: [] for key in names}
     for e in prof.events():
-        if e.name in events and not _nested_in_same_op(e):
+        if e.name in events and not _inside_an_op(e):
             events[e.name].append(e)
     out = {}
-    for key, ks in shared.items():
+    for key, ks in names.items():
         evs = sorted(events[key], key=lambda e: e.time_range.start)
+        if not evs:
+            continue
         if len(evs) == iters * len(ks):  # each extern kernel is one call site, run once a call
             for i, name in enumerate(ks):
                 mine = evs[i::len(ks)]
@@ -109,10 +109,11 @@ def _extern_call_times(prof: torch.profiler.profile, externs: dict[str, str], it
     return out
 
 
-def _nested_in_same_op(e) -> bool:
+def _inside_an_op(e) -> bool:
+    """Whether an operator's call (`aten::`, `mkldnn::`, `lens::`; not a region or a kernel's range) made `e`."""
     parent = e.cpu_parent
     while parent is not None:
-        if parent.name == e.name:
+        if "::" in parent.name:
             return True
         parent = parent.cpu_parent
     return False
