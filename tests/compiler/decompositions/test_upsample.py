@@ -53,3 +53,32 @@ def test_training_interpolation_keeps_torchs_decomposition_and_gradients(mode, s
     fn(xe).backward()
     torch.testing.assert_close(xc.grad, xe.grad)
     assert WHOLE[mode] not in {n.target for c in pipeline.COMPILED[-2:] for n in c.gm.graph.nodes}
+
+
+@pytest.mark.parametrize("kw", [{"kernel_size": 3, "padding": 1}, {"kernel_size": (2, 3), "stride": 2, "dilation": 1}],
+                         ids=str)
+def test_inference_unfold_and_fold_are_one_aten_call_each(kw):
+    """F.unfold/F.fold (VOLO's outlook attention) outside autograd: ATen's im2col/col2im, eager's exact result; their
+    decompositions gather and scatter through ATen index/index_put calls."""
+    torch._dynamo.reset()
+    x = torch.randn(1, 8, 10, 12)
+
+    def fn(x):
+        cols = F.unfold(x, **kw) * 2
+        return F.fold(cols, (10, 12), **kw)
+
+    with torch.no_grad():
+        out = torch.compile(fn, backend="lens")(x)
+    assert torch.equal(out, fn(x))
+    targets = _targets()
+    assert {aten.im2col.default, aten.col2im.default} <= targets and aten.index.Tensor not in targets, targets
+
+
+def test_training_unfold_and_fold_keep_their_gradients():
+    torch._dynamo.reset()
+    x = torch.randn(1, 4, 6, 6, dtype=torch.float64)
+    fn = lambda x: (F.fold(F.unfold(x, 3, padding=1) ** 2, (6, 6), 3, padding=1) ** 2).sum()  # noqa: E731
+    xc, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.compile(fn, backend="lens")(xc).backward()
+    fn(xe).backward()
+    torch.testing.assert_close(xc.grad, xe.grad)
