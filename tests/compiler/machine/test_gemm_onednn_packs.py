@@ -1,8 +1,8 @@
 """oneDNN's blocked copy of a frozen weight (compiler/machine/gemm_packed.py `onednn_weight`), where oneDNN runs
 the products (gemm.py): products from the pack equal oneDNN's from the plain weight bit for bit, in both weight
 orientations, with and without a bias; the weight is packed once per row count and again after an in-place change
-(never read stale); unregistered weights, the switch and the byte cap leave the plain weight; a compiled model's
-products take the packs of its parameters."""
+(never read stale); unregistered weights, the switch and the byte cap leave the plain weight; row blocks of a large
+result read one pack; a compiled model's products take the packs of its parameters."""
 import gc
 
 import pytest
@@ -106,3 +106,17 @@ def test_compiled_linear_layers_use_packs_and_never_read_a_stale_one(served):
         torch.testing.assert_close(compiled(x), block(x), atol=1e-4, rtol=1e-4)
         assert [p is not None for p in served] == [True] * 4
         assert served[2] is not served[0] and served[3] is not served[1]
+
+
+def test_large_results_in_row_blocks_read_one_pack(served, monkeypatch):
+    """Results past `onednn_blocked_min_bytes` are computed in row blocks (gemm.py): every block multiplies against
+    the one pack made for the whole product's rows, and the result is the plain weight's."""
+    monkeypatch.setattr(config.cpp, "onednn_blocked_min_bytes", 4 * M * N // 2)
+    monkeypatch.setattr(config.cpp, "onednn_block_bytes", 4 * N * 40)  # (blocks of 40 rows: 40, 40, 40, 8)
+    weight, a, bias = torch.randn(N, K), torch.randn(M, K), torch.randn(N)
+    gemm_packed.register([weight])
+    before = gemm_packed.packed_count()
+    got = gemm.addmm(bias, a, weight.t(), size=(M, N), stride=(N, 1))
+    assert served[0] is not None and served[0].is_mkldnn
+    assert gemm_packed.packed_count() == before + 1
+    torch.testing.assert_close(got, plain(a, weight.t(), bias), atol=1e-5, rtol=1e-5)
