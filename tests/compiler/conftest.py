@@ -110,6 +110,26 @@ def only_plan(graph_dir: pathlib.Path):
     return plans[0]
 
 
+def linear_block_follows_weight_changes(m: int, k: int, n: int, after_first, after_change) -> None:
+    """A Linear-GELU-Linear block compiled by lens under no_grad equals eager's before and after an in-place change of
+    both weights; `after_first()` and `after_change()` check what served its products (packs, by the GEMM tests)."""
+    torch.manual_seed(0)
+    up, down = torch.nn.Linear(k, n), torch.nn.Linear(n, k)
+
+    def block(x):
+        return down(torch.nn.functional.gelu(up(x)))
+    x = torch.randn(m, k)
+    with torch.no_grad():
+        torch._dynamo.reset()
+        compiled = torch.compile(block, backend="lens")
+        torch.testing.assert_close(compiled(x), block(x), atol=1e-4, rtol=1e-4)
+        after_first()
+        up.weight.mul_(0.5)
+        down.weight.add_(1.0)
+        torch.testing.assert_close(compiled(x), block(x), atol=1e-4, rtol=1e-4)
+        after_change()
+
+
 def record_results(monkeypatch, module, name: str) -> list:
     """`module.name` wrapped so that each call's result is appended to the returned list (which of a library's
     paths ran, where the call itself is what is tested)."""
