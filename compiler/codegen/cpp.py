@@ -10,7 +10,7 @@ import sympy
 import torch
 
 from compiler import config
-from compiler.codegen import half, plan_passes, plan_record, plan_verify
+from compiler.codegen import half, plan_passes, plan_record, plan_verify, range_splits
 from compiler.codegen.cpp_ops import CTYPES, REDUCTION_COMBINE, REDUCTION_INIT
 from compiler.codegen.expressions import ExpressionRenderer
 from compiler.codegen.index import cpp_index, simplify_indices
@@ -357,6 +357,6 @@ def render_kernel(kernel: FusedKernel, layouts: dict[str, tuple[torch.dtype, Lay
 
 
 def _in_range(b: NodeBody, var: sympy.Symbol, start: int, end: int) -> NodeBody:
-    """`b` in the loop over `var` in [start, end), one range of a split loop: its clamps the range decides folded
-    (a concatenation's `min(x, 63)` is `x` in the first part's range: an affine load that vectorizes)."""
-    return replace(b, body=simplify_indices(b.body, {var: (start, end)}))
+    """`b` in the loop over `var` in [start, end), one range of a split loop: its clamps and comparisons the range
+    decides folded (a concatenation's `min(x, 63)` is `x` in the first part's range: an affine load that vectorizes)."""
+    return replace(b, body=range_splits.decided(simplify_indices(b.body, {var: (start, end)}), var, start, end))

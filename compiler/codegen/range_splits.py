@@ -2,11 +2,14 @@
 one loop per range between them, planned here (`LoopNest.splits`, `InnerLoops.splits`) and printed by cpp.py."""
 from __future__ import annotations
 
+import dataclasses
+
 import sympy
+import torch
 
 from compiler import config
 from compiler.codegen.plan import KernelPlan, PlanContext
-from compiler.ir.nodes import Constant, IndexValue, Op, walk
+from compiler.ir.nodes import Cast, Constant, Expr, IndexValue, Op, walk
 
 _COMPARISONS = {"lt": 0, "ge": 0, "le": 1, "gt": 1}  # `x < c` and `x >= c` change at c; `x <= c`, `x > c` at c + 1
 MAX_SPLITS = 8
@@ -16,15 +19,44 @@ def _boundaries(body, var: sympy.Symbol, size: int) -> set[int]:
     """Where a comparison of the loop variable with a constant changes its answer inside (0, size)."""
     found = set()
     for e in walk(body):
-        if not (isinstance(e, Op) and e.name in _COMPARISONS and len(e.args) == 2):
-            continue
-        a, b = e.args
-        if isinstance(a, IndexValue) and isinstance(b, Constant) and a.expr == var and isinstance(b.value, int) \
-                and not isinstance(b.value, bool):
-            at = b.value + _COMPARISONS[e.name]
-            if 0 < at < size:
-                found.add(at)
+        at = _comparison(e, var)
+        if at is not None and 0 < at < size:
+            found.add(at)
     return found
+
+
+def _comparison(e, var: sympy.Symbol) -> int | None:
+    """Where `e`, a comparison of `var` with an integer constant, changes its answer (`x < c` and `x >= c` at c), or
+    None when `e` is no such comparison."""
+    if not (isinstance(e, Op) and e.name in _COMPARISONS and len(e.args) == 2):
+        return None
+    a, b = e.args
+    if isinstance(a, IndexValue) and isinstance(b, Constant) and a.expr == var and isinstance(b.value, int) \
+            and not isinstance(b.value, bool):
+        return b.value + _COMPARISONS[e.name]
+    return None
+
+
+def decided(body: Expr, var: sympy.Symbol, start: int, end: int) -> Expr:
+    """`body` in one range [start, end) of `var`'s split loop, the comparisons of `var` the range decides replaced by
+    their answer: a pad's `x >= 0 && x < 112` is `true` in [0, 112), so its select's condition no longer steps with
+    the loop (expressions.py prints it as bits, which g++ vectorizes; a `?:` on a mask mixing a row test with the
+    column's comparisons it kept scalar, "control flow in loop")."""
+    memo: dict[int, Expr] = {}
+    for node in walk(body):
+        if isinstance(node, Op):
+            new: Expr = dataclasses.replace(node, args=tuple(memo[id(a)] for a in node.args))
+            at = _comparison(node, var)
+            if at is not None and (start >= at or end <= at):  # the same answer over the whole range
+                upper = start >= at  # (every x in the range is at or past the change)
+                answer = upper if node.name in ("ge", "gt") else not upper
+                new = Constant(torch.bool, node.origin, answer)
+        elif isinstance(node, Cast):
+            new = dataclasses.replace(node, arg=memo[id(node.arg)])
+        else:
+            new = node
+        memo[id(node)] = new
+    return memo[id(body)]
 
 
 def _cuts(body, var: sympy.Symbol, size, pragma: str | None) -> list[int]:
