@@ -95,7 +95,7 @@ def decomposition_table() -> dict:
     table[aten.pow.Tensor_Scalar] = pow_by_multiplication
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = flash_attention_for_cpu
     for op in (aten.upsample_linear1d.default, aten.upsample_trilinear3d.default):  # (their .vec: eager_upsample_kernels)
-        table[op] = upsample_default(table.get(op, lambda *args: NotImplemented), cubic=False)
+        table[op] = upsample_default(table.get(op, lambda *args: NotImplemented), False, op._opname)
     # (float32 interpolation outside autograd: one ATen call, upsample.py; unfold/fold alike: their decompositions
     # gather and scatter through ATen index/index_put calls, VOLO-D1's outlook attention 5% of its step)
     for op in (*WHOLE_OPS, aten.im2col.default, aten.col2im.default):

@@ -127,7 +127,7 @@ def _whole(name: str, x, output_size, *rest):
 
 
 def whole_or(decomposition: Callable) -> Callable:
-    """A decomposition table's entry for one of `_WHOLE`'s ops: the op stays whole where `keeps_whole`."""
+    """A decomposition table's entry for an op kept whole where `keeps_whole` (`_WHOLE`'s, and im2col/col2im)."""
     def run(x, *args, **kwargs):
         return NotImplemented if keeps_whole(x) else decomposition(x, *args, **kwargs)
 
@@ -150,7 +150,7 @@ def _upsample_vec(original: Callable, cubic: bool, name: str) -> Callable:
     return run
 
 
-def upsample_default(original: Callable, cubic: bool, name: str = "") -> Callable:
+def upsample_default(original: Callable, cubic: bool, name: str) -> Callable:
     def run(x, output_size, *args):
         if name in _WHOLE and keeps_whole(x):
             return _whole(name, x, output_size, *args)
