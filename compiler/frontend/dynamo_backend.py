@@ -20,7 +20,7 @@ from compiler.decompositions.upsample import eager_upsample_kernels
 from compiler.dynamo_skip import skip_compiler_package
 from compiler.frontend import aot_cache, graph_cache
 from compiler.frontend.direct_call import direct_inference_call, without_guard_check, without_pregraph_markers
-from compiler.graph_passes.freezing import freeze
+from compiler.graph_passes.freezing import MODULE_TENSOR, freeze
 
 log = logging.getLogger(__name__)
 skip_compiler_package()
@@ -46,6 +46,24 @@ def _eager_dynamo_graph(gm: torch.fx.GraphModule, error: BaseException, what: st
     return gm.forward
 
 
+def _module_tensors_as_inputs(gm: torch.fx.GraphModule, example_inputs) -> tuple[torch.fx.GraphModule, list]:
+    """Under `torch._inductor.config.freezing` (what CPU users are told to set) or Dynamo's `prepare_freezing`, with
+    grad off, Dynamo installs a module's parameters and buffers as attributes of its graph (`get_attr`) instead of
+    graph inputs; freezing (compiler/graph_passes/freezing.py) finds them among the inputs. So those attributes become
+    trailing inputs again, marked as the module's, in a copy of the graph (Dynamo reads its own after we return).
+    Returns the graph and the tensors each call appends: none in grad mode, where AOTAutograd lifts them itself."""
+    if torch.is_grad_enabled() or not any(n.op == "get_attr" for n in gm.graph.nodes):
+        return gm, []
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    lifted = torch.fx.GraphModule(gm, graph)
+    lifted.meta.update(gm.meta)
+    consts = pipeline.lift_constants(lifted)
+    for node in [n for n in lifted.graph.nodes if n.op == "placeholder"][len(example_inputs):]:
+        node.meta[MODULE_TENSOR] = True
+    return lifted, consts
+
+
 _AOT_COMPILERS = {"fw_compiler": "forward", "bw_compiler": "backward", "inference_compiler": "inference"}
 
 
@@ -65,6 +83,10 @@ def lens_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs) -> Callable
     (AOTAutograd compiles the backward at the first backward pass; its cache keeps both: compiler/frontend/aot_cache.py)."""
     from torch._dynamo.utils import counters
     from torch._functorch.aot_autograd import aot_module_simplified
+    with_inputs, lifted = _module_tensors_as_inputs(gm, example_inputs)
+    if lifted:
+        inner = lens_backend(with_inputs, [*example_inputs, *lifted], **kwargs)
+        return lambda *args: inner(*args, *lifted)
     pipeline.run_fx_passes(gm, example_inputs)
     frozen = freeze(gm, example_inputs)  # parameters as constants under no_grad (compiler/graph_passes/freezing.py)
     if frozen is not None:

@@ -46,8 +46,12 @@ _RANDOM = ("rand", "dropout", "bernoulli", "normal", "multinomial", "uniform", "
 _BATCH_NORM = {torch.nn.functional.batch_norm}
 
 
+# a graph input that was an attribute of Dynamo's graph: a module's parameter or buffer (frontend/dynamo_backend.py)
+MODULE_TENSOR = "lens_module_tensor"
+
+
 def _is_parameter_or_buffer(node: torch.fx.Node, value) -> bool:
-    if isinstance(value, torch.nn.Parameter):
+    if isinstance(value, torch.nn.Parameter) or node.meta.get(MODULE_TENSOR):
         return True
     source = getattr(node.meta.get("grapharg"), "source", None)
     name = getattr(source, "name", "")

@@ -232,3 +232,34 @@ def test_a_build_failure_runs_the_graph_eagerly_with_a_note(tmp_path, monkeypatc
     assert torch.equal(got, torch.sin(x) * 2 + 1)
     notes = "".join(p.read_text() for p in tmp_path.glob("run_*/lens/*/notes.txt"))
     assert "runs eagerly" in notes and "CompilerNotFoundError" in notes
+
+
+@pytest.mark.parametrize("flag", ["inductor_freezing", "prepare_freezing"])
+def test_parameters_dynamo_installs_as_graph_attributes_are_still_frozen(flag):
+    """With `torch._inductor.config.freezing` (what CPU users are told to set) or Dynamo's `prepare_freezing`, Dynamo
+    hands the backend a module's parameters and buffers as `get_attr` attributes, not inputs: lens still freezes them
+    (batch norm folded, convolutions through oneDNN over packed weights), matches eager, and follows a change."""
+    import torch._inductor.config as inductor_config
+    from compiler.graph_passes import freezing
+    from compiler.machine import conv_packed
+    if not conv_packed.available():
+        pytest.skip("torch without oneDNN")
+    setting = inductor_config.patch(freezing=True) if flag == "inductor_freezing" else \
+        torch._dynamo.config.patch(prepare_freezing=True)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                torch.nn.Conv2d(8, 4, 1)).eval()
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 10, 10)
+    torch._dynamo.reset()
+    before = len(freezing.FROZEN)
+    with torch.no_grad(), setting:
+        compiled = torch.compile(model, backend="lens")
+        torch.testing.assert_close(compiled(x), model(x), atol=2e-5, rtol=1e-4)
+        (frozen,) = freezing.FROZEN[before:]
+        assert frozen.folds["batch_norm"] == 1
+        assert frozen.folds["conv as oneDNN over a prepacked weight"] == 2
+        model[0].weight.mul_(-1)  # (an in-place change: the constants are computed again)
+        torch.testing.assert_close(compiled(x), model(x), atol=2e-5, rtol=1e-4)
+    torch._dynamo.reset()
