@@ -84,7 +84,6 @@ def run_one(suite: str, name: str, mode_name: str, backends: list[str], reps: in
             optimizer: str = "sgd") -> ModelResult:
     import torch
 
-    from compiler import pipeline
     mode, result = MODES[mode_name], ModelResult(suite, name, mode_name)
     # eager's run is the accuracy reference; the baseline compiles before the other backends, whose compiled kernels
     # it would otherwise find in Inductor's caches (Inductor default and with freezing share most kernels)
@@ -97,6 +96,13 @@ def run_one(suite: str, name: str, mode_name: str, backends: list[str], reps: in
         return result
     backend_compile_time.install()
     torch._dynamo.config.cache_size_limit = 64  # (each backend compiles its own copy of the same forward)
+    with suite_modes.freezing_flag(mode, backends):
+        return _compile_and_time(mode, result, model, inputs, backends, reps, cpu_time, optimizer)
+
+
+def _compile_and_time(mode, result: ModelResult, model, inputs, backends: list[str], reps: int, cpu_time: bool,
+                      optimizer: str) -> ModelResult:
+    from compiler import pipeline
     try:
         fp64 = suite_modes.fp64_reference(mode, model, inputs, optimizer)
     except Exception:  # noqa: BLE001 (the harness's rule: no float64 reference where the model cannot run in

@@ -40,12 +40,26 @@ def accurate(ref: list, res: list, fp64: list, tol: float) -> bool:
     return bool(same(ref, res, fp64_ref=fp64, tol=tol, cos_similarity=False))
 
 
+def freezing_flag(mode: Mode, backends: list[str]):
+    """The context a model's backends compile and run in: `torch._inductor.config.freezing` set where Inductor with
+    freezing is among them, as CPU users are told to set it and upstream's harness (`--freezing`) sets it. Dynamo
+    reads it too, and hands the module's parameters to the backend as graph attributes, which Inductor's freezing
+    folds; as a compile option alone it froze nothing (parameters stayed graph inputs: convolutions unpacked, Linear
+    as `addmm`). Every backend compiled in it sees it (lens freezes either way; Inductor default is compiled with
+    freezing off as an option)."""
+    import torch._inductor.config as inductor_config
+    wanted = not mode.train and "inductor_freezing" in backends
+    return inductor_config.patch(freezing=True) if wanted else contextlib.nullcontext()
+
+
 def compiled(backend: str, model: torch.nn.Module) -> torch.nn.Module | Callable:
     """The model under `backend`: eager, inductor (default), inductor_freezing, lens, or any registered Dynamo backend."""
     if backend == "eager":
         return model
-    if backend.startswith("inductor"):  # (freezing as a compile option: no global left set for a later recompile)
-        return torch.compile(model, backend="inductor", options={"freezing": backend == "inductor_freezing"})
+    if backend == "inductor_freezing":  # (under `freezing_flag`: the global flag is what freezes)
+        return torch.compile(model, backend="inductor")
+    if backend == "inductor":
+        return torch.compile(model, backend="inductor", options={"freezing": False})
     return torch.compile(model, backend=backend)
 
 
