@@ -2,6 +2,7 @@
 realized ComputedBuffer, or an ExternCall to ATen when no lowering applies. Never rejects a graph."""
 from __future__ import annotations
 
+import math
 import operator
 from typing import Any
 
@@ -12,6 +13,7 @@ import torch.fx
 from compiler import config
 from compiler.ir.nodes import ComputedBuffer, GraphIR, InputBuffer, Layout, Node, contiguous_strides, index_vars
 from compiler.ir.size_symbols import SymbolicSizeError, same_size, shape_of, size_expr, strides_of, symbolic_scalar
+from compiler.ir.size_symbols import is_static
 from compiler.lowering.addmm_bias import bias_in_consumers
 from compiler.lowering.extern_calls import DynamicShapeGraph, ExternCalls, target_name
 from compiler.lowering.layouts import channels_last_stride, memory_order
@@ -33,6 +35,12 @@ from compiler.lowering.views import permute_value, reshape_value
 # Inlining a value into more than one consumer recomputes it; past this many FX ops we realize instead.
 INLINE_REUSE_LIMIT = 3
 EXPENSIVE_OPS = {"exp", "log", "tanh", "erf", "sigmoid", "pow", "sin", "cos", "atan2", "expm1", "log1p"}
+# A lazy value keeps every buffer it reads alive until the kernel computing it runs. One reading two or more buffers
+# of its own element count that hold this many bytes together is realized where it is made (issue 49: a weight
+# applied 12 times, Albert's, gets 12 gradient products in the backward; added lazily, all 12 stayed alive for
+# one kernel at the end, 11 GiB where eager needs 3.2). Its readers still fuse with it: only an extern call in
+# between (the next product) keeps them apart. Values under 1/16 of it are not looked at (compile time).
+HELD_BYTES_BOUND = 128 << 20
 
 
 _SYMBOLIC_SCALARS = (torch.SymInt, torch.SymFloat, torch.SymBool)
@@ -77,6 +85,8 @@ class GraphLowering(ExternCalls):
         self.symbols = SizeSymbols(gm)  # Dynamo's size symbols: where call() reads each (lowering/size_symbol_reads.py)
         self.arg_names: list[str] = []
         self.scalar_inputs: dict[str, object] = {}
+        self._sizes: dict[str, tuple[int, int]] = {}  # (_buffer_sizes: the buffers sized so far)
+        self._sized_upto, self._sized_inputs = 0, 0
 
     def new_name(self) -> str:
         name = f"buf{self._count}"
@@ -220,9 +230,41 @@ class GraphLowering(ExternCalls):
         if not isinstance(value, TensorValue):
             return value
         users = len(node.users)
-        if users > 1 and self._costly(value):
+        if users > 1 and self._costly(value) or self._holds_large_buffers(value):
             return self.realize(value, stride=self._layout_of(node, value))
         return value
+
+    def _holds_large_buffers(self, value: TensorValue) -> bool:
+        """Whether lazy `value` reads at least two buffers of its own element count holding HELD_BYTES_BOUND
+        bytes or more together (what computing it later would keep alive until then)."""
+        if value.strided is not None or not is_static(value.size):
+            return False
+        numel = math.prod(value.size)
+        if numel * value.dtype.itemsize * 16 < HELD_BYTES_BOUND:
+            return False
+        from compiler.ir.nodes import Load, walk
+        sizes = self._buffer_sizes()
+        names = {e.buffer for e in walk(value.load(index_vars(len(value.size)))) if isinstance(e, Load)}
+        held = [sizes[b][1] for b in names if b in sizes and sizes[b][0] == numel]
+        return len(held) >= 2 and sum(held) >= HELD_BYTES_BOUND
+
+    def _buffer_sizes(self) -> dict[str, tuple[int, int]]:
+        """Each buffer of static size made so far (graph inputs, computed buffers, extern outputs) -> (its
+        element count, its bytes); kept up to date as nodes are added."""
+        self._sized_upto = min(self._sized_upto, len(self.nodes))  # (a failed lowering dropped what it added)
+        layouts = [(b.name, b.dtype, b.layout) for b in self.inputs[self._sized_inputs:]]
+        self._sized_inputs = len(self.inputs)
+        for n in self.nodes[self._sized_upto:]:
+            if isinstance(n, ComputedBuffer):
+                layouts.append((n.name, n.dtype, n.layout))
+            else:
+                layouts.extend((o[0], o[1], o[2]) for o in n.outputs if o)
+        self._sized_upto = len(self.nodes)
+        for name, dtype, layout in layouts:
+            if is_static(layout.size):
+                numel = math.prod(layout.size)
+                self._sizes[name] = (numel, numel * dtype.itemsize)
+        return self._sizes
 
     @staticmethod
     def _layout_of(node: torch.fx.Node, value: TensorValue) -> tuple[int, ...] | None:
