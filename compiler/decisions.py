@@ -28,6 +28,8 @@ MESSAGES = {
                   "kernel's ({outer})",
     "other_iteration": "did not join `{kernel_node}`'s kernel: it reads `{producer}` at another iteration of the "
                        "kernel's outer loop",
+    "alone": "did not join `{kernel_node}`'s kernel: one of them is computed alone, where it is made, to free the "
+             "large buffers it reads (lowering/graph.py's HELD_BYTES_BOUND)",
     "no_simd_reduction": "the {reduction} loop runs scalar: OpenMP's `simd reduction` has no operator that keeps "
                          "eager's {keeps} ({dtype})",
     "gemm": "runs as an ATen call ({target}): matrix products always call ATen's GEMM{detail}",

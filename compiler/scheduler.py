@@ -119,6 +119,8 @@ def _reads_same_iteration(consumer: ComputedBuffer, producer: ComputedBuffer, de
 def _can_join(k: FusedKernel, node: ComputedBuffer, record: bool = True) -> tuple[int, ...] | None:
     """The kernel's outer loops with `node` joined, None (a refusal `why` reports, when `record`) if it cannot."""
     refused = why.fusion_refused if record else (lambda *args, **kwargs: None)
+    if node.alone or k.nodes[-1].alone:
+        return refused(k, node, "alone")
     if len(set(k.origins) | set(node.origins)) > config.max_fusion_size:
         return refused(k, node, "max_fusion_size")
     outer = _outer_after_join(k, node)

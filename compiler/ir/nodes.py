@@ -114,6 +114,9 @@ class ComputedBuffer:
     reduction_ranges: tuple[int, ...] = ()
     reduction_vars: list[sympy.Symbol] = field(default_factory=list)
     is_output: bool = False
+    # A sum lowering realized to free the large buffers it reads (lowering/graph.py, HELD_BYTES_BOUND): the scheduler
+    # gives it a kernel of its own, so that its neighbours' kernels are those they were without it.
+    alone: bool = False
     # The order its loops run over its dims (a permutation of them), None: the layout's order. The scheduler sets
     # it to fuse a pointwise node into a kernel whose outer loop is another of its dims (scheduler.py).
     loop_order: tuple[int, ...] | None = None

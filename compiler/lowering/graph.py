@@ -38,8 +38,8 @@ EXPENSIVE_OPS = {"exp", "log", "tanh", "erf", "sigmoid", "pow", "sin", "cos", "a
 # A lazy value keeps every buffer it reads alive until the kernel computing it runs. One reading two or more buffers
 # of its own element count that hold this many bytes together is realized where it is made (issue 49: a weight
 # applied 12 times, Albert's, gets 12 gradient products in the backward; added lazily, all 12 stayed alive for
-# one kernel at the end, 11 GiB where eager needs 3.2). Its readers still fuse with it: only an extern call in
-# between (the next product) keeps them apart. Values under 1/16 of it are not looked at (compile time).
+# one kernel at the end, 11 GiB where eager needs 3.2). It is computed alone (ComputedBuffer.alone), which keeps
+# the kernels around it as they were. Values under 1/16 of it are not looked at (compile time).
 HELD_BYTES_BOUND = 128 << 20
 
 
@@ -229,8 +229,11 @@ class GraphLowering(ExternCalls):
     def _maybe_realize(self, node: torch.fx.Node, value):
         if not isinstance(value, TensorValue):
             return value
-        users = len(node.users)
-        if users > 1 and self._costly(value) or self._holds_large_buffers(value):
+        if self._holds_large_buffers(value):  # (in a kernel of its own, which frees them)
+            realized = self.realize(value, stride=self._layout_of(node, value))
+            self.nodes[-1].alone = True
+            return realized
+        if len(node.users) > 1 and self._costly(value):
             return self.realize(value, stride=self._layout_of(node, value))
         return value
 

@@ -6,7 +6,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from compiler import config
 from compiler.decompositions.table import decomposition_table
-from compiler.ir.nodes import ExternCall
+from compiler import decisions
+from compiler.ir.nodes import ComputedBuffer, Constant, ExternCall, GraphIR, InputBuffer, Layout, Load, Op, index_vars
 from compiler.lowering import lower_graph
 from compiler.scheduler import FusedKernel, _extern_buffers, graph_output_buffers, schedule
 from tests.compiler.conftest import compile_with_debug
@@ -65,3 +66,29 @@ def test_a_kernels_local_buffers_are_no_graph_output_and_read_by_no_other_step()
         if isinstance(step, FusedKernel):
             assert not step.local & outputs
             assert not any(step.local & reads[j] for j in range(len(sg.steps)) if j != i)
+
+
+
+def test_a_node_computed_alone_gets_a_kernel_of_its_own_and_says_why():
+    """lowering/graph.py marks a sum of large buffers `alone` (issue 49): neither it nor the next node joins a
+    kernel with another node, and each refusal is a why-record; unmarked, the three are one kernel."""
+    def node(name: str, reads: str) -> ComputedBuffer:
+        xs = index_vars(2)
+        body = Op(torch.float32, name, "add", (Load(torch.float32, name, reads, tuple(xs)),
+                                              Constant(torch.float32, name, 1.0)))
+        return ComputedBuffer(name, torch.float32, Layout((8, 8), (8, 1)), body, xs, [name], name)
+
+    def kernels(alone: bool) -> tuple[list[list[str]], list[list[str]]]:
+        nodes = [node("buf0", "arg0"), node("buf1", "buf0"), node("buf2", "buf1")]
+        nodes[1].alone = alone
+        ir = GraphIR([InputBuffer("arg0", torch.float32, Layout((8, 8), (8, 1)))], nodes, [("buffer", "buf2")])
+        decisions.begin()
+        try:
+            sg = schedule(ir, {})
+            refused = [[r.nodes[0], *r.related] for r in decisions._records.get() if r.reason == "alone"]
+        finally:
+            decisions._records.set(None)
+        return [[n.name for n in k.nodes] for k in sg.kernels], refused
+
+    assert kernels(False) == ([["buf0", "buf1", "buf2"]], [])
+    assert kernels(True) == ([["buf0"], ["buf1"], ["buf2"]], [["buf1", "buf0"], ["buf2", "buf1"]])

@@ -86,6 +86,10 @@ def test_a_shared_weights_gradient_products_are_added_as_they_come(monkeypatch, 
     adds = _add_calls(code)
     assert len(adds) == USES - 1
     assert all(line.count(".data_ptr()") == 2 for line in adds), adds
+    # each alone in its kernel (ComputedBuffer.alone): the tanh backward kernels around it are as they were
+    kernels = [line.strip() for line in code.splitlines() if line.strip().startswith("# Topologically Sorted")]
+    assert [k for k in kernels if "add" in k] == [f"# Topologically Sorted Source Nodes: [add{f'_{i}' if i else ''}]"
+                                                   for i in range(USES - 1)]
 
 
 def test_the_gradient_is_bitwise_what_one_fused_sum_gives(monkeypatch):
