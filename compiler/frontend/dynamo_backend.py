@@ -52,8 +52,10 @@ def _module_tensors_as_inputs(gm: torch.fx.GraphModule, example_inputs) -> tuple
     graph inputs; freezing (compiler/graph_passes/freezing.py) finds them among the inputs. So those attributes become
     trailing inputs again, marked as the module's, in a copy of the graph (Dynamo reads its own after we return).
     Returns the graph and the tensors each call appends: none in grad mode, where AOTAutograd lifts them itself."""
-    if torch.is_grad_enabled() or not any(n.op == "get_attr" for n in gm.graph.nodes):
-        return gm, []
+    from torch._dynamo.utils import is_parameter_freezing
+    if not (is_parameter_freezing() or (torch._dynamo.config.prepare_freezing and not torch.is_grad_enabled())) \
+            or not any(n.op == "get_attr" for n in gm.graph.nodes):
+        return gm, []  # (elsewhere a graph's attributes are its own constants: compile_graph lifts them)
     graph = torch.fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
     lifted = torch.fx.GraphModule(gm, graph)

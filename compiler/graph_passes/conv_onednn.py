@@ -9,6 +9,8 @@ same (its mkldnn fusion passes); this is where the conv nets' time was (docs/per
 """
 from __future__ import annotations
 
+import operator
+
 import torch
 import torch.fx
 import torch.nn.functional as F
@@ -125,5 +127,58 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
         if post:
             graph.erase_node(user)
         graph.erase_node(conv)
+        changed += 1
+    return changed
+
+
+_ADDS = {operator.add, torch.add, "add"}
+_IN_PLACE_ADDS = {operator.iadd, "add_"}  # (their first argument is changed: only the convolution's own output may be)
+
+
+def _residual_add(conv: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
+    """(the add, its other operand) when the unfused float32 convolution `conv` is read only by an add of a tensor of
+    its own shape (a residual block's sum: no broadcast, no alpha), else None."""
+    if len(conv.users) != 1 or conv.args[7] != "none":
+        return None
+    (add,) = conv.users
+    if add.op not in ("call_function", "call_method") or add.target not in _ADDS | _IN_PLACE_ADDS \
+            or len(add.args) != 2 or add.kwargs or add.args[0] is add.args[1]:
+        return None
+    if add.target in _IN_PLACE_ADDS and add.args[0] is not conv:
+        return None  # (`shortcut += conv(x)` changes the shortcut, which others may read)
+    other = add.args[1] if add.args[0] is conv else add.args[0]
+    out, val, total = _example(conv), _example(other), _example(add)
+    if not isinstance(other, torch.fx.Node) or out is None or val is None or total is None:
+        return None
+    if not (out.dtype == val.dtype == total.dtype == torch.float32 and out.shape == val.shape == total.shape):
+        return None
+    return add, other
+
+
+def conv_onednn_adds(graph: torch.fx.Graph) -> int:
+    """Each `lens.conv2d_onednn` without an activation whose only reader adds a residual of its shape, as one
+    `lens.conv2d_onednn_add` (the sum as oneDNN's binary post-op, the ReLU after it too where that is the sum's only
+    reader); returns how many. Float32 only: the sum is the separate convolution and add's bit for bit (one float32
+    accumulator plus the residual), where a bfloat16 one would skip the convolution output's rounding."""
+    changed = 0
+    for conv in list(graph.nodes):
+        if conv.op != "call_function" or conv.target is not conv_packed.CONV2D_ONEDNN:
+            continue
+        found = _residual_add(conv)
+        if found is None:
+            continue
+        add, other = found
+        (user,) = add.users if len(add.users) == 1 else (None,)
+        post = _post_op(user) if user is not None and user.args and user.args[0] is add else None
+        attr = post[0] if post and post[0] in conv_packed.ADD_POST_OPS else "none"
+        last = user if attr != "none" else add
+        x, weight, bias, padding, stride, dilation, groups = conv.args[:7]
+        with graph.inserting_before(last):
+            fused = graph.call_function(conv_packed.CONV2D_ONEDNN_ADD, (x, other, weight, bias, padding, stride,
+                                                                       dilation, groups, attr))
+        fused.meta.update(last.meta)
+        last.replace_all_uses_with(fused)
+        for node in ([user] if attr != "none" else []) + [add, conv]:
+            graph.erase_node(node)
         changed += 1
     return changed

@@ -26,7 +26,7 @@ import torch.fx
 
 from compiler import config
 from compiler.graph_passes import freezing_concat
-from compiler.graph_passes.conv_onednn import conv_onednn
+from compiler.graph_passes.conv_onednn import conv_onednn, conv_onednn_adds
 from compiler.graph_passes.freezing_autocast import autocast_casts
 from compiler.graph_passes.fx_calls import (
     CONV,
@@ -321,6 +321,8 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
             return freeze(gm, example_inputs, concat, conv_channels_last=False)
     if config.freezing_conv_onednn:
         folds["conv as oneDNN over a prepacked weight"] = conv_onednn(graph, const)
+        if config.freezing_conv_onednn_add:
+            folds["residual add fused into the conv"] = conv_onednn_adds(graph)
     if config.freezing_linear_transposed:
         folds["linear weight K-major"] = _relayout(graph, const, LINEAR, 1, "weight", _transposed_storage)
     if concat and config.freezing_concat_linears:

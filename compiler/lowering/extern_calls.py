@@ -49,10 +49,11 @@ _IN_PLACE_FORMS = {
 # ops that make their first argument dense before they read it (`contiguous`): a view with gaps (a channel slice of
 # a buffer others read too: MixNet's split block inputs, 81 ATen copies a call) is copied by a generated kernel
 # instead, densely in its own dimension order
-_DENSE_FIRST_ARGUMENT = {conv_packed.CONV2D_ONEDNN}
-# ops that make their first argument channels-last before they read it: a value computed for the call alone (an
+# (and `lens.conv2d_onednn_add` its residual, the second)
+_DENSE_ARGUMENTS = {conv_packed.CONV2D_ONEDNN: (0,), conv_packed.CONV2D_ONEDNN_ADD: (0, 1)}
+# ops that make those arguments channels-last before they read them: a value computed for the call alone (an
 # autocast cast of the network's input, a pad) is written channels-last by its kernel instead of copied by the op
-_CHANNELS_LAST_FIRST_ARGUMENT = {conv_packed.CONV2D_ONEDNN}
+_CHANNELS_LAST_ARGUMENTS = _DENSE_ARGUMENTS
 
 
 class ExternCalls:
@@ -72,6 +73,18 @@ class ExternCalls:
             return ExternArg(items=[self._extern_arg(x, m) for x, m in zip(v, metas)])
         return ExternArg(value=v)
 
+    def _laid_out_for(self, target, i: int, arg, meta):
+        """Argument `i` of an op that makes it dense (`_DENSE_ARGUMENTS`) or channels-last (`_CHANNELS_LAST_ARGUMENTS`)
+        before reading it, realized so by its kernel where it is a view with gaps or a value computed for this call."""
+        if i not in _DENSE_ARGUMENTS.get(target, ()) or not isinstance(arg, TensorValue):
+            return arg
+        if arg.strided is not None and dense_stride(meta, arg.size) is None:
+            return self.realize(arg, stride=stride_in_order_of(meta, arg.size))
+        if i in _CHANNELS_LAST_ARGUMENTS.get(target, ()) and arg.strided is None \
+                and channels_last_dense(arg.size) is not None:
+            return self.realize(arg, stride=channels_last_dense(arg.size))
+        return arg
+
     def _extern(self, node: torch.fx.Node, reason: str, target=None, args: tuple | None = None):
         """An ATen call for `node` (or, with `target` and `args`, another op giving the same output)."""
         target = target or node.target
@@ -89,12 +102,7 @@ class ExternCalls:
         else:
             args, kwargs = self._args(node)
             metas, kwmetas = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
-        if target in _DENSE_FIRST_ARGUMENT and args and isinstance(args[0], TensorValue) and args[0].strided is not None \
-                and dense_stride(metas[0], args[0].size) is None:
-            args = (self.realize(args[0], stride=stride_in_order_of(metas[0], args[0].size)), *args[1:])
-        elif target in _CHANNELS_LAST_FIRST_ARGUMENT and args and isinstance(args[0], TensorValue) \
-                and args[0].strided is None and channels_last_dense(args[0].size) is not None:
-            args = (self.realize(args[0], stride=channels_last_dense(args[0].size)), *args[1:])
+        args = tuple(self._laid_out_for(target, i, a, metas[i]) for i, a in enumerate(args))
         eargs = [self._extern_arg(a, m) for a, m in zip(args, metas)]
         ekwargs = {k: self._extern_arg(v, kwmetas.get(k)) for k, v in kwargs.items()}
         val = node.meta.get("val")

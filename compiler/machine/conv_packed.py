@@ -6,6 +6,8 @@ call): oneDNN's `_convolution_pointwise` (the kernel Inductor's freezing path ca
 with the weight reordered into oneDNN's blocked format (`_reorder_convolution_weight`) on its first use instead of on
 every call, as ATen's `mkldnn_convolution` does for a plain weight, and an activation (`attr`: relu, hardswish,
 swish, gelu, ...) applied by the convolution as it writes its output. The output is channels-last.
+`torch.ops.lens.conv2d_onednn_add(x, other, weight, bias, padding, stride, dilation, groups, attr)` is the same
+convolution with a residual sum fused: `attr(conv(x) + other)`, attr "none" or "relu".
 
 Which weights are packed: those `register`ed by freezing (its constants); a pack is kept per registered tensor
 (weakly: freed with it), input size and geometry, and made again when the tensor's version counter moves (an in-place
@@ -23,6 +25,10 @@ from compiler.machine.weight_packs import PackRegistry
 _LIB = torch.library.Library("lens", "DEF")
 _LIB.define("conv2d_onednn(Tensor x, Tensor weight, Tensor? bias, int[] padding, int[] stride, int[] dilation, "
             "int groups, str attr, Scalar[] scalars, str algorithm) -> Tensor")
+_LIB.define("conv2d_onednn_add(Tensor x, Tensor other, Tensor weight, Tensor? bias, int[] padding, int[] stride, "
+            "int[] dilation, int groups, str attr) -> Tensor")
+# the activations oneDNN applies after a binary post-op (ATen's `_convolution_pointwise.binary` refuses the others)
+ADD_POST_OPS = ("none", "relu")
 
 
 _PACKS = PackRegistry(lambda t: t.dim() == 4 and t.dtype in (torch.float32, torch.bfloat16))
@@ -47,6 +53,7 @@ def _packed(weight: torch.Tensor, padding, stride, dilation, groups: int, x_size
 
 
 _POINTWISE = torch.ops.mkldnn._convolution_pointwise.default
+_BINARY = torch.ops.mkldnn._convolution_pointwise.binary
 _CHANNELS_LAST = torch.channels_last
 
 
@@ -61,26 +68,45 @@ class _Recent:
 _RECENT: dict[tuple, _Recent] = {}
 
 
-def conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
-    """`lens.conv2d_onednn`'s kernel, which output_code.py also calls directly, without the dispatcher's trip into
-    Python (~8 us less a call: a conv net makes 60-160 of them); the pack found by the weight's identity.
-    The registry still decides what is kept: a pack is reused only while its registered weight is the same tensor
-    at the same version counter (an in-place change packs again), and an unregistered weight is packed each call."""
-    if not x.is_contiguous(memory_format=_CHANNELS_LAST):
-        x = x.contiguous(memory_format=_CHANNELS_LAST)
+def _pack_of_call(x, weight, padding, stride, dilation, groups) -> torch.Tensor:
+    """The pack a call of `weight` over input `x` uses: the one its call site used last while the registered weight is
+    the same tensor at the same version counter (an in-place change packs again); an unregistered weight is packed
+    on each call."""
     key = (id(weight), x.shape)
     recent = _RECENT.get(key)
     geometry = (padding, stride, dilation, groups)
-    if recent is None or recent.ref() is not weight or recent.version != weight._version \
-            or recent.geometry != geometry:
-        packed = _packed(weight, padding, stride, dilation, groups, list(x.shape))
-        if _PACKS.packs_of(weight) is not None:
-            if len(_RECENT) > 4096:
-                _RECENT.clear()
-            _RECENT[key] = _Recent(weight, geometry, packed)
-    else:
-        packed = recent.packed
+    if recent is not None and recent.ref() is weight and recent.version == weight._version \
+            and recent.geometry == geometry:
+        return recent.packed
+    packed = _packed(weight, padding, stride, dilation, groups, list(x.shape))
+    if _PACKS.packs_of(weight) is not None:
+        if len(_RECENT) > 4096:
+            _RECENT.clear()
+        _RECENT[key] = _Recent(weight, geometry, packed)
+    return packed
+
+
+def _channels_last(t: torch.Tensor) -> torch.Tensor:
+    return t if t.is_contiguous(memory_format=_CHANNELS_LAST) else t.contiguous(memory_format=_CHANNELS_LAST)
+
+
+def conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
+    """`lens.conv2d_onednn`'s kernel, which output_code.py also calls directly, without the dispatcher's trip into
+    Python (~8 us less a call: a conv net makes 60-160 of them); the pack found by the weight's identity."""
+    x = _channels_last(x)
+    packed = _pack_of_call(x, weight, padding, stride, dilation, groups)
     return _POINTWISE(x, packed, bias, padding, stride, dilation, groups, attr, scalars, algorithm)
+
+
+def conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr):
+    """`lens.conv2d_onednn_add`'s kernel: `attr(conv2d(x) + other)` (attr "none" or "relu", the activations oneDNN
+    applies after a binary post-op) in one pass, `other` read as the convolution writes its output (a residual
+    block's sum: Inductor's freezing fuses the same); `other` is left as it is. Float32: the sum of the same
+    float32 accumulator and `other` as a separate add's, so the result is the unfused pair's bit for bit."""
+    x, other = _channels_last(x), _channels_last(other)
+    packed = _pack_of_call(x, weight, padding, stride, dilation, groups)
+    return _BINARY(x, other, packed, bias, padding, stride, dilation, groups, "add", None,
+                   None if attr == "none" else attr, [], "")
 
 
 def _output_size(x, weight, padding, stride, dilation) -> list:
@@ -96,9 +122,16 @@ def _conv2d_onednn_fake(x, weight, bias, padding, stride, dilation, groups, attr
                        memory_format=torch.channels_last)
 
 
+def _conv2d_onednn_add_fake(x, other, weight, bias, padding, stride, dilation, groups, attr):
+    return _conv2d_onednn_fake(x, weight, bias, padding, stride, dilation, groups, attr, [], "")
+
+
 _LIB.impl("conv2d_onednn", conv2d, "CPU")  # (the op and output_code.py's direct call: one function)
 torch.library.register_fake("lens::conv2d_onednn", _conv2d_onednn_fake, lib=_LIB)
+_LIB.impl("conv2d_onednn_add", conv2d_add, "CPU")
+torch.library.register_fake("lens::conv2d_onednn_add", _conv2d_onednn_add_fake, lib=_LIB)
 CONV2D_ONEDNN = torch.ops.lens.conv2d_onednn.default
+CONV2D_ONEDNN_ADD = torch.ops.lens.conv2d_onednn_add.default
 
 
 def available() -> bool:

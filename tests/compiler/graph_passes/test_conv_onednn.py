@@ -206,3 +206,83 @@ def test_float16_autocast_convolutions_are_left_to_aten():
         expected, got = model(x), torch.compile(model, backend="lens")(x)
     torch.testing.assert_close(got, expected, atol=3e-2, rtol=3e-2)
     assert sum(f.folds.get(FOLD, 0) for f in freezing.FROZEN[before:]) == 0
+
+
+ADD_FOLD = "residual add fused into the conv"
+
+
+def _lens_output(model, x):
+    torch._dynamo.reset()
+    with torch.no_grad():
+        return torch.compile(model, backend="lens")(x)
+
+
+class Residual(nn.Module):
+    """A residual block's sum in the ways models write it; `fused`: whether lens.conv2d_onednn_add should take it."""
+
+    def __init__(self, form: str, channels: int = 8) -> None:
+        super().__init__()
+        self.form = form
+        self.stem = nn.Conv2d(3, channels, 3, padding=1)
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.bn = nn.BatchNorm2d(channels)
+        self.bn.running_mean.uniform_(-1, 1)
+        self.bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        s = self.stem(x)
+        y = self.bn(self.conv(s))
+        if self.form == "add":
+            return y + s
+        if self.form == "radd_relu":
+            return F.relu(s + y, inplace=True)
+        if self.form == "torch_add_relu":
+            return torch.relu(torch.add(y, s))
+        if self.form == "iadd":
+            y += s
+            return y
+        if self.form == "shortcut_iadd":  # (the shortcut changes: not fused)
+            s += y
+            return s * 2
+        if self.form == "add_hardswish":  # (oneDNN applies no hardswish after a sum: the sum fused, the act not)
+            return F.hardswish(y + s)
+        if self.form == "broadcast":  # (a per-channel add is no residual)
+            return y + s.mean((2, 3), keepdim=True)
+        if self.form == "alpha":
+            return torch.add(y, s, alpha=2)
+        raise AssertionError(self.form)
+
+
+@pytest.mark.parametrize("form,fused", [("add", 1), ("radd_relu", 1), ("torch_add_relu", 1), ("iadd", 1),
+                                        ("shortcut_iadd", 0), ("add_hardswish", 1), ("broadcast", 0),
+                                        ("alpha", 0)])
+def test_a_residual_sum_is_fused_into_its_convolution_bitwise_as_the_separate_add(form, fused, monkeypatch):
+    torch.manual_seed(0)
+    model, x = Residual(form).eval(), torch.randn(2, 3, 12, 12)
+    before = len(freezing.FROZEN)
+    convs = _run(model, x)
+    assert convs == 2
+    frozen = freezing.FROZEN[before:]
+    assert sum(f.folds.get(ADD_FOLD, 0) for f in frozen) == fused
+    adds = [n for f in frozen for n in f.gm.graph.nodes if n.target is conv_packed.CONV2D_ONEDNN_ADD]
+    assert len(adds) == fused
+    if fused:
+        assert adds[0].args[-1] == ("relu" if "relu" in form else "none")
+        got = _lens_output(model, x)
+        monkeypatch.setattr(config, "freezing_conv_onednn_add", False)
+        separate = _lens_output(model, x)
+        assert torch.equal(got, separate)  # (one float32 accumulator plus the residual, as the separate add)
+
+
+def test_the_fused_sum_follows_a_changed_weight_and_a_changed_residual_input():
+    torch.manual_seed(0)
+    model, x = Residual("radd_relu").eval(), torch.randn(1, 3, 10, 10)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="lens")
+        torch.testing.assert_close(compiled(x), model(x), atol=2e-5, rtol=1e-4)
+        model.conv.weight.mul_(-0.5)
+        model.stem.bias.add_(1.0)
+        torch.testing.assert_close(compiled(x), model(x), atol=2e-5, rtol=1e-4)
+        x2 = torch.randn(1, 3, 10, 10).contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(compiled(x2), model(x2), atol=2e-5, rtol=1e-4)
