@@ -96,3 +96,36 @@ def test_table_reports_the_geomean_of_accurate_models_only():
            "80% | ok |" in text.splitlines()
     assert "| timm | b | 4.00 | 2.00 | 0.10 | 0.05 | 0.03 | NO | - | - | - | - | - | ok |" in text.splitlines()
     assert "geomean graph compiler lens / Ind.+fr.: 0.10 over 1 models" in text.splitlines()
+
+
+def _aten_ops_of_a_call(fn, x) -> set[str]:
+    with torch.no_grad(), torch.profiler.profile() as prof:
+        fn(x)
+    return {e.name for e in prof.events()}
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch without oneDNN")
+def test_inductor_with_freezing_is_frozen_as_users_set_it():
+    """The anchor is Inductor as CPU users run it: `torch._inductor.config.freezing = True`. A compile option alone
+    froze nothing (parameters stayed graph inputs, the convolution ATen's unpacked one); under the harness's flag
+    Inductor packs the weight and calls oneDNN's convolution, and lens compiled beside it freezes as well."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 3, 16, 16)
+    mode = suite_modes.MODES["infer"]
+    torch._dynamo.reset()
+    try:
+        with suite_modes.freezing_flag(mode, ["eager", "inductor_freezing", "lens"]):
+            frozen = suite_modes.compiled("inductor_freezing", model)
+            lens = suite_modes.compiled("lens", model)
+            with torch.no_grad():
+                torch.testing.assert_close(frozen(x), model(x), atol=1e-5, rtol=1e-4)
+                torch.testing.assert_close(lens(x), model(x), atol=1e-5, rtol=1e-4)
+            assert "mkldnn::_convolution_pointwise" in _aten_ops_of_a_call(frozen, x)
+            assert "mkldnn::_convolution_pointwise" in _aten_ops_of_a_call(lens, x)
+        import torch._inductor.config as inductor_config
+        assert not inductor_config.freezing  # (the flag is the model's process's, not left set)
+        assert suite_modes.freezing_flag(suite_modes.MODES["train"], ["eager", "inductor", "lens"]).__class__ \
+            .__name__ == "nullcontext"
+    finally:
+        torch._dynamo.reset()
