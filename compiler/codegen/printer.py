@@ -23,6 +23,9 @@ class LinePrinter:
         self.last_origin: str | None = None
         self.lane_loops: list[LaneLoop] = []  # the lane loops open now (codegen/strategies/exp_lanes.py)
         self.loops: list[tuple[str, int]] = []  # the loops open now: (the index variable they step, their indent)
+        # per open loop: where statements hoisted out of it go (the line before its pragma), or None where nothing is
+        # hoisted (a lane loop, a loop of symbolic or no trips, one not `omp simd`): expressions.py's invariant loads
+        self.hoist_lines: list[int | None] = []
 
     def emit(self, text: str, nodes: list[str] | None = None) -> None:
         self.lines.append(("    " * self.indent + text, list(nodes or [])))
@@ -39,6 +42,8 @@ class LinePrinter:
         self.indent += 1
 
     def open_loop(self, var: sympy.Symbol, size, pragma: str | None, nodes: list[str], start=0, step: int = 1) -> None:
+        runs = isinstance(size, (int, sympy.Integer)) and isinstance(start, (int, sympy.Integer)) and size > start
+        self.hoist_lines.append(len(self.lines) if runs and pragma and pragma.startswith("#pragma omp simd") else None)
         if pragma:
             self.emit(pragma)
         if isinstance(size, sympy.Basic):
@@ -63,6 +68,7 @@ class LinePrinter:
         self.lane_loops.append(LaneLoop(var, lanes, list(nodes), len(self.lines), self.indent, count, cut_exps))
         self.open_loop(sympy.Symbol(f"{var}_lane"), lanes if count is None else count, "#pragma omp simd", nodes)
         self.loops[-1] = (var, self.loops[-1][1])  # (the indices it steps are `var`'s)
+        self.hoist_lines[-1] = None  # (cut around exps: what is hoisted out of it would be out of scope)
         self.emit(f"int64_t {var} = {var}_base + {var}_lane;", nodes[:1])
 
     def simd_line(self, var: str, size, text: str, nodes: list[str]) -> None:
@@ -90,9 +96,20 @@ class LinePrinter:
         self.emit("}")
         if self.loops and self.loops[-1][1] == self.indent:
             self.loops.pop()
+            self.hoist_lines.pop()
         if self.lane_loops and self.lane_loops[-1].indent == self.indent:
             if not self.lane_loops.pop().cutting:  # the loop ends (not cut around an exp: it opens again)
                 self.lane_values_end()
+
+    def can_hoist(self) -> bool:
+        """Whether a statement printed now, directly in the innermost open loop's body, may go before that loop."""
+        return bool(self.hoist_lines) and self.hoist_lines[-1] is not None and self.indent == self.loops[-1][1] + 1
+
+    def hoist(self, text: str, origin: str | None) -> None:
+        """Print statement `text` before the innermost open loop (can_hoist), after what was hoisted there before."""
+        at = self.hoist_lines[-1]
+        self.lines.insert(at, ("    " * self.loops[-1][1] + text, [origin] if origin else []))
+        self.hoist_lines[-1] = at + 1
 
     def lane_values_end(self) -> None:
         """A lane loop ends or opens: what was kept of the one before is out of scope (expressions.py)."""
