@@ -64,6 +64,13 @@ def _post_op(node: torch.fx.Node | None):
     return rule(node) if rule is not None else None
 
 
+def _activation_after(node: torch.fx.Node):
+    """(its only reader, that reader's (attr, scalars, algorithm)) when `node`'s only reader is an activation of it
+    oneDNN can apply as it writes (`_post_op`); (that reader or None, None) otherwise."""
+    (user,) = node.users if len(node.users) == 1 else (None,)
+    return user, _post_op(user) if user is not None and user.args and user.args[0] is node else None
+
+
 def _pair(v) -> list[int] | None:
     if isinstance(v, int):
         return [v, v]
@@ -111,8 +118,7 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
                 or out.dtype != dtype):
             continue  # (a string padding, "same": left to ATen)
 
-        (user,) = conv.users if len(conv.users) == 1 else (None,)
-        post = _post_op(user) if user is not None and user.args and user.args[0] is conv else None
+        user, post = _activation_after(conv)
         if post and _example(user) is not None and _example(user).dtype != dtype:
             post = None  # (an activation autocast runs in float32)
         attr, scalars, algorithm = post or ("none", [], "")
@@ -168,8 +174,7 @@ def conv_onednn_adds(graph: torch.fx.Graph) -> int:
         if found is None:
             continue
         add, other = found
-        (user,) = add.users if len(add.users) == 1 else (None,)
-        post = _post_op(user) if user is not None and user.args and user.args[0] is add else None
+        user, post = _activation_after(add)
         attr = post[0] if post and post[0] in conv_packed.ADD_POST_OPS else "none"
         last = user if attr != "none" else add
         x, weight, bias, padding, stride, dilation, groups = conv.args[:7]

@@ -46,14 +46,12 @@ _IN_PLACE_FORMS = {
     torch.ops.aten.scatter.value: torch.ops.aten.scatter_.value,
 }
 
-# ops that make their first argument dense before they read it (`contiguous`): a view with gaps (a channel slice of
-# a buffer others read too: MixNet's split block inputs, 81 ATen copies a call) is copied by a generated kernel
-# instead, densely in its own dimension order
-# (and `lens.conv2d_onednn_add` its residual, the second)
-_DENSE_ARGUMENTS = {conv_packed.CONV2D_ONEDNN: (0,), conv_packed.CONV2D_ONEDNN_ADD: (0, 1)}
-# ops that make those arguments channels-last before they read them: a value computed for the call alone (an
-# autocast cast of the network's input, a pad) is written channels-last by its kernel instead of copied by the op
-_CHANNELS_LAST_ARGUMENTS = _DENSE_ARGUMENTS
+# ops that make these arguments dense and channels-last before they read them (the convolution's input, and
+# `lens.conv2d_onednn_add`'s residual): a view with gaps (a channel slice of a buffer others read too: MixNet's split
+# block inputs, 81 ATen copies a call) is copied by a generated kernel instead, densely in its own dimension order,
+# and a value computed for the call alone (an autocast cast of the network's input, a pad) is written channels-last
+# by its kernel instead of copied by the op
+_CHANNELS_LAST_ARGUMENTS = {conv_packed.CONV2D_ONEDNN: (0,), conv_packed.CONV2D_ONEDNN_ADD: (0, 1)}
 
 
 class ExternCalls:
@@ -74,14 +72,13 @@ class ExternCalls:
         return ExternArg(value=v)
 
     def _laid_out_for(self, target, i: int, arg, meta):
-        """Argument `i` of an op that makes it dense (`_DENSE_ARGUMENTS`) or channels-last (`_CHANNELS_LAST_ARGUMENTS`)
-        before reading it, realized so by its kernel where it is a view with gaps or a value computed for this call."""
-        if i not in _DENSE_ARGUMENTS.get(target, ()) or not isinstance(arg, TensorValue):
+        """Argument `i` of an op that makes it dense and channels-last before reading it (`_CHANNELS_LAST_ARGUMENTS`),
+        realized so by its kernel where it is a view with gaps or a value computed for this call."""
+        if i not in _CHANNELS_LAST_ARGUMENTS.get(target, ()) or not isinstance(arg, TensorValue):
             return arg
         if arg.strided is not None and dense_stride(meta, arg.size) is None:
             return self.realize(arg, stride=stride_in_order_of(meta, arg.size))
-        if i in _CHANNELS_LAST_ARGUMENTS.get(target, ()) and arg.strided is None \
-                and channels_last_dense(arg.size) is not None:
+        if arg.strided is None and channels_last_dense(arg.size) is not None:
             return self.realize(arg, stride=channels_last_dense(arg.size))
         return arg
 

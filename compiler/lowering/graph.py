@@ -11,9 +11,27 @@ import torch
 import torch.fx
 
 from compiler import config
-from compiler.ir.nodes import ComputedBuffer, GraphIR, InputBuffer, Layout, Node, contiguous_strides, index_vars
-from compiler.ir.size_symbols import SymbolicSizeError, same_size, shape_of, size_expr, strides_of, symbolic_scalar
-from compiler.ir.size_symbols import is_static
+from compiler.ir.nodes import (
+    ComputedBuffer,
+    GraphIR,
+    InputBuffer,
+    Layout,
+    Load,
+    Node,
+    Op,
+    contiguous_strides,
+    index_vars,
+    walk,
+)
+from compiler.ir.size_symbols import (
+    SymbolicSizeError,
+    is_static,
+    same_size,
+    shape_of,
+    size_expr,
+    strides_of,
+    symbolic_scalar,
+)
 from compiler.lowering.addmm_bias import bias_in_consumers
 from compiler.lowering.extern_calls import DynamicShapeGraph, ExternCalls, target_name
 from compiler.lowering.layouts import channels_last_stride, memory_order
@@ -245,7 +263,6 @@ class GraphLowering(ExternCalls):
         numel = math.prod(value.size)
         if numel * value.dtype.itemsize * 16 < HELD_BYTES_BOUND:
             return False
-        from compiler.ir.nodes import Load, walk
         sizes = self._buffer_sizes()
         names = {e.buffer for e in walk(value.load(index_vars(len(value.size)))) if isinstance(e, Load)}
         held = [sizes[b][1] for b in names if b in sizes and sizes[b][0] == numel]
@@ -283,7 +300,6 @@ class GraphLowering(ExternCalls):
         gradient instead of written and read back), or one expensive operation."""
         if value.strided is not None:  # a plain (view of a) buffer: loading it twice is free
             return False
-        from compiler.ir.nodes import Op, walk
         ops = [e for e in walk(value.load(index_vars(len(value.size)))) if isinstance(e, Op)]
         if len(value.inlined) >= INLINE_REUSE_LIMIT and len(ops) >= INLINE_REUSE_LIMIT:
             return True

@@ -1,6 +1,7 @@
 """benchmarks/suite_bench.py's correctness subset for CI: a few models of PyTorch's CPU lists shrunk (--tiny), and
 plain torch.nn stand-ins of the conv nets' blocks, each built, compiled by lens, run in inference and a training step
 and judged by PyTorch's harness rule in a process of its own (1 thread). Not a timing test."""
+import contextlib
 import importlib.util
 import os
 import sys
@@ -125,7 +126,7 @@ def test_inductor_with_freezing_is_frozen_as_users_set_it():
             assert "mkldnn::_convolution_pointwise" in _aten_ops_of_a_call(lens, x)
         import torch._inductor.config as inductor_config
         assert not inductor_config.freezing  # (the flag is the model's process's, not left set)
-        assert suite_modes.freezing_flag(suite_modes.MODES["train"], ["eager", "inductor", "lens"]).__class__ \
-            .__name__ == "nullcontext"
+        assert isinstance(suite_modes.freezing_flag(suite_modes.MODES["train"], ["eager", "inductor", "lens"]),
+                          contextlib.nullcontext)
     finally:
         torch._dynamo.reset()
