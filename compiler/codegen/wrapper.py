@@ -4,6 +4,7 @@ benchmarks (`-p` profiles). Records, for every line, the FX nodes it comes from.
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, field
 
 import sympy
@@ -101,13 +102,14 @@ def _through_helper(step: ExternCall) -> bool:
     calls ATen's out= op directly: the helper's checks cost ~5 us a call, 6% of a MobileBERT forward (61 calls)."""
     if step.target not in GEMM_HELPERS:
         return False
-    if step.outputs[0][1] != torch.float32:
-        return False  # (a half product's route is decided in the graph: machine/gemm_half.py)
+    dtype = step.outputs[0][1]
+    if dtype != torch.float32 and gemm.fewest_routed_macs(dtype) == sys.maxsize:
+        return False  # (a half product: ATen's unless its frozen weight's oneDNN pack may serve it, machine/gemm.py)
     a = step.args[0 if step.target == "aten.mm.default" else 1]
     dims = (*step.outputs[0][2].size, a.view[0][1] if a.view is not None else None)
     if not all(d is not None and is_static(d) for d in dims):
         return True
-    return math.prod(int(d) for d in dims) >= gemm.fewest_routed_macs()
+    return math.prod(int(d) for d in dims) >= gemm.fewest_routed_macs(dtype)
 
 
 def _out_variant(step: ExternCall) -> str | None:

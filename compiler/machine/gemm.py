@@ -22,6 +22,10 @@ With `LENS_GEMM_ROWS=1` (config.cpp.gemm_rows) products ATen's mm would run (MKL
 OpenMP region of row blocks instead (`gemm_rows.py`: fewer waits between threads on shared cores) where they have
 enough rows; off by default, since on a quiet machine ATen's threading is as fast or faster.
 
+A bfloat16/float16 product whose weight is a frozen constant runs in oneDNN from that weight's blocked copy where
+oneDNN computes in the dtype (gemm_half.py `packs_weights`; not under `LENS_GEMM=aten` or `LENS_GEMM_PACKED=0`):
+the same kernel ATen's half `mm` calls, without the per-call weight reorder; every other half product is ATen's.
+
 Generated code calls `mm` and `addmm` below with the output layout the graph expects (dense, contiguous).
 """
 from __future__ import annotations
@@ -33,7 +37,7 @@ import sys
 import torch
 
 from compiler import config
-from compiler.machine import gemm_packed, gemm_rows
+from compiler.machine import gemm_half, gemm_packed, gemm_rows
 from compiler.machine.memory import empty_strided
 
 log = logging.getLogger(__name__)
@@ -87,17 +91,27 @@ def _auto_choice() -> bool:
     return True
 
 
+def _packs_half(dtype: torch.dtype) -> bool:
+    """Whether products in half `dtype` whose weight is a frozen constant run from its oneDNN pack (the settings
+    and this CPU)."""
+    return (config.cpp.gemm_library != "aten" and config.cpp.gemm_packed and _onednn_ok()
+            and gemm_half.packs_weights(dtype))
+
+
 def _uses_onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, beta, alpha) -> bool:
-    if not onednn_is_faster():  # (first: on most machines the answer, and cheaper than the checks below per call)
+    if a.dtype == torch.float32:
+        if not onednn_is_faster():  # (first: on most machines the answer, and cheaper than the checks below per call)
+            return False
+    elif not (_packs_half(a.dtype) and gemm_packed.holds(b)):  # (a half product: only from its weight's pack)
         return False
-    if a.dtype != torch.float32 or b.dtype != torch.float32 or a.dim() != 2 or b.dim() != 2:
+    if b.dtype != a.dtype or a.dim() != 2 or b.dim() != 2:
         return False
     if a.device.type != "cpu" or b.device.type != "cpu" or beta != 1 or alpha != 1:
         return False
     (m, k), n = a.shape, b.shape[1]
     if m * n * k < config.cpp.onednn_min_macs or min(m, n, k) < 8:
         return False
-    if bias is not None and (bias.dtype != torch.float32 or bias.numel() != n or bias.shape[-1] != n):
+    if bias is not None and (bias.dtype != a.dtype or bias.numel() != n or bias.shape[-1] != n):
         return False  # oneDNN adds a row bias only
     if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
         return False  # the op has no derivative: generated code never needs one, a stray caller might
@@ -142,11 +156,14 @@ PROFILER_NAMES = {"aten.mm.default": "lens::mm", "aten.addmm.default": "lens::ad
 _profiling = torch._C._autograd._profiler_enabled
 
 
-def fewest_routed_macs() -> int:
-    """The fewest multiply-adds of a float32 product a route the settings and this CPU enable (oneDNN, the row
-    split, a packed weight) may take instead of ATen's mm: smaller ones skip every check (a model of small
-    products, MobileBERT at a few tokens, calls this helper ~60 times a forward), and generated code calls ATen
-    directly for those whose sizes it knows (codegen/wrapper.py: `_through_helper`)."""
+def fewest_routed_macs(dtype: torch.dtype = torch.float32) -> int:
+    """The fewest multiply-adds of a product in `dtype` a route the settings and this CPU enable (float32: oneDNN,
+    the row split, a packed weight; a half dtype: a packed weight in oneDNN) may take instead of ATen's mm: smaller
+    ones skip every check (a model of small products, MobileBERT at a few tokens, calls this helper ~60 times a
+    forward), and generated code calls ATen directly for those whose sizes it knows and for every product no route
+    takes (sys.maxsize; codegen/wrapper.py: `_through_helper`)."""
+    if dtype != torch.float32:
+        return config.cpp.onednn_min_macs if dtype in gemm_half.HALF_DTYPES and _packs_half(dtype) else sys.maxsize
     ours = config.cpp.gemm_library == "auto"
     routes = [config.cpp.onednn_min_macs if onednn_is_faster() else None,
               gemm_rows.MIN_MACS if ours and config.cpp.gemm_rows else None,
@@ -171,7 +188,7 @@ def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha
 
 
 def _product(bias, a, b, beta, alpha, size, stride) -> torch.Tensor:
-    routed = size[0] * size[1] * a.shape[1] >= fewest_routed_macs()
+    routed = size[0] * size[1] * a.shape[1] >= fewest_routed_macs(a.dtype)
     if routed and _uses_onednn(a, b, bias, beta, alpha):
         return _onednn(a, b, bias, size, stride)
     out = empty_strided(size, stride, dtype=a.dtype)

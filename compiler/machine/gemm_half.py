@@ -19,6 +19,14 @@ product with both casts (19.0 MKL alone, 10.4 oneDNN alone), (256,512)x(512,2048
 supports the dtype (`torch.ops.mkldnn._is_mkldnn_bf16_supported` / `_fp16_`): an AMX Xeon keeps its bf16
 products in oneDNN; AVX2 machines and AVX-512 ones without those dot products compute in float32.
 `config.cpp.half_gemm` (LENS_HALF_GEMM=auto|native|float32) overrides; accuracy checks keep eager's library.
+
+A product that stays in its dtype runs in ATen's op, which hands oneDNN the weight in its plain layout, and oneDNN
+copies it into its blocked layout on every call. Where the weight is a frozen constant (bfloat16 inference under
+autocast: compiler/graph_passes/freezing_autocast.py) and oneDNN really computes in the dtype (`packs_weights`:
+the CPU's dot products, not LENS_HALF_GEMM=native alone), gemm.py runs it as `mkldnn._linear_pointwise` from that
+weight's blocked copy, made once (gemm_packed.py `onednn_weight`), as Inductor's freezing does: bitwise eager's
+result, (128,768)x(768,3072) 3.53 -> 3.10 ms, (128,3072)x(3072,768) 3.22 -> 3.00, (197,768)x(768,3072) 5.46 ->
+4.78 (one thread of the 2-core AMD EPYC Zen 5 with AVX512-BF16, medians; docs/performance.md).
 """
 from __future__ import annotations
 
@@ -59,6 +67,12 @@ def half_is_native(dtype: torch.dtype) -> bool:
     if choice not in ("auto", "native", "float32"):
         raise ValueError(f"config.cpp.half_gemm (LENS_HALF_GEMM) is {choice!r}: expected auto, native or float32")
     return choice == "native" or (choice == "auto" and _cpu_has_dot_products(dtype))
+
+
+def packs_weights(dtype: torch.dtype) -> bool:
+    """Whether a product in half `dtype` may run in oneDNN from its frozen weight's blocked copy: the dtype stays in
+    the library and the CPU has the dot products oneDNN's kernels (and its weight reorder) need."""
+    return dtype in HALF_DTYPES and half_is_native(dtype) and _cpu_has_dot_products(dtype)
 
 
 def _upcast_dtype(*tensors) -> torch.dtype | None:

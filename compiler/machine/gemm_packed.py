@@ -9,7 +9,9 @@ each thread single-threaded MKL). Measured side by side against ATen's `mm` (MKL
 the AMX Xeon, medians: (128,768)x(768,3072) 2.47 -> 2.09 ms, (128,3072)x(3072,768) 2.43 -> 2.15, (128,768)x(768,
 768) 0.69 -> 0.52, (394,768)x(768,3072) 7.01 -> 5.82 (docs/performance.md); the same MKL kernels, so results are
 MKL's float32 products (bitwise equal to the row-split `sgemm` on those shapes). Where oneDNN runs the products
-(gemm.py: MKL on a CPU not Intel's), the same registry keeps oneDNN's blocked copy of each weight (`onednn_weight`).
+(gemm.py: MKL on a CPU not Intel's), the same registry keeps oneDNN's blocked copy of each weight (`onednn_weight`),
+and so it does for bfloat16/float16 constants (autocast's weight casts, compiler/graph_passes/freezing_autocast.py)
+where oneDNN computes products in that dtype (gemm_half.py `packs_weights`).
 
 Which tensors: `register` is called by freezing (under no_grad, `config.freezing`) with the parameters and buffers of
 the graph and the constants it computed; a B operand is served from a pack when it is a view of a registered tensor's
@@ -18,7 +20,7 @@ version counter (an in-place change, such as an optimizer step or
 `copy_`, makes the next product pack it again; a tensor's packs are freed with it). Writes through `p.data` (its
 own version counter) are the one change no counter shows, as for freezing's constants: `LENS_FREEZING=0`. A pack is a
 second copy of its weight (MKL asks for ~9 MiB more than the weight, pages it never touches): once the weights of the
-packs held reach `config.cpp.gemm_packed_max_bytes` (LENS_GEMM_PACKED_MAX_BYTES, 4 GiB), further weights are not packed. Products with fewer
+packs held (their elements' bytes) reach `config.cpp.gemm_packed_max_bytes` (LENS_GEMM_PACKED_MAX_BYTES, 4 GiB), further weights are not packed. Products with fewer
 than `gemm_rows.MIN_ROWS_PER_THREAD` rows a thread (MKL's packed path is slow on a few rows) or fewer than `MIN_MACS`
 multiply-adds (MKL's own threading is faster there) stay ATen's, as does everything under `LENS_GEMM=aten` (accuracy checks) or `LENS_GEMM_PACKED=0`.
 """
@@ -26,11 +28,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+from typing import NamedTuple
 
 import torch
 
 from compiler import config
 from compiler.machine import gemm_rows
+from compiler.machine.gemm_half import HALF_DTYPES
 from compiler.machine.weight_packs import PackRegistry
 
 # Products below this many multiply-adds stay ATen's: MobileBERT's (128,128)x(128,512)-sized ones ran 1.07-1.24x
@@ -40,11 +44,26 @@ MIN_MACS = 1 << 25
 _ROW_MAJOR, _NO_TRANS, _TRANS, _B_MATRIX = 101, 111, 112, 162
 
 
-def _data_bytes(key: tuple) -> int:
-    """The bytes MKL writes into a pack of the B operand `key` describes: its float32 elements (the buffer MKL asks
-    for is ~9 MiB larger whatever the weight, pages it never touches)."""
-    k, n = key[1]
-    return 4 * k * n
+class _Key(NamedTuple):
+    """Which pack of a registered constant: the B operand it copies and whose layout it is (MKL's; oneDNN's, made for
+    products of `rows` rows)."""
+    data_ptr: int
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    element_size: int
+    library: str
+    rows: int | None
+
+    @classmethod
+    def of(cls, b: torch.Tensor, library: str, rows: int | None) -> _Key:
+        return cls(b.data_ptr(), tuple(b.shape), tuple(b.stride()), b.element_size(), library, rows)
+
+
+def _data_bytes(key: _Key) -> int:
+    """The bytes of the B operand's elements a pack copies (the buffer MKL asks for is ~9 MiB larger whatever the
+    weight, pages it never touches): what config.cpp.gemm_packed_max_bytes counts."""
+    k, n = key.shape
+    return key.element_size * k * n
 
 
 _PACKED_BYTES = 0  # what the packs held now take (config.cpp.gemm_packed_max_bytes caps it)
@@ -55,10 +74,17 @@ def _dropped(packs: dict) -> None:
     _PACKED_BYTES -= sum(_data_bytes(key) for key in packs)
 
 
-# frozen constants whose later use as a product's B operand may be packed: float32 CPU matrices
-_PACKS = PackRegistry(lambda t: t.dtype == torch.float32 and t.dim() == 2, _dropped)
+# frozen constants whose later use as a product's B operand may be packed: float32 CPU matrices (MKL's or oneDNN's
+# packs), bfloat16/float16 ones (oneDNN's, where it computes in that dtype: gemm.py asks)
+_PACKS = PackRegistry(lambda t: t.dim() == 2 and (t.dtype == torch.float32 or t.dtype in HALF_DTYPES), _dropped)
 register = _PACKS.register
 packed_count = _PACKS.packed_count
+
+
+def holds(b: torch.Tensor) -> bool:
+    """Whether `b` is a view of a registered constant that is still alive, with the packs on (a product's check
+    before it takes a route only a pack makes faster)."""
+    return bool(_PACKS) and config.cpp.gemm_packed and _PACKS.packs_of(b) is not None
 
 
 @functools.lru_cache(maxsize=None)
@@ -88,7 +114,7 @@ def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
     packs = _PACKS.packs_of(b)
     if packs is None:
         return None
-    key = (b.data_ptr(), tuple(b.shape), tuple(b.stride()))
+    key = _Key.of(b, "mkl", None)
     packed = packs.get(key)
     if packed is None:
         if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:
@@ -103,12 +129,13 @@ def onednn_weight(b: torch.Tensor, m: int) -> torch.Tensor | None:
     products of `m` rows (`_reorder_linear_weight`, made on its first use), None unless `b` is a view of a registered
     constant (and under the byte cap). Given a plain weight, oneDNN copies its blocks into its own layout on every
     call: from the pack, (128,768)x(768,3072) 6.30 -> 5.80 ms, (128,512)x(512,32128) 43.2 -> 38.8 (one thread of the
-    AMD EPYC, medians; every transformer shape 6-11% faster, results bitwise equal; docs/performance.md)."""
+    AMD EPYC, medians; every transformer shape 6-11% faster, results bitwise equal; docs/performance.md). A
+    bfloat16 weight's pack is oneDNN's bfloat16 blocked layout (`_reorder_linear_weight` keeps the dtype)."""
     global _PACKED_BYTES
     packs = _PACKS.packs_of(b) if _PACKS and config.cpp.gemm_packed else None
     if packs is None:
         return None
-    key = (b.data_ptr(), tuple(b.shape), tuple(b.stride()), "onednn", m)
+    key = _Key.of(b, "onednn", m)
     packed = packs.get(key)
     if packed is None:
         if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:
