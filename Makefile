@@ -7,12 +7,14 @@ NODE_STAMP := node_modules/.kernel-lens-installed
 
 .PHONY: demo test setup extension python-test extension-test editors
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install --quiet --upgrade pip
 	# torch pinned: this spec installs the local CPU build (any other spec downloads CUDA wheels)
 	$(VPY) -m pip install --quiet torch==2.13.0
 	$(VPY) -m pip install --quiet -e '.[test]'
+	# oneDNN's C headers only (no library: lens calls torch's own oneDNN; compiler/machine/onednn_direct.py)
+	$(VPY) -m pip install --quiet --no-deps onednn-devel==2026.1.0
 	touch $(STAMP)
 
 setup: $(STAMP)

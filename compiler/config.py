@@ -114,6 +114,9 @@ class cpp:
     min_pool_bytes: int = 256 * 1024
     # Most blocks kept per (bytes, dtype); beyond that, allocations bypass the pool.
     max_blocks_per_size: int = 4
+    # Frozen float32 convolutions run as oneDNN primitives made once and called through oneDNN's C API in torch's
+    # library (compiler/machine/onednn_direct.py); LENS_ONEDNN_DIRECT=0 keeps ATen's `_convolution_pointwise`.
+    onednn_direct: bool = os.environ.get("LENS_ONEDNN_DIRECT", "1") not in ("", "0")
     # Build the prelude once as a precompiled header (compiler/machine/pch.py); LENS_PCH=0 turns it off.
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
     # How many g++ build one graph's kernels side by side (compiler/machine/build_parts.py); 0: one per core this

@@ -20,6 +20,7 @@ import weakref
 
 import torch
 
+from compiler.machine import onednn_direct
 from compiler.machine.weight_packs import PackRegistry
 
 _LIB = torch.library.Library("lens", "DEF")
@@ -32,7 +33,15 @@ ADD_POST_OPS = ("none", "relu")
 
 
 _PACKS = PackRegistry(lambda t: t.dim() == 4 and t.dtype in (torch.float32, torch.bfloat16))
-register = _PACKS.register  # frozen 4-d float32/bfloat16 CPU weights whose convolutions may keep a pack of them
+
+
+def register(tensors) -> None:
+    """Marks frozen 4-d float32/bfloat16 CPU weights as ones whose convolutions may keep a pack of them (and starts
+    building onednn_direct.py's helper, so that it is there by the first call)."""
+    _PACKS.register(tensors)
+    onednn_direct.available()
+
+
 packed_count = _PACKS.packed_count
 
 
@@ -40,21 +49,10 @@ def _pack(weight, padding, stride, dilation, groups, x_size) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_convolution_weight(weight, padding, stride, dilation, groups, x_size)
 
 
-def _packed(weight: torch.Tensor, padding, stride, dilation, groups: int, x_size: list[int]) -> torch.Tensor:
-    packs = _PACKS.packs_of(weight)
-    if packs is None:
-        return _pack(weight, padding, stride, dilation, groups, x_size)
-    key = (weight.data_ptr(), tuple(weight.shape), tuple(weight.stride()), tuple(padding), tuple(stride),
-           tuple(dilation), groups, tuple(x_size))
-    packed = packs.get(key)
-    if packed is None:
-        packed = packs[key] = _pack(weight, padding, stride, dilation, groups, x_size)
-    return packed
-
-
 _POINTWISE = torch.ops.mkldnn._convolution_pointwise.default
 _BINARY = torch.ops.mkldnn._convolution_pointwise.binary
 _CHANNELS_LAST = torch.channels_last
+_profiling = torch._C._autograd._profiler_enabled
 
 
 class _Recent:
@@ -68,34 +66,81 @@ class _Recent:
 _RECENT: dict[tuple, _Recent] = {}
 
 
-def _pack_of_call(x, weight, padding, stride, dilation, groups) -> torch.Tensor:
+def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple = ()):
     """The pack a call of `weight` over input `x` uses: the one its call site used last while the registered weight is
     the same tensor at the same version counter (an in-place change packs again); an unregistered weight is packed
-    on each call."""
+    on each call. A registered float32 weight's pack is a whole primitive where onednn_direct.py can make one (its
+    post-ops `post`, (attr, scalars, algorithm, bias given, add, attr after the sum), are part of it)."""
     key = (id(weight), x.shape)
     recent = _RECENT.get(key)
-    geometry = (padding, stride, dilation, groups)
+    geometry = (padding, stride, dilation, groups, post)
     if recent is not None and recent.ref() is weight and recent.version == weight._version \
             and recent.geometry == geometry:
         return recent.packed
-    packed = _packed(weight, padding, stride, dilation, groups, list(x.shape))
-    if _PACKS.packs_of(weight) is not None:
-        if len(_RECENT) > 4096:
-            _RECENT.clear()
-        _RECENT[key] = _Recent(weight, geometry, packed)
+    packs = _PACKS.packs_of(weight)
+    if packs is None:
+        return _pack(weight, padding, stride, dilation, groups, list(x.shape))
+    pack_key = (weight.data_ptr(), tuple(weight.shape), tuple(weight.stride()), tuple(padding), tuple(stride),
+                tuple(dilation), groups, tuple(x.shape), post)
+    packed = packs.get(pack_key)
+    if packed is None:
+        packed = _make(x, weight, padding, stride, dilation, groups, post)
+        if type(packed) is not _DIRECT and onednn_direct.pending():
+            return packed  # (the primitives' helper is still being built: this call's pack, none kept)
+        packs[pack_key] = packed
+    if len(_RECENT) > 4096:
+        _RECENT.clear()
+    _RECENT[key] = _Recent(weight, geometry, packed)
     return packed
+
+
+def _make(x, weight, padding, stride, dilation, groups, post: tuple):
+    """A primitive of onednn_direct.py for these arguments where it takes them, else oneDNN's reordered weight."""
+    if x.dtype == torch.float32 and weight.dtype == torch.float32 and post:
+        attr, scalars, algorithm, has_bias, add, post_attr = post
+        direct = onednn_direct.Convolution.make(list(x.shape), weight, has_bias, padding, stride, dilation, groups,
+                                                attr, scalars, algorithm, _output_size(x, weight, padding, stride,
+                                                                                       dilation), add, post_attr)
+        if direct is not None:
+            return direct
+    return _pack(weight, padding, stride, dilation, groups, list(x.shape))
 
 
 def _channels_last(t: torch.Tensor) -> torch.Tensor:
     return t if t.is_contiguous(memory_format=_CHANNELS_LAST) else t.contiguous(memory_format=_CHANNELS_LAST)
 
 
+_DIRECT = onednn_direct.Convolution
+
+
+def _fits(bias) -> bool:
+    """Whether a primitive reads this bias as it is (float32, contiguous)."""
+    return bias is None or (bias.dtype == torch.float32 and bias.is_contiguous())
+
+
+def _weight_of(packed, weight, padding, stride, dilation, groups, x) -> torch.Tensor:
+    """The oneDNN weight ATen's op takes: the pack, or (a primitive's arguments it cannot take) one packed now."""
+    return _pack(weight, padding, stride, dilation, groups, list(x.shape)) if type(packed) is _DIRECT else packed
+
+
 def conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
     """`lens.conv2d_onednn`'s kernel, which output_code.py also calls directly, without the dispatcher's trip into
-    Python (~8 us less a call: a conv net makes 60-160 of them); the pack found by the weight's identity."""
+    Python (~8 us less a call: a conv net makes 60-160 of them); the pack found by the weight's identity. The
+    profiler sees each call as PROFILER_NAMES' (compiler/tools/profiling.py times it by that name)."""
+    if _profiling():
+        with torch.profiler.record_function(PROFILER_NAMES[CONV2D_ONEDNN]):
+            return _conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm)
+    return _conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm)
+
+
+def _conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
     x = _channels_last(x)
-    packed = _pack_of_call(x, weight, padding, stride, dilation, groups)
-    return _POINTWISE(x, packed, bias, padding, stride, dilation, groups, attr, scalars, algorithm)
+    packed = _pack_of_call(x, weight, padding, stride, dilation, groups,
+                           (attr, tuple(scalars), algorithm, bias is not None, False, "none"))
+    if type(packed) is _DIRECT and x.dtype == torch.float32 and _fits(bias):
+        return packed.run(x, bias)
+    return _POINTWISE(x, _weight_of(packed, weight, padding, stride, dilation, groups, x), bias, padding, stride,
+                      dilation, groups, attr, scalars, algorithm)
 
 
 def conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr):
@@ -103,10 +148,20 @@ def conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr):
     applies after a binary post-op) in one pass, `other` read as the convolution writes its output (a residual
     block's sum: Inductor's freezing fuses the same); `other` is left as it is. Float32: the sum of the same
     float32 accumulator and `other` as a separate add's, so the result is the unfused pair's bit for bit."""
+    if _profiling():
+        with torch.profiler.record_function(PROFILER_NAMES[CONV2D_ONEDNN_ADD]):
+            return _conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr)
+    return _conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr)
+
+
+def _conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr):
     x, other = _channels_last(x), _channels_last(other)
-    packed = _pack_of_call(x, weight, padding, stride, dilation, groups)
-    return _BINARY(x, other, packed, bias, padding, stride, dilation, groups, "add", None,
-                   None if attr == "none" else attr, [], "")
+    packed = _pack_of_call(x, weight, padding, stride, dilation, groups,
+                           ("none", (), "", bias is not None, True, attr))
+    if type(packed) is _DIRECT and x.dtype == torch.float32 and other.dtype == torch.float32 and _fits(bias):
+        return packed.run(x, bias, other)
+    return _BINARY(x, other, _weight_of(packed, weight, padding, stride, dilation, groups, x), bias, padding,
+                   stride, dilation, groups, "add", None, None if attr == "none" else attr, [], "")
 
 
 def _output_size(x, weight, padding, stride, dilation) -> list:
@@ -126,12 +181,14 @@ def _conv2d_onednn_add_fake(x, other, weight, bias, padding, stride, dilation, g
     return _conv2d_onednn_fake(x, weight, bias, padding, stride, dilation, groups, attr, [], "")
 
 
-_LIB.impl("conv2d_onednn", conv2d, "CPU")  # (the op and output_code.py's direct call: one function)
+_LIB.impl("conv2d_onednn", _conv2d, "CPU")  # (the dispatcher records the op under its name itself)
 torch.library.register_fake("lens::conv2d_onednn", _conv2d_onednn_fake, lib=_LIB)
-_LIB.impl("conv2d_onednn_add", conv2d_add, "CPU")
+_LIB.impl("conv2d_onednn_add", _conv2d_add, "CPU")
 torch.library.register_fake("lens::conv2d_onednn_add", _conv2d_onednn_add_fake, lib=_LIB)
 CONV2D_ONEDNN = torch.ops.lens.conv2d_onednn.default
 CONV2D_ONEDNN_ADD = torch.ops.lens.conv2d_onednn_add.default
+# what torch.profiler calls each op's calls, whichever way they ran (a primitive of onednn_direct.py, or ATen's op)
+PROFILER_NAMES = {CONV2D_ONEDNN: "lens::conv2d_onednn", CONV2D_ONEDNN_ADD: "lens::conv2d_onednn_add"}
 
 
 def available() -> bool:

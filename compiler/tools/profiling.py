@@ -17,7 +17,7 @@ from lens_format.kernel_map import KernelMap, read_kernel_map
 from lens_format.profile import CategoryTime, EagerOp, GraphProfile, KernelTime
 
 from compiler.machine import pch
-from compiler.machine.conv_packed import CONV2D_ONEDNN, CONV2D_ONEDNN_ADD
+from compiler.machine import conv_packed
 from compiler.machine.gemm import PROFILER_NAMES
 from compiler.machine.kernel_timer import KernelTimer
 
@@ -38,9 +38,8 @@ def _events(prof: torch.profiler.profile):
     return [e for e in prof.key_averages() if e.key]
 
 
-# generated code calls lens.conv2d_onednn's kernel directly (machine/conv_packed.py): the profiler sees the oneDNN op
-_CALLED_AS = {**PROFILER_NAMES, str(CONV2D_ONEDNN): "mkldnn::_convolution_pointwise",
-              str(CONV2D_ONEDNN_ADD): "mkldnn::_convolution_pointwise"}
+# generated code calls lens.conv2d_onednn's kernel directly (machine/conv_packed.py), which names its calls itself
+_CALLED_AS = {**PROFILER_NAMES, **{str(op): name for op, name in conv_packed.PROFILER_NAMES.items()}}
 
 
 def _extern_op_name(target: str) -> str:

@@ -123,7 +123,7 @@ def test_inductor_with_freezing_is_frozen_as_users_set_it():
                 torch.testing.assert_close(frozen(x), model(x), atol=1e-5, rtol=1e-4)
                 torch.testing.assert_close(lens(x), model(x), atol=1e-5, rtol=1e-4)
             assert "mkldnn::_convolution_pointwise" in _aten_ops_of_a_call(frozen, x)
-            assert "mkldnn::_convolution_pointwise" in _aten_ops_of_a_call(lens, x)
+            assert "lens::conv2d_onednn" in _aten_ops_of_a_call(lens, x)  # (lens's frozen convolution)
         import torch._inductor.config as inductor_config
         assert not inductor_config.freezing  # (the flag is the model's process's, not left set)
         assert isinstance(suite_modes.freezing_flag(suite_modes.MODES["train"], ["eager", "inductor", "lens"]),

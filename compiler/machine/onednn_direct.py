@@ -1,0 +1,407 @@
+"""Frozen float32 convolutions executed as oneDNN primitives made once, called through oneDNN's C API in torch's own
+copy of the library, without ATen's and ideep's per-call work.
+
+`mkldnn._convolution_pointwise` (what lens and Inductor's freezing call) spends a fixed ~30-40 us per call before
+oneDNN computes: it wraps the tensors as ideep tensors, builds the convolution's primitive descriptor (a primitive
+cache lookup), checks formats and allocates. A mobile conv net makes 60-160 such calls per image, most of them
+computing for less than that: MobileNetV3-Large's 63 cost ~2.5 ms of a ~13 ms step in overhead alone. A
+`Convolution` here is one primitive made for one weight, input size, geometry and post-ops, with the weight
+reordered once into the format the primitive asks for; each call only points its memory objects at the tensors and
+executes (an 8-channel 4x4 convolution: 41 us through ATen, 6 us here; one thread of a Zen 5 EPYC). The primitive
+is oneDNN's own `convolution_forward` (inference, direct algorithm) over the same channels-last memory ATen's op
+passes it, so the kernel and the result are ATen's bit for bit (tests/compiler/machine/test_onednn_direct.py).
+
+How it reaches oneDNN: libtorch_cpu links oneDNN statically and exports none of its symbols, but keeps them in its
+symbol table; their offsets (read once with `nm`, cached per library file) plus the address the library is loaded
+at (/proc/self/maps) are the C API's functions, handed to a small helper library of ours as a table. The helper
+is built against oneDNN's C header (`pip install --no-deps onednn-devel`: headers only; the Makefile installs it,
+`LENS_ONEDNN_INCLUDE` names another folder) by a background g++ on first need, like gemm_rows.py's. Where any of
+it is missing (no header, a stripped library, another major version, a failed build), `available()` is False and
+convolutions run ATen's op as before; `LENS_ONEDNN_DIRECT=0` chooses that too.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import json
+import logging
+import os
+import subprocess
+import sys
+import sysconfig
+
+import torch
+
+from compiler import config
+
+log = logging.getLogger(__name__)
+
+# the C API functions the helper calls, in the order of the table it is given
+FUNCTIONS = ("dnnl_engine_create", "dnnl_stream_create", "dnnl_memory_desc_create_with_tag",
+             "dnnl_memory_desc_create_with_strides", "dnnl_memory_desc_destroy",
+             "dnnl_convolution_forward_primitive_desc_create", "dnnl_primitive_desc_destroy",
+             "dnnl_primitive_attr_create", "dnnl_primitive_attr_destroy", "dnnl_post_ops_create",
+             "dnnl_post_ops_destroy", "dnnl_post_ops_append_eltwise", "dnnl_post_ops_append_binary",
+             "dnnl_primitive_attr_set_post_ops", "dnnl_primitive_desc_query_md", "dnnl_primitive_create",
+             "dnnl_primitive_destroy", "dnnl_primitive_execute", "dnnl_memory_create", "dnnl_memory_destroy",
+             "dnnl_memory_set_data_handle", "dnnl_reorder_primitive_desc_create", "dnnl_memory_desc_get_size",
+             "dnnl_version")
+
+SOURCE = r"""
+#include "oneapi/dnnl/dnnl.h"
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <initializer_list>
+#define LENS_FUNCTIONS(X) @FUNCTIONS@
+#define LENS_DECLARE(n) static decltype(&n) p_##n;
+LENS_FUNCTIONS(LENS_DECLARE)
+static dnnl_engine_t lens_engine;
+static dnnl_stream_t lens_stream;
+
+extern "C" int lens_dnnl_header_major() { return DNNL_VERSION_MAJOR; }
+
+// The functions' addresses in torch's oneDNN, in FUNCTIONS' order; 0 when the engine and stream were made.
+extern "C" int lens_dnnl_init(void** table)
+{
+    int i = 0;
+#define LENS_SET(n) p_##n = (decltype(&n))table[i++];
+    LENS_FUNCTIONS(LENS_SET)
+    if (p_dnnl_version()->major != DNNL_VERSION_MAJOR) return -1;
+    if (p_dnnl_engine_create(&lens_engine, dnnl_cpu, 0) != dnnl_success) return -2;
+    return p_dnnl_stream_create(&lens_stream, lens_engine, dnnl_stream_default_flags) == dnnl_success ? 0 : -3;
+}
+
+struct LensConv {
+    dnnl_primitive_t prim = nullptr;
+    dnnl_memory_t src = nullptr, wei = nullptr, bias = nullptr, dst = nullptr, other = nullptr;
+    void* wbuf = nullptr;
+    int other_arg = 0;
+};
+
+extern "C" void lens_conv_destroy(LensConv* c)
+{
+    if (!c) return;
+    if (c->prim) p_dnnl_primitive_destroy(c->prim);
+    for (dnnl_memory_t m : {c->src, c->wei, c->bias, c->dst, c->other})
+        if (m) p_dnnl_memory_destroy(m);
+    free(c->wbuf);
+    delete c;
+}
+
+// attr (as ATen's _convolution_pointwise names it) -> oneDNN's eltwise algorithm and its alpha/beta; 0 when unknown
+static int lens_eltwise(const char* attr, const char* algorithm, float s0, float s1, dnnl_alg_kind_t* alg,
+                        float* alpha, float* beta)
+{
+    *alpha = 0.f; *beta = 0.f;
+    if (!strcmp(attr, "relu")) *alg = dnnl_eltwise_relu;
+    else if (!strcmp(attr, "leaky_relu")) { *alg = dnnl_eltwise_relu; *alpha = s0; }
+    else if (!strcmp(attr, "sigmoid")) *alg = dnnl_eltwise_logistic;
+    else if (!strcmp(attr, "tanh")) *alg = dnnl_eltwise_tanh;
+    else if (!strcmp(attr, "swish")) { *alg = dnnl_eltwise_swish; *alpha = 1.f; }
+    else if (!strcmp(attr, "hardswish")) { *alg = dnnl_eltwise_hardswish; *alpha = 1.f / 6.f; *beta = 0.5f; }
+    else if (!strcmp(attr, "hardsigmoid")) { *alg = dnnl_eltwise_hardsigmoid; *alpha = 1.f / 6.f; *beta = 0.5f; }
+    else if (!strcmp(attr, "hardtanh")) { *alg = dnnl_eltwise_clip; *alpha = s0; *beta = s1; }
+    else if (!strcmp(attr, "gelu") && !strcmp(algorithm, "tanh")) *alg = dnnl_eltwise_gelu_tanh;
+    else if (!strcmp(attr, "gelu")) *alg = dnnl_eltwise_gelu_erf;
+    else return 0;
+    return 1;
+}
+
+#define LENS_TRY(call) if ((call) != dnnl_success) goto fail;
+
+// A float32 convolution over a channels-last (N,C,H,W) input `x`, weight of sizes `w` and strides `ws` (OIHW
+// order) at `weight`, into a channels-last output `o`; `attr` applied as it writes (before the sum of a channels-last
+// `other` with `add`, and `post_attr` after that sum). The weight is reordered into the primitive's format now.
+extern "C" LensConv* lens_conv_create(const int64_t* x, const int64_t* w, const int64_t* ws, int64_t groups,
+                                      const int64_t* stride, const int64_t* pad, const int64_t* dil,
+                                      const int64_t* o, int has_bias, const char* attr, const char* algorithm,
+                                      float s0, float s1, int add, const char* post_attr, const float* weight)
+{
+    LensConv* c = new LensConv();
+    dnnl_memory_desc_t src_md = nullptr, dst_md = nullptr, w_any = nullptr, w_plain = nullptr, bias_md = nullptr,
+                       other_md = nullptr;
+    dnnl_primitive_attr_t pattr = nullptr;
+    dnnl_post_ops_t ops = nullptr;
+    dnnl_primitive_desc_t pd = nullptr, reorder_pd = nullptr;
+    dnnl_primitive_t reorder = nullptr;
+    dnnl_memory_t w_src = nullptr;
+    const_dnnl_memory_desc_t w_md;
+    size_t w_bytes;
+    dnnl_alg_kind_t alg;
+    float alpha, beta;
+    int posts = 0, grouped = groups > 1, nd = grouped ? 5 : 4;
+    dnnl_dims_t src_dims = {x[0], x[1], x[2], x[3]}, dst_dims = {o[0], o[1], o[2], o[3]}, bias_dims = {w[0]};
+    dnnl_dims_t w_dims, w_strides, strides = {stride[0], stride[1]}, dilates = {dil[0] - 1, dil[1] - 1},
+                pad_l = {pad[0], pad[1]}, pad_r;
+    if (grouped) {
+        w_dims[0] = groups; w_dims[1] = w[0] / groups; w_strides[0] = ws[0] * (w[0] / groups);
+        for (int k = 0; k < 4; k++) { w_dims[1 + k] = k ? w[k] : w[0] / groups; w_strides[1 + k] = ws[k]; }
+    } else {
+        for (int k = 0; k < 4; k++) { w_dims[k] = w[k]; w_strides[k] = ws[k]; }
+    }
+    for (int k = 0; k < 2; k++)
+        pad_r[k] = (o[2 + k] - 1) * stride[k] + (w[2 + k] - 1) * dil[k] + 1 - x[2 + k] - pad[k];
+    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&src_md, 4, src_dims, dnnl_f32, dnnl_nhwc));
+    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc));
+    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&w_any, nd, w_dims, dnnl_f32, dnnl_format_tag_any));
+    LENS_TRY(p_dnnl_memory_desc_create_with_strides(&w_plain, nd, w_dims, dnnl_f32, w_strides));
+    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x));
+    LENS_TRY(p_dnnl_primitive_attr_create(&pattr));
+    LENS_TRY(p_dnnl_post_ops_create(&ops));
+    if (strcmp(attr, "none")) {
+        if (!lens_eltwise(attr, algorithm, s0, s1, &alg, &alpha, &beta)) goto fail;
+        LENS_TRY(p_dnnl_post_ops_append_eltwise(ops, alg, alpha, beta));
+        posts++;
+    }
+    if (add) {
+        LENS_TRY(p_dnnl_memory_desc_create_with_tag(&other_md, 4, dst_dims, dnnl_f32, dnnl_nhwc));
+        LENS_TRY(p_dnnl_post_ops_append_binary(ops, dnnl_binary_add, other_md));
+        c->other_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(posts) | DNNL_ARG_SRC_1;
+        if (strcmp(post_attr, "none")) {
+            if (!lens_eltwise(post_attr, "", 0.f, 0.f, &alg, &alpha, &beta)) goto fail;
+            LENS_TRY(p_dnnl_post_ops_append_eltwise(ops, alg, alpha, beta));
+        }
+    }
+    LENS_TRY(p_dnnl_primitive_attr_set_post_ops(pattr, ops));
+    LENS_TRY(p_dnnl_convolution_forward_primitive_desc_create(&pd, lens_engine, dnnl_forward_inference,
+        dnnl_convolution_direct, src_md, w_any, has_bias ? bias_md : nullptr, dst_md, strides, dilates, pad_l,
+        pad_r, pattr));
+    LENS_TRY(p_dnnl_primitive_create(&c->prim, pd));
+    w_md = p_dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    w_bytes = p_dnnl_memory_desc_get_size(w_md);
+    c->wbuf = aligned_alloc(64, (w_bytes + 63) / 64 * 64);
+    if (!c->wbuf) goto fail;
+    LENS_TRY(p_dnnl_memory_create(&c->wei, w_md, lens_engine, c->wbuf));
+    LENS_TRY(p_dnnl_memory_create(&w_src, w_plain, lens_engine, (void*)weight));
+    LENS_TRY(p_dnnl_reorder_primitive_desc_create(&reorder_pd, w_plain, lens_engine, w_md, lens_engine, nullptr));
+    LENS_TRY(p_dnnl_primitive_create(&reorder, reorder_pd));
+    {
+        dnnl_exec_arg_t args[2] = {{DNNL_ARG_FROM, w_src}, {DNNL_ARG_TO, c->wei}};
+        LENS_TRY(p_dnnl_primitive_execute(reorder, lens_stream, 2, args));
+    }
+    LENS_TRY(p_dnnl_memory_create(&c->src, p_dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0), lens_engine,
+                                  DNNL_MEMORY_NONE));
+    LENS_TRY(p_dnnl_memory_create(&c->dst, p_dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0), lens_engine,
+                                  DNNL_MEMORY_NONE));
+    if (has_bias) LENS_TRY(p_dnnl_memory_create(&c->bias, bias_md, lens_engine, DNNL_MEMORY_NONE));
+    if (add) LENS_TRY(p_dnnl_memory_create(&c->other, other_md, lens_engine, DNNL_MEMORY_NONE));
+    goto done;
+fail:
+    lens_conv_destroy(c);
+    c = nullptr;
+done:
+    for (dnnl_memory_desc_t md : {src_md, dst_md, w_any, w_plain, bias_md, other_md})
+        if (md) p_dnnl_memory_desc_destroy(md);
+    if (reorder) p_dnnl_primitive_destroy(reorder);
+    if (w_src) p_dnnl_memory_destroy(w_src);
+    if (reorder_pd) p_dnnl_primitive_desc_destroy(reorder_pd);
+    if (pd) p_dnnl_primitive_desc_destroy(pd);
+    if (ops) p_dnnl_post_ops_destroy(ops);
+    if (pattr) p_dnnl_primitive_attr_destroy(pattr);
+    return c;
+}
+
+// One call: the memory objects pointed at this call's tensors, then the primitive; oneDNN's status (0: success).
+extern "C" int lens_conv_run(LensConv* c, void* src, void* dst, void* bias, void* other)
+{
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, c->src}, {DNNL_ARG_WEIGHTS, c->wei}, {DNNL_ARG_DST, c->dst}};
+    int n = 3;
+    p_dnnl_memory_set_data_handle(c->src, src);
+    p_dnnl_memory_set_data_handle(c->dst, dst);
+    if (c->bias) { p_dnnl_memory_set_data_handle(c->bias, bias); args[n++] = {DNNL_ARG_BIAS, c->bias}; }
+    if (c->other) { p_dnnl_memory_set_data_handle(c->other, other); args[n++] = {c->other_arg, c->other}; }
+    return p_dnnl_primitive_execute(c->prim, lens_stream, n, args);
+}
+""".replace("@FUNCTIONS@", " ".join(f"X({name})" for name in FUNCTIONS))
+
+_TORCH_LIBRARY = "libtorch_cpu.so"
+
+
+def include_dir() -> str | None:
+    """The folder holding oneapi/dnnl/dnnl.h: `LENS_ONEDNN_INCLUDE`, else the environment's include folder (where
+    `pip install onednn-devel` puts it), else None."""
+    candidates = [os.environ.get("LENS_ONEDNN_INCLUDE"), os.path.join(sysconfig.get_path("data"), "include"),
+                  os.path.join(sys.prefix, "include")]
+    for folder in candidates:
+        if folder and os.path.exists(os.path.join(folder, "oneapi", "dnnl", "dnnl.h")):
+            return folder
+    return None
+
+
+def _loaded_library() -> tuple[str, int] | None:
+    """(path, load address) of torch's libtorch_cpu.so in this process."""
+    try:
+        with open("/proc/self/maps") as f:
+            lines = [line.split() for line in f if line.rstrip().endswith(_TORCH_LIBRARY)]
+    except OSError:
+        return None
+    starts = [int(p[0].split("-")[0], 16) for p in lines if len(p) >= 6 and int(p[2], 16) == 0]
+    return (lines[0][5], min(starts)) if starts else None
+
+
+def _symbol_offsets(path: str) -> dict[str, int] | None:
+    """FUNCTIONS' offsets in the library at `path` (its symbol table, read by `nm` once per file and cached)."""
+    st = os.stat(path)
+    cache = os.path.join(config.cache_dir(), "onednn_symbols", f"{st.st_size}-{int(st.st_mtime)}.json")
+    try:
+        with open(cache) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        pass
+    try:
+        out = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        log.info("kernel-lens: cannot read %s's symbols (%s): convolutions run ATen's op", path, e)
+        return None
+    wanted = set(FUNCTIONS)
+    offsets = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[2] in wanted and parts[1] in "tT":
+            offsets[parts[2]] = int(parts[0], 16)
+    if len(offsets) != len(FUNCTIONS):
+        log.info("kernel-lens: %s lacks oneDNN's symbols %s: convolutions run ATen's op", path,
+                 sorted(wanted - set(offsets)))
+        return None
+    os.makedirs(os.path.dirname(cache), exist_ok=True)
+    with open(f"{cache}.{os.getpid()}.tmp", "w") as f:
+        json.dump(offsets, f)
+    os.replace(f"{cache}.{os.getpid()}.tmp", cache)
+    return offsets
+
+
+class _Helper:
+    """The helper library: built once per toolchain and header in `<cache>/onednn_direct/<key>/` (in the background
+    unless a caller waits), loaded and given the functions' addresses; `off` once anything is missing or failed."""
+
+    def __init__(self):
+        self.lib = None
+        self.path: str | None = None
+        self.off = False
+
+    def _command(self) -> tuple[str, list[str]] | None:
+        from compiler.machine import build, pch
+        include = include_dir()
+        if include is None:
+            log.info("kernel-lens: no oneDNN header (pip install --no-deps onednn-devel): convolutions run ATen's op")
+            return None
+        cxx, flags = config.cpp.cxx, [*build.build_flags(), f"-I{include}"]
+        folder = pch.keyed_folder("onednn_direct", SOURCE, cxx, flags, build.compiler_version(cxx))
+        return folder, [cxx, *flags, os.path.join(folder, "onednn_direct.cpp")]
+
+    def get(self, wait: bool = False):
+        if self.lib is not None or self.off:
+            return self.lib
+        if not config.cpp.onednn_direct or not torch.backends.mkldnn.is_available():
+            self.off = True
+            return None
+        if self.path is None:
+            command = self._command()
+            if command is None:
+                self.off = True
+                return None
+            folder, cmd = command
+            self.path = os.path.join(folder, "onednn_direct.so")
+            if not os.path.exists(self.path):
+                from compiler.machine import pch
+                pch.build_in_background(folder, {"onednn_direct.cpp": SOURCE}, cmd, self.path)
+        if wait:
+            from compiler.machine import pch
+            pch.wait_for_builds()
+        if not os.path.exists(self.path):
+            self.off = os.path.exists(os.path.join(os.path.dirname(self.path), "failed"))
+            return None
+        self.lib = self._load()
+        self.off = self.lib is None
+        return self.lib
+
+    def _load(self):
+        located = _loaded_library()
+        offsets = _symbol_offsets(located[0]) if located is not None else None
+        if offsets is None:
+            return None
+        try:
+            lib = ctypes.PyDLL(self.path)  # (the GIL stays held: one call at a time uses a primitive's memory objects)
+        except OSError as e:
+            log.warning("kernel-lens: oneDNN helper unloadable (%s): convolutions run ATen's op", e)
+            return None
+        table = (ctypes.c_void_p * len(FUNCTIONS))(*[located[1] + offsets[name] for name in FUNCTIONS])
+        status = lib.lens_dnnl_init(table)
+        if status != 0:
+            log.warning("kernel-lens: torch's oneDNN refused the helper (status %d): convolutions run ATen's op",
+                        status)
+            return None
+        ptr, i64p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)
+        lib.lens_conv_create.restype = ptr
+        lib.lens_conv_create.argtypes = [i64p, i64p, i64p, ctypes.c_int64, i64p, i64p, i64p, i64p, ctypes.c_int,
+                                         ctypes.c_char_p, ctypes.c_char_p, ctypes.c_float, ctypes.c_float,
+                                         ctypes.c_int, ctypes.c_char_p, ptr]
+        lib.lens_conv_run.argtypes = [ptr, ptr, ptr, ptr, ptr]
+        lib.lens_conv_run.restype = ctypes.c_int
+        lib.lens_conv_destroy.argtypes = [ptr]
+        lib.lens_conv_destroy.restype = None
+        return lib
+
+
+HELPER = _Helper()
+
+
+def available(wait: bool = False) -> bool:
+    """Whether convolutions can run as direct primitives (`wait`: build the helper now if it is not there)."""
+    return HELPER.get(wait) is not None
+
+
+def pending() -> bool:
+    """Whether the helper is still being built (neither loaded nor given up on)."""
+    return HELPER.get() is None and not HELPER.off
+
+
+def _int64s(values) -> ctypes.Array:
+    return (ctypes.c_int64 * len(values))(*values)
+
+
+class Convolution:
+    """One primitive: a float32 convolution of a fixed input size, geometry and post-ops over a weight reordered once
+    (a copy: the weight may change afterwards only through a new Convolution, as conv_packed.py keys them by the
+    weight's version counter). `run` allocates the channels-last output."""
+
+    __slots__ = ("handle", "out_size", "out_stride", "has_bias", "add", "_lib", "__weakref__")
+
+    def __init__(self, handle: int, out_size: list[int], has_bias: bool, add: bool, lib):
+        n, c, h, w = out_size
+        self.handle, self.out_size, self.out_stride = handle, tuple(out_size), (c * h * w, 1, w * c, c)
+        self.has_bias, self.add, self._lib = has_bias, add, lib
+
+    @classmethod
+    def make(cls, x_size, weight: torch.Tensor, has_bias: bool, padding, stride, dilation, groups: int, attr: str,
+             scalars, algorithm: str, out_size: list[int], add: bool = False,
+             post_attr: str = "none") -> Convolution | None:
+        """The primitive for these arguments, or None where this path does not take them (then ATen's op runs)."""
+        lib = HELPER.get()
+        if lib is None or weight.dtype != torch.float32 or weight.dim() != 4 or len(x_size) != 4:
+            return None
+        if any(not isinstance(s, (int, float)) for s in scalars) or len(scalars) > 2:
+            return None
+        s = [float(v) for v in scalars] + [0.0] * (2 - len(scalars))
+        handle = lib.lens_conv_create(_int64s(x_size), _int64s(weight.shape), _int64s(weight.stride()), groups,
+                                      _int64s(stride), _int64s(padding), _int64s(dilation), _int64s(out_size),
+                                      int(has_bias), attr.encode(), (algorithm or "").encode(), s[0], s[1],
+                                      int(add), post_attr.encode(), weight.data_ptr())
+        return cls(handle, out_size, has_bias, add, lib) if handle else None
+
+    def run(self, x: torch.Tensor, bias: torch.Tensor | None, other: torch.Tensor | None = None) -> torch.Tensor:
+        """The convolution of channels-last contiguous `x` (plus channels-last `other` for a fused sum)."""
+        out = torch.empty_strided(self.out_size, self.out_stride, dtype=torch.float32)
+        status = self._lib.lens_conv_run(self.handle, x.data_ptr(), out.data_ptr(),
+                                         bias.data_ptr() if self.has_bias else None,
+                                         other.data_ptr() if self.add else None)
+        if status != 0:
+            raise RuntimeError(f"kernel-lens: oneDNN's convolution primitive failed (status {status})")
+        return out
+
+    def __del__(self):
+        lib = getattr(self, "_lib", None)
+        if lib is not None and self.handle:
+            lib.lens_conv_destroy(self.handle)
+            self.handle = 0
