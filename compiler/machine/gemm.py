@@ -91,39 +91,65 @@ def _auto_choice() -> bool:
     return True
 
 
+_HALF_ROUTES: dict[tuple, bool] = {}  # (dtype, the settings `_packs_half` reads) -> its answer
+
+
 def _packs_half(dtype: torch.dtype) -> bool:
     """Whether products in half `dtype` whose weight is a frozen constant run from its oneDNN pack (the settings
-    and this CPU)."""
-    return (config.cpp.gemm_library != "aten" and config.cpp.gemm_packed and _onednn_ok()
-            and gemm_half.packs_weights(dtype))
+    and this CPU; remembered per settings: asked on every such product, see `_half_from_pack`)."""
+    cpp = config.cpp
+    key = (dtype, cpp.gemm_library, cpp.gemm_packed, cpp.half_gemm)
+    known = _HALF_ROUTES.get(key)
+    if known is None:
+        known = _HALF_ROUTES[key] = (cpp.gemm_library != "aten" and cpp.gemm_packed and _onednn_ok()
+                                     and gemm_half.packs_weights(dtype))
+    return known
 
 
 def _uses_onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, beta, alpha) -> bool:
-    if a.dtype == torch.float32:
-        if not onednn_is_faster():  # (first: on most machines the answer, and cheaper than the checks below per call)
-            return False
-    elif not (_packs_half(a.dtype) and gemm_packed.holds(b)):  # (a half product: only from its weight's pack)
+    if not onednn_is_faster():  # (first: on most machines the answer, and cheaper than the checks below per call)
         return False
-    if b.dtype != a.dtype or a.dim() != 2 or b.dim() != 2:
+    if a.dtype != torch.float32 or b.dtype != torch.float32 or a.dim() != 2 or b.dim() != 2:
         return False
     if a.device.type != "cpu" or b.device.type != "cpu" or beta != 1 or alpha != 1:
         return False
     (m, k), n = a.shape, b.shape[1]
     if m * n * k < config.cpp.onednn_min_macs or min(m, n, k) < 8:
         return False
-    if bias is not None and (bias.dtype != a.dtype or bias.numel() != n or bias.shape[-1] != n):
+    if bias is not None and (bias.dtype != torch.float32 or bias.numel() != n or bias.shape[-1] != n):
         return False  # oneDNN adds a row bias only
     if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
         return False  # the op has no derivative: generated code never needs one, a stray caller might
     return True
 
 
+def _half_from_pack(bias, a: torch.Tensor, b: torch.Tensor, beta, alpha, size, stride) -> torch.Tensor | None:
+    """a @ b (+ bias) in a half dtype from b's oneDNN pack; None where no pack serves it (ATen's op runs it). The
+    checks are the float32 route's, fewer and in one function: Python code right after a product's few ms of
+    oneDNN runs from cold caches, ~10x slower than in a loop (ViT-B's 48 products a forward spent 133 us each in
+    the float32 route's checks, 18 us of it in a bias reshape no 1-d bias needs)."""
+    if beta != 1 or alpha != 1 or b.dtype != a.dtype or a.dim() != 2 or b.dim() != 2:
+        return None
+    (m, k), n = a.shape, b.shape[1]
+    if m * n * k < config.cpp.onednn_min_macs or min(m, n, k) < 8 or not _packs_half(a.dtype):
+        return None
+    if bias is not None and (bias.dtype != a.dtype or bias.numel() != n or bias.shape[-1] != n):
+        return None  # oneDNN adds a row bias only
+    if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
+        return None  # the op has no derivative
+    w = gemm_packed.onednn_weight(b, m)  # (None unless b is a view of a registered constant, a CPU tensor)
+    return None if w is None else _linear_into(a, w, bias, size, stride)
+
+
 def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, size, stride) -> torch.Tensor:
-    m, n = a.shape[0], b.shape[1]
-    w = gemm_packed.onednn_weight(b, m)  # a frozen weight's blocked copy, else the weight (N, K) as nn.Linear's
-    if w is None:
-        w = b.t()
-    if bias is not None:
+    w = gemm_packed.onednn_weight(b, a.shape[0])  # a frozen weight's blocked copy, else the weight (N, K) as
+    return _linear_into(a, b.t() if w is None else w, bias, size, stride)  # nn.Linear's
+
+
+def _linear_into(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, size, stride) -> torch.Tensor:
+    """oneDNN's a @ w.T (+ bias) of `size`/`stride`, in row blocks where the result is large."""
+    m, n = a.shape[0], size[1]
+    if bias is not None and bias.dim() != 1:
         bias = bias.reshape(-1)
     if m * n * a.element_size() < config.cpp.onednn_blocked_min_bytes:
         return _linear()(a, w, bias, "none", [], "")
@@ -188,12 +214,20 @@ def addmm(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta=1, alpha
 
 
 def _product(bias, a, b, beta, alpha, size, stride) -> torch.Tensor:
-    routed = size[0] * size[1] * a.shape[1] >= fewest_routed_macs(a.dtype)
+    if a.dtype != torch.float32:  # (generated code calls the helper for a half product where a pack may serve it)
+        packed = _half_from_pack(bias, a, b, beta, alpha, size, stride)
+        return packed if packed is not None else _aten(bias, a, b, beta, alpha, empty_strided(size, stride,
+                                                                                             dtype=a.dtype))
+    routed = size[0] * size[1] * a.shape[1] >= fewest_routed_macs()
     if routed and _uses_onednn(a, b, bias, beta, alpha):
         return _onednn(a, b, bias, size, stride)
     out = empty_strided(size, stride, dtype=a.dtype)
     if routed and _row_blocks(out, a, b, bias, beta, alpha):
         return out
+    return _aten(bias, a, b, beta, alpha, out)
+
+
+def _aten(bias, a, b, beta, alpha, out: torch.Tensor) -> torch.Tensor:
     if bias is None:  # (torch's Python bindings: ~2 us a call less than torch.ops.aten.mm.out's dispatcher entry)
         return torch.mm(a, b, out=out)
     return torch.addmm(bias, a, b, beta=beta, alpha=alpha, out=out)

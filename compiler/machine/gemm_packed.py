@@ -54,10 +54,6 @@ class _Key(NamedTuple):
     library: str
     rows: int | None
 
-    @classmethod
-    def of(cls, b: torch.Tensor, library: str, rows: int | None) -> _Key:
-        return cls(b.data_ptr(), tuple(b.shape), tuple(b.stride()), b.element_size(), library, rows)
-
 
 def _data_bytes(key: _Key) -> int:
     """The bytes of the B operand's elements a pack copies (the buffer MKL asks for is ~9 MiB larger whatever the
@@ -80,11 +76,6 @@ _PACKS = PackRegistry(lambda t: t.dim() == 2 and (t.dtype == torch.float32 or t.
 register = _PACKS.register
 packed_count = _PACKS.packed_count
 
-
-def holds(b: torch.Tensor) -> bool:
-    """Whether `b` is a view of a registered constant that is still alive, with the packs on (a product's check
-    before it takes a route only a pack makes faster)."""
-    return bool(_PACKS) and config.cpp.gemm_packed and _PACKS.packs_of(b) is not None
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,7 +105,7 @@ def _lookup(b: torch.Tensor, m: int) -> torch.Tensor | None:
     packs = _PACKS.packs_of(b)
     if packs is None:
         return None
-    key = _Key.of(b, "mkl", None)
+    key = _Key(b.data_ptr(), b.shape, b.stride(), b.element_size(), "mkl", None)
     packed = packs.get(key)
     if packed is None:
         if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:
@@ -135,7 +126,7 @@ def onednn_weight(b: torch.Tensor, m: int) -> torch.Tensor | None:
     packs = _PACKS.packs_of(b) if _PACKS and config.cpp.gemm_packed else None
     if packs is None:
         return None
-    key = _Key.of(b, "onednn", m)
+    key = _Key(b.data_ptr(), b.shape, b.stride(), b.element_size(), "onednn", m)  # (inline: a product's hot path)
     packed = packs.get(key)
     if packed is None:
         if _PACKED_BYTES + _data_bytes(key) > config.cpp.gemm_packed_max_bytes:

@@ -99,9 +99,10 @@ def test_what_is_not_packed_runs_in_atens_op(served, monkeypatch, case):
     if switch is not None:
         monkeypatch.setattr(config.cpp, *switch)
         assert gemm.fewest_routed_macs(BF16) == sys.maxsize  # (generated code calls ATen's op itself)
-    held = gemm_packed.packed_count()
+    held, onednn_calls = gemm_packed.packed_count(), record_results(monkeypatch, gemm, "_linear")
     assert torch.equal(product(a, weight.t(), bias), torch.addmm(bias, a, weight.t()))
-    assert served == [] and gemm_packed.packed_count() == held
+    assert all(p is None for p in served) and gemm_packed.packed_count() == held
+    assert onednn_calls == []  # (ATen's op ran it)
 
 
 def test_half_products_are_routed_only_where_packs_may_serve_them(served, monkeypatch):
@@ -109,6 +110,7 @@ def test_half_products_are_routed_only_where_packs_may_serve_them(served, monkey
     assert gemm.fewest_routed_macs(torch.float64) == sys.maxsize
     monkeypatch.setattr(gemm_half, "_cpu_has_dot_products", lambda dtype: False)  # (LENS_HALF_GEMM=native on a CPU
     monkeypatch.setattr(config.cpp, "half_gemm", "native")  # without the dot products: oneDNN cannot reorder)
+    monkeypatch.setattr(gemm, "_HALF_ROUTES", {})  # (the answers remembered for this CPU)
     assert gemm.fewest_routed_macs(BF16) == sys.maxsize
 
 
