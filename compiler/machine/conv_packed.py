@@ -1,4 +1,4 @@
-"""Frozen float32 2-d convolutions through oneDNN with the weight prepacked once, and a unary post-op fused.
+"""Frozen float32 and bfloat16 2-d convolutions through oneDNN with the weight prepacked once, and a unary post-op fused.
 
 `torch.ops.lens.conv2d_onednn(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm)` is
 the op compiler/graph_passes/conv_onednn.py puts in frozen inference graphs (generated code calls it as an extern
@@ -57,7 +57,7 @@ _profiling = torch._C._autograd._profiler_enabled
 
 class _Recent:
     """The pack a call site used last: its weight (weakly), version counter, input size and geometry."""
-    __slots__ = ("ref", "version", "geometry", "packed")
+    __slots__ = ("geometry", "packed", "ref", "version")
 
     def __init__(self, weight, geometry, packed):
         self.ref, self.version, self.geometry, self.packed = weakref.ref(weight), weight._version, geometry, packed
@@ -66,11 +66,12 @@ class _Recent:
 _RECENT: dict[tuple, _Recent] = {}
 
 
-def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple = ()):
+def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple):
     """The pack a call of `weight` over input `x` uses: the one its call site used last while the registered weight is
     the same tensor at the same version counter (an in-place change packs again); an unregistered weight is packed
-    on each call. A registered float32 weight's pack is a whole primitive where onednn_direct.py can make one (its
-    post-ops `post`, (attr, scalars, algorithm, bias given, add, attr after the sum), are part of it)."""
+    on each call. A registered weight's pack is a whole primitive where onednn_direct.py can make one (its post-ops
+    and dtypes `post`, (attr, scalars, algorithm, x's dtype, the bias's dtype or None, add, attr after the sum),
+    are part of it and of its key)."""
     key = (id(weight), x.shape)
     recent = _RECENT.get(key)
     geometry = (padding, stride, dilation, groups, post)
@@ -96,9 +97,9 @@ def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple = ()
 
 def _make(x, weight, padding, stride, dilation, groups, post: tuple):
     """A primitive of onednn_direct.py for these arguments where it takes them, else oneDNN's reordered weight."""
-    if x.dtype == torch.float32 and weight.dtype == torch.float32 and post:
-        attr, scalars, algorithm, has_bias, add, post_attr = post
-        direct = onednn_direct.Convolution.make(list(x.shape), weight, has_bias, padding, stride, dilation, groups,
+    attr, scalars, algorithm, dtype, bias_dtype, add, post_attr = post
+    if dtype == weight.dtype and onednn_direct.takes(dtype):
+        direct = onednn_direct.Convolution.make(list(x.shape), weight, bias_dtype, padding, stride, dilation, groups,
                                                 attr, scalars, algorithm, _output_size(x, weight, padding, stride,
                                                                                        dilation), add, post_attr)
         if direct is not None:
@@ -113,9 +114,8 @@ def _channels_last(t: torch.Tensor) -> torch.Tensor:
 _DIRECT = onednn_direct.Convolution
 
 
-def _fits(bias) -> bool:
-    """Whether a primitive reads this bias as it is (float32, contiguous)."""
-    return bias is None or (bias.dtype == torch.float32 and bias.is_contiguous())
+def _dtype(bias) -> torch.dtype | None:
+    return None if bias is None else bias.dtype
 
 
 def _weight_of(packed, weight, padding, stride, dilation, groups, x) -> torch.Tensor:
@@ -136,8 +136,8 @@ def conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, al
 def _conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
     x = _channels_last(x)
     packed = _pack_of_call(x, weight, padding, stride, dilation, groups,
-                           (attr, tuple(scalars), algorithm, bias is not None, False, "none"))
-    if type(packed) is _DIRECT and x.dtype == torch.float32 and _fits(bias):
+                           (attr, tuple(scalars), algorithm, x.dtype, _dtype(bias), False, "none"))
+    if type(packed) is _DIRECT and packed.fits(x, bias):
         return packed.run(x, bias)
     return _POINTWISE(x, _weight_of(packed, weight, padding, stride, dilation, groups, x), bias, padding, stride,
                       dilation, groups, attr, scalars, algorithm)
@@ -157,8 +157,8 @@ def conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr):
 def _conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr):
     x, other = _channels_last(x), _channels_last(other)
     packed = _pack_of_call(x, weight, padding, stride, dilation, groups,
-                           ("none", (), "", bias is not None, True, attr))
-    if type(packed) is _DIRECT and x.dtype == torch.float32 and other.dtype == torch.float32 and _fits(bias):
+                           ("none", (), "", x.dtype, _dtype(bias), True, attr))
+    if type(packed) is _DIRECT and packed.fits(x, bias, other):
         return packed.run(x, bias, other)
     return _BINARY(x, other, _weight_of(packed, weight, padding, stride, dilation, groups, x), bias, padding,
                    stride, dilation, groups, "add", None, None if attr == "none" else attr, [], "")

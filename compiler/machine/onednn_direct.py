@@ -1,5 +1,5 @@
-"""Frozen float32 convolutions executed as oneDNN primitives made once, called through oneDNN's C API in torch's own
-copy of the library, without ATen's and ideep's per-call work.
+"""Frozen float32 and bfloat16 convolutions executed as oneDNN primitives made once, called through oneDNN's C API in
+torch's own copy of the library, without ATen's and ideep's per-call work.
 
 `mkldnn._convolution_pointwise` (what lens and Inductor's freezing call) spends a fixed ~30-40 us per call before
 oneDNN computes: it wraps the tensors as ideep tensors, builds the convolution's primitive descriptor (a primitive
@@ -10,6 +10,10 @@ reordered once into the format the primitive asks for; each call only points its
 executes (an 8-channel 4x4 convolution: 41 us through ATen, 6 us here; one thread of a Zen 5 EPYC). The primitive
 is oneDNN's own `convolution_forward` (inference, direct algorithm) over the same channels-last memory ATen's op
 passes it, so the kernel and the result are ATen's bit for bit (tests/compiler/machine/test_onednn_direct.py).
+Bfloat16 (a bfloat16-autocast model's frozen convolutions) only where oneDNN computes it natively (gemm_half.py's
+`half_is_native`): source, weight, output and a summed residual in bfloat16, the bias in the dtype it is given
+(ATen's op reads a float32 one as it is; its fused sum takes none, nor sums a grouped convolution in one pass, so
+neither is made here).
 
 How it reaches oneDNN: libtorch_cpu links oneDNN statically and exports none of its symbols, but keeps them in its
 symbol table; their offsets (read once with `nm`, cached per library file) plus the address the library is loaded
@@ -22,7 +26,6 @@ convolutions run ATen's op as before; `LENS_ONEDNN_DIRECT=0` chooses that too.
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import logging
 import os
@@ -110,13 +113,22 @@ static int lens_eltwise(const char* attr, const char* algorithm, float s0, float
 
 #define LENS_TRY(call) if ((call) != dnnl_success) goto fail;
 
-// A float32 convolution over a channels-last (N,C,H,W) input `x`, weight of sizes `w` and strides `ws` (OIHW
-// order) at `weight`, into a channels-last output `o`; `attr` applied as it writes (before the sum of a channels-last
-// `other` with `add`, and `post_attr` after that sum). The weight is reordered into the primitive's format now.
+// Python's dtype codes (onednn_direct.py's DTYPE_CODES) -> oneDNN's data types: 1 float32, 2 bfloat16
+static dnnl_data_type_t lens_data_type(int code)
+{
+    return code == 1 ? dnnl_f32 : code == 2 ? dnnl_bf16 : dnnl_data_type_undef;
+}
+
+// A convolution in `dtype` (a code of lens_data_type: source, weight, output and a summed `other` all of it) over a
+// channels-last (N,C,H,W) input `x`, weight of sizes `w` and strides `ws` (OIHW order) at `weight`, into a
+// channels-last output `o`, plus a bias of `bias_dtype` (0: none); `attr` applied as it writes (before the sum of a
+// channels-last `other` with `add`, and `post_attr` after that sum). The weight is reordered into the primitive's
+// format now.
 extern "C" LensConv* lens_conv_create(const int64_t* x, const int64_t* w, const int64_t* ws, int64_t groups,
                                       const int64_t* stride, const int64_t* pad, const int64_t* dil,
-                                      const int64_t* o, int has_bias, const char* attr, const char* algorithm,
-                                      float s0, float s1, int add, const char* post_attr, const float* weight)
+                                      const int64_t* o, int dtype, int bias_dtype, const char* attr,
+                                      const char* algorithm, float s0, float s1, int add, const char* post_attr,
+                                      const void* weight)
 {
     LensConv* c = new LensConv();
     dnnl_memory_desc_t src_md = nullptr, dst_md = nullptr, w_any = nullptr, w_plain = nullptr, bias_md = nullptr,
@@ -130,7 +142,8 @@ extern "C" LensConv* lens_conv_create(const int64_t* x, const int64_t* w, const 
     size_t w_bytes;
     dnnl_alg_kind_t alg;
     float alpha, beta;
-    int posts = 0, grouped = groups > 1, nd = grouped ? 5 : 4;
+    int posts = 0, grouped = groups > 1, nd = grouped ? 5 : 4, has_bias = bias_dtype != 0;
+    dnnl_data_type_t dt = lens_data_type(dtype), bias_dt = lens_data_type(has_bias ? bias_dtype : dtype);
     dnnl_dims_t src_dims = {x[0], x[1], x[2], x[3]}, dst_dims = {o[0], o[1], o[2], o[3]}, bias_dims = {w[0]};
     dnnl_dims_t w_dims, w_strides, strides = {stride[0], stride[1]}, dilates = {dil[0] - 1, dil[1] - 1},
                 pad_l = {pad[0], pad[1]}, pad_r;
@@ -142,11 +155,12 @@ extern "C" LensConv* lens_conv_create(const int64_t* x, const int64_t* w, const 
     }
     for (int k = 0; k < 2; k++)
         pad_r[k] = (o[2 + k] - 1) * stride[k] + (w[2 + k] - 1) * dil[k] + 1 - x[2 + k] - pad[k];
-    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&src_md, 4, src_dims, dnnl_f32, dnnl_nhwc));
-    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&dst_md, 4, dst_dims, dnnl_f32, dnnl_nhwc));
-    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&w_any, nd, w_dims, dnnl_f32, dnnl_format_tag_any));
-    LENS_TRY(p_dnnl_memory_desc_create_with_strides(&w_plain, nd, w_dims, dnnl_f32, w_strides));
-    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&bias_md, 1, bias_dims, dnnl_f32, dnnl_x));
+    if (dt == dnnl_data_type_undef || bias_dt == dnnl_data_type_undef) goto fail;
+    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&src_md, 4, src_dims, dt, dnnl_nhwc));
+    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&dst_md, 4, dst_dims, dt, dnnl_nhwc));
+    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&w_any, nd, w_dims, dt, dnnl_format_tag_any));
+    LENS_TRY(p_dnnl_memory_desc_create_with_strides(&w_plain, nd, w_dims, dt, w_strides));
+    LENS_TRY(p_dnnl_memory_desc_create_with_tag(&bias_md, 1, bias_dims, bias_dt, dnnl_x));
     LENS_TRY(p_dnnl_primitive_attr_create(&pattr));
     LENS_TRY(p_dnnl_post_ops_create(&ops));
     if (strcmp(attr, "none")) {
@@ -155,7 +169,7 @@ extern "C" LensConv* lens_conv_create(const int64_t* x, const int64_t* w, const 
         posts++;
     }
     if (add) {
-        LENS_TRY(p_dnnl_memory_desc_create_with_tag(&other_md, 4, dst_dims, dnnl_f32, dnnl_nhwc));
+        LENS_TRY(p_dnnl_memory_desc_create_with_tag(&other_md, 4, dst_dims, dt, dnnl_nhwc));
         LENS_TRY(p_dnnl_post_ops_append_binary(ops, dnnl_binary_add, other_md));
         c->other_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(posts) | DNNL_ARG_SRC_1;
         if (strcmp(post_attr, "none")) {
@@ -335,7 +349,7 @@ class _Helper:
         ptr, i64p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)
         lib.lens_conv_create.restype = ptr
         lib.lens_conv_create.argtypes = [i64p, i64p, i64p, ctypes.c_int64, i64p, i64p, i64p, i64p, ctypes.c_int,
-                                         ctypes.c_char_p, ctypes.c_char_p, ctypes.c_float, ctypes.c_float,
+                                         ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_float, ctypes.c_float,
                                          ctypes.c_int, ctypes.c_char_p, ptr]
         lib.lens_conv_run.argtypes = [ptr, ptr, ptr, ptr, ptr]
         lib.lens_conv_run.restype = ctypes.c_int
@@ -361,40 +375,71 @@ def _int64s(values) -> ctypes.Array:
     return (ctypes.c_int64 * len(values))(*values)
 
 
+# the dtypes a primitive computes in, as the helper's lens_data_type names them
+DTYPE_CODES = {torch.float32: 1, torch.bfloat16: 2}
+
+
+def takes(dtype: torch.dtype) -> bool:
+    """Whether primitives compute in `dtype`: float32, or bfloat16 where oneDNN computes it natively
+    (gemm_half.py's choice: elsewhere bfloat16 convolutions are left to ATen's op)."""
+    if dtype == torch.bfloat16:
+        from compiler.machine.gemm_half import half_is_native
+        return half_is_native(dtype)
+    return dtype == torch.float32
+
+
 class Convolution:
-    """One primitive: a float32 convolution of a fixed input size, geometry and post-ops over a weight reordered once
-    (a copy: the weight may change afterwards only through a new Convolution, as conv_packed.py keys them by the
-    weight's version counter). `run` allocates the channels-last output."""
+    """One primitive: a float32 or bfloat16 convolution of a fixed input size, geometry, post-ops and dtypes over a
+    weight reordered once (a copy: the weight may change afterwards only through a new Convolution, as conv_packed.py
+    keys them by the weight's version counter). `run` allocates the channels-last output, of `dtype`; its input (and
+    a summed `other`) must be of `dtype`, its bias of `bias_dtype` (None: no bias), which `fits` checks."""
 
-    __slots__ = ("handle", "out_size", "out_stride", "has_bias", "add", "_lib", "__weakref__")
+    __slots__ = ("__weakref__", "_lib", "add", "bias_dtype", "dtype", "handle", "out_size", "out_stride")
 
-    def __init__(self, handle: int, out_size: list[int], has_bias: bool, add: bool, lib):
-        n, c, h, w = out_size
+    def __init__(self, handle: int, out_size: list[int], dtype: torch.dtype, bias_dtype: torch.dtype | None,
+                 add: bool, lib):
+        _n, c, h, w = out_size
         self.handle, self.out_size, self.out_stride = handle, tuple(out_size), (c * h * w, 1, w * c, c)
-        self.has_bias, self.add, self._lib = has_bias, add, lib
+        self.dtype, self.bias_dtype, self.add, self._lib = dtype, bias_dtype, add, lib
 
     @classmethod
-    def make(cls, x_size, weight: torch.Tensor, has_bias: bool, padding, stride, dilation, groups: int, attr: str,
-             scalars, algorithm: str, out_size: list[int], add: bool = False,
+    def make(cls, x_size, weight: torch.Tensor, bias_dtype: torch.dtype | None, padding, stride, dilation,
+             groups: int, attr: str, scalars, algorithm: str, out_size: list[int], add: bool = False,
              post_attr: str = "none") -> Convolution | None:
-        """The primitive for these arguments, or None where this path does not take them (then ATen's op runs)."""
+        """The primitive for these arguments, in the weight's dtype (which the input and a summed `other` must have),
+        or None where this path does not take them (then ATen's op runs)."""
         lib = HELPER.get()
-        if lib is None or weight.dtype != torch.float32 or weight.dim() != 4 or len(x_size) != 4:
+        if lib is None or not takes(weight.dtype) or weight.dim() != 4 or len(x_size) != 4:
             return None
+        if bias_dtype is not None and bias_dtype not in (weight.dtype, torch.float32):
+            return None
+        if add and weight.dtype != torch.float32 and (groups > 1 or bias_dtype not in (None, weight.dtype)):
+            return None  # (ATen's binary op refuses such a bias, and sums a grouped one after rounding its output)
         if any(not isinstance(s, (int, float)) for s in scalars) or len(scalars) > 2:
             return None
         s = [float(v) for v in scalars] + [0.0] * (2 - len(scalars))
         handle = lib.lens_conv_create(_int64s(x_size), _int64s(weight.shape), _int64s(weight.stride()), groups,
                                       _int64s(stride), _int64s(padding), _int64s(dilation), _int64s(out_size),
-                                      int(has_bias), attr.encode(), (algorithm or "").encode(), s[0], s[1],
-                                      int(add), post_attr.encode(), weight.data_ptr())
-        return cls(handle, out_size, has_bias, add, lib) if handle else None
+                                      DTYPE_CODES[weight.dtype], DTYPE_CODES.get(bias_dtype, 0), attr.encode(),
+                                      (algorithm or "").encode(), s[0], s[1], int(add), post_attr.encode(),
+                                      weight.data_ptr())
+        return cls(handle, out_size, weight.dtype, bias_dtype, add, lib) if handle else None
+
+    def fits(self, x: torch.Tensor, bias: torch.Tensor | None, other: torch.Tensor | None = None) -> bool:
+        """Whether `run` takes these tensors as they are: the dtypes it was made for, a contiguous bias (the input
+        and `other` channels-last contiguous are the caller's to ensure)."""
+        if x.dtype != self.dtype or (other is not None and other.dtype != self.dtype) or self.add != (other is not None):
+            return False
+        if bias is None:
+            return self.bias_dtype is None
+        return bias.dtype == self.bias_dtype and bias.is_contiguous()
 
     def run(self, x: torch.Tensor, bias: torch.Tensor | None, other: torch.Tensor | None = None) -> torch.Tensor:
-        """The convolution of channels-last contiguous `x` (plus channels-last `other` for a fused sum)."""
-        out = torch.empty_strided(self.out_size, self.out_stride, dtype=torch.float32)
+        """The convolution of channels-last contiguous `x` (plus channels-last `other` for a fused sum), tensors
+        that `fits` takes."""
+        out = torch.empty_strided(self.out_size, self.out_stride, dtype=self.dtype)
         status = self._lib.lens_conv_run(self.handle, x.data_ptr(), out.data_ptr(),
-                                         bias.data_ptr() if self.has_bias else None,
+                                         bias.data_ptr() if self.bias_dtype is not None else None,
                                          other.data_ptr() if self.add else None)
         if status != 0:
             raise RuntimeError(f"kernel-lens: oneDNN's convolution primitive failed (status {status})")
