@@ -24,9 +24,10 @@ A product that stays in its dtype runs in ATen's op, which hands oneDNN the weig
 copies it into its blocked layout on every call. Where the weight is a frozen constant (bfloat16 inference under
 autocast: compiler/graph_passes/freezing_autocast.py) and oneDNN really computes in the dtype (`packs_weights`:
 the CPU's dot products, not LENS_HALF_GEMM=native alone), gemm.py runs it as `mkldnn._linear_pointwise` from that
-weight's blocked copy, made once (gemm_packed.py `onednn_weight`), as Inductor's freezing does: bitwise eager's
-result, (128,768)x(768,3072) 3.53 -> 3.10 ms, (128,3072)x(3072,768) 3.22 -> 3.00, (197,768)x(768,3072) 5.46 ->
-4.78 (one thread of the 2-core AMD EPYC Zen 5 with AVX512-BF16, medians; docs/performance.md).
+weight's blocked copy, made once (gemm_packed.py `onednn_weight`), as Inductor's freezing does: bitwise ATen's
+result; against ATen's `addmm`, (128,768)x(768,3072) 3.70 -> 3.21 ms, (197,768)x(768,3072) 5.38 -> 4.88,
+(128,768)x(768,30522) 37.3 -> 31.2, (128,3072)x(3072,768) and (128,768)x(768,768) within 3% (one thread of the
+2-core AMD EPYC Zen 5 with AVX512-BF16, medians; docs/performance.md, "Packed bf16 weights").
 """
 from __future__ import annotations
 
