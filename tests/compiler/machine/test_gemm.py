@@ -114,8 +114,8 @@ def test_training_graphs_get_eager_gradients(library):
 
 def test_generated_code_calls_the_helper_where_a_route_may_take_the_product(tmp_path, monkeypatch):
     """A float32 product of at least gemm.fewest_routed_macs() multiply-adds goes through the helper; one below it
-    of sizes known at compile time, or one in a half dtype (whose route the graph decides), calls ATen's out= op
-    directly (the helper's checks cost ~5 us a call), named aten.mm.out in the kernel map."""
+    of sizes known at compile time calls ATen's out= op directly (the helper's checks cost ~5 us a call), named
+    aten.mm.out in the kernel map (half products: test_gemm_half_packs.py)."""
     monkeypatch.setattr(config.cpp, "gemm_library", "auto")
     big, small = torch.nn.Linear(512, 1024), torch.nn.Linear(64, 96)
     rows = -(-gemm.fewest_routed_macs() // (512 * 1024))

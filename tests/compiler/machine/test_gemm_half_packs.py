@@ -2,8 +2,9 @@
 `onednn_weight`, where gemm_half.py `packs_weights`): bit for bit ATen's bfloat16 product (which calls the same
 oneDNN kernel from the plain weight) in both weight orientations, with and without a bias, at several row counts;
 one pack per weight and row count, reused by later calls and made again after an in-place change; the byte cap
-counts two bytes an element; the switches and unregistered weights keep ATen's op; a compiled bfloat16-autocast
-model under no_grad takes the packs of its frozen weight casts and equals eager."""
+counts two bytes an element; the switches and unregistered weights keep ATen's op; generated code calls the helper
+for a bf16 product only where packs are on; a compiled bfloat16-autocast model under no_grad takes the packs of its
+frozen weight casts and equals eager."""
 import gc
 import sys
 
@@ -12,7 +13,7 @@ import torch
 
 from compiler import config
 from compiler.machine import gemm, gemm_half, gemm_packed
-from tests.compiler.conftest import record_results
+from tests.compiler.conftest import compile_with_debug, record_results
 
 pytestmark = pytest.mark.skipif(
     not gemm._onednn_ok() or not gemm_half._cpu_has_dot_products(torch.bfloat16),
@@ -138,3 +139,23 @@ def test_a_compiled_bf16_autocast_model_uses_packs_of_its_frozen_weights(served)
         model[0].weight.mul_(0.5)
         assert torch.equal(bf16_autocast(compiled), bf16_autocast(model))
         assert len(served) == 6 and served[4] is not served[0] and served[5] is not served[1]
+
+
+@pytest.mark.parametrize("packs_on", [True, False])
+def test_generated_code_calls_the_helper_for_a_bf16_product_only_where_packs_may_serve_it(served, monkeypatch,
+                                                                                          tmp_path, packs_on):
+    monkeypatch.setattr(config.cpp, "gemm_packed", packs_on)
+    linear, x = torch.nn.Linear(K, N), torch.randn(M, K)
+    with torch.no_grad(), torch.autocast("cpu", dtype=BF16):
+        out, graph = compile_with_debug(tmp_path, linear, x)
+        assert torch.equal(out, linear(x))
+    code = (graph / "output_code.py").read_text()
+    calls = [line.strip() for line in code.splitlines() if "addmm(" in line and "def " not in line]
+    assert len(calls) == 1, calls
+    if packs_on:
+        assert calls[0].startswith("buf") and "= gemm.addmm(arg" in calls[0], calls
+        assert calls[0].endswith(f"size=({M}, {N}), stride=({N}, 1))")
+        assert "from compiler.machine import gemm" in code and served[-1] is not None
+    else:
+        assert calls[0].startswith("torch.addmm(arg") and calls[0].endswith("out=buf1)"), calls
+        assert "from compiler.machine import gemm" not in code and served == []
