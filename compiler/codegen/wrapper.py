@@ -96,16 +96,18 @@ OUT_VARIANTS = {"aten.mm.default": "torch.mm", "aten.addmm.default": "torch.addm
 GEMM_HELPERS = {"aten.mm.default": "gemm.mm", "aten.addmm.default": "gemm.addmm"}
 
 
-def _through_helper(step: ExternCall) -> bool:
+def _through_helper(step: ExternCall, ir: GraphIR) -> bool:
     """Whether a 2-D product goes through gemm.py's helper, which picks its library per call. One only ATen can
-    run (not float32: every other route is float32's; or float32 of sizes known below gemm.fewest_routed_macs())
-    calls ATen's out= op directly: the helper's checks cost ~5 us a call, 6% of a MobileBERT forward (61 calls)."""
+    run (float32 of sizes known below gemm.fewest_routed_macs(); a half one unless its weight, an input of graph
+    `ir`, may be a frozen constant with a pack) calls ATen's out= op directly: the helper's checks cost ~5 us a
+    call, 6% of a MobileBERT forward (61 calls)."""
     if step.target not in GEMM_HELPERS:
         return False
-    dtype = step.outputs[0][1]
-    if dtype != torch.float32 and gemm.fewest_routed_macs(dtype) == sys.maxsize:
-        return False  # (a half product: ATen's unless its frozen weight's oneDNN pack may serve it, machine/gemm.py)
-    a = step.args[0 if step.target == "aten.mm.default" else 1]
+    dtype, mm = step.outputs[0][1], step.target == "aten.mm.default"
+    if dtype != torch.float32 and (gemm.fewest_routed_macs(dtype) == sys.maxsize
+                                   or step.args[1 if mm else 2].buffer not in {b.name for b in ir.inputs}):
+        return False  # (a half product: a pack only serves it from a registered constant, machine/gemm.py)
+    a = step.args[0 if mm else 1]
     dims = (*step.outputs[0][2].size, a.view[0][1] if a.view is not None else None)
     if not all(d is not None and is_static(d) for d in dims):
         return True
@@ -145,7 +147,7 @@ def generate_output_code(sg: ScheduledGraph, readable_lines: dict[str, int], gra
         out.add(f"# {line}".rstrip())
     out.add("import sys")
     out.add("import torch")
-    if any(isinstance(s, ExternCall) and _through_helper(s) and _out_variant(s) for s in sg.steps):
+    if any(isinstance(s, ExternCall) and _through_helper(s, ir) and _out_variant(s) for s in sg.steps):
         out.add("from compiler.machine import gemm")
     for target in sorted({s.target for s in sg.steps if isinstance(s, ExternCall) and s.target in DIRECT_CALLS}):
         out.add(DIRECT_CALLS[target][1])
@@ -268,7 +270,7 @@ def _emit_call(out: _Lines, sg: ScheduledGraph, rendered: list[RenderedKernel], 
             args += [f"{k}={_arg_code(v, layouts)}" for k, v in step.kwargs.items()]
             out.add(f"    # Source Nodes: [{step.origin}] (extern: {step.reason})")
             out_op, target = _out_variant(step), step.target
-            if out_op is not None and _through_helper(step):
+            if out_op is not None and _through_helper(step, ir):
                 lay = step.outputs[0][2]
                 layout = f"size={py_repr(lay.size)}, stride={py_repr(lay.stride)}"
                 start = out.add(f"    {step.name} = {GEMM_HELPERS[step.target]}({', '.join(args + [layout])})")

@@ -141,21 +141,28 @@ def test_a_compiled_bf16_autocast_model_uses_packs_of_its_frozen_weights(served)
         assert len(served) == 6 and served[4] is not served[0] and served[5] is not served[1]
 
 
-@pytest.mark.parametrize("packs_on", [True, False])
-def test_generated_code_calls_the_helper_for_a_bf16_product_only_where_packs_may_serve_it(served, monkeypatch,
-                                                                                          tmp_path, packs_on):
-    monkeypatch.setattr(config.cpp, "gemm_packed", packs_on)
-    linear, x = torch.nn.Linear(K, N), torch.randn(M, K)
+@pytest.mark.parametrize("case", ["packs on", "LENS_GEMM_PACKED=0", "a weight the graph computes"])
+def test_generated_code_calls_the_helper_for_a_bf16_product_only_where_a_pack_may_serve_it(served, monkeypatch,
+                                                                                           tmp_path, case):
+    """The helper for a Linear's weight (a graph input: a frozen constant); ATen's out= op where packs are off or
+    the B operand is computed in the graph (no registered constant can be it: a training graph's casts)."""
+    monkeypatch.setattr(config.cpp, "gemm_packed", case != "LENS_GEMM_PACKED=0")
+    linear, args = torch.nn.Linear(K, N), (torch.randn(M, K),)
+    model = linear
+    if case == "a weight the graph computes":
+        args += (torch.randn(K, N),)
+        model = lambda x, y: torch.addmm(linear.bias, x, torch.relu(y))  # noqa: E731
     with torch.no_grad(), torch.autocast("cpu", dtype=BF16):
-        out, graph = compile_with_debug(tmp_path, linear, x)
-        assert torch.equal(out, linear(x))
+        out, graph = compile_with_debug(tmp_path, model, *args)
+        assert torch.equal(out, model(*args))
     code = (graph / "output_code.py").read_text()
     calls = [line.strip() for line in code.splitlines() if "addmm(" in line and "def " not in line]
     assert len(calls) == 1, calls
-    if packs_on:
-        assert calls[0].startswith("buf") and "= gemm.addmm(arg" in calls[0], calls
-        assert calls[0].endswith(f"size=({M}, {N}), stride=({N}, 1))")
+    weight = f"reinterpret(arg1_1, ({K}, {N}), (1, {K}), 0)"  # (the frozen bf16 weight cast, read transposed)
+    if case == "packs on":
+        assert calls[0] == f"buf1 = gemm.addmm(arg2_1, buf0, {weight}, size=({M}, {N}), stride=({N}, 1))"
         assert "from compiler.machine import gemm" in code and served[-1] is not None
     else:
-        assert calls[0].startswith("torch.addmm(arg") and calls[0].endswith("out=buf1)"), calls
+        assert calls[0] == {"LENS_GEMM_PACKED=0": f"torch.addmm(arg2_1, buf0, {weight}, out=buf1)",
+                            "a weight the graph computes": "torch.addmm(arg2_1, buf0, buf1, out=buf2)"}[case]
         assert "from compiler.machine import gemm" not in code and served == []
