@@ -119,14 +119,12 @@ class _Helper:
             return self.fn
         if self.path is None:
             from compiler.machine import build, pch
-            cxx, flags = config.cpp.cxx, build.build_flags()
-            folder = pch.keyed_folder("gemm_rows", SOURCE, cxx, flags, build.compiler_version(cxx))
-            self.path = os.path.join(folder, "gemm_rows.so")
-            if not os.path.exists(self.path):
-                pch.build_in_background(folder, {"gemm_rows.cpp": SOURCE},
-                                        [cxx, *flags, os.path.join(folder, "gemm_rows.cpp")], self.path)
+            cxx = config.cpp.cxx
+            self.path = pch.background_library("gemm_rows", SOURCE, cxx, build.build_flags(),
+                                               build.compiler_version(cxx))
         if not os.path.exists(self.path):
-            self.off = os.path.exists(os.path.join(os.path.dirname(self.path), "failed"))
+            from compiler.machine import pch
+            self.off = pch.build_failed(self.path)
             return None
         try:
             lib = ctypes.CDLL(self.path)

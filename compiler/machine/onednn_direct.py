@@ -15,27 +15,22 @@ Bfloat16 (a bfloat16-autocast model's frozen convolutions) only where oneDNN com
 (ATen's op reads a float32 one as it is; its fused sum takes none, nor sums a grouped convolution in one pass, so
 neither is made here).
 
-How it reaches oneDNN: libtorch_cpu links oneDNN statically and exports none of its symbols, but keeps them in its
-symbol table; their offsets (read once with `nm`, cached per library file) plus the address the library is loaded
-at (/proc/self/maps) are the C API's functions, handed to a small helper library of ours as a table. The helper
-is built against oneDNN's C header (`pip install --no-deps onednn-devel`: headers only; the Makefile installs it,
-`LENS_ONEDNN_INCLUDE` names another folder) by a background g++ on first need, like gemm_rows.py's. Where any of
-it is missing (no header, a stripped library, another major version, a failed build), `available()` is False and
-convolutions run ATen's op as before; `LENS_ONEDNN_DIRECT=0` chooses that too.
+How it reaches oneDNN: through the C API functions inside torch's own library (compiler/machine/onednn_symbols.py
+finds them and oneDNN's header), handed as a table to a small helper library of ours built against that header by a
+background g++ on first need (pch.py's `background_library`, as gemm_rows.py's). Where any of it is missing (no
+header, a stripped library, another major version, a failed build), `available()` is False and convolutions run
+ATen's op as before; `LENS_ONEDNN_DIRECT=0` chooses that too.
 """
 from __future__ import annotations
 
 import ctypes
-import json
 import logging
 import os
-import subprocess
-import sys
-import sysconfig
 
 import torch
 
 from compiler import config
+from compiler.machine import build, onednn_symbols, pch
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +56,6 @@ SOURCE = r"""
 LENS_FUNCTIONS(LENS_DECLARE)
 static dnnl_engine_t lens_engine;
 static dnnl_stream_t lens_stream;
-
-extern "C" int lens_dnnl_header_major() { return DNNL_VERSION_MAJOR; }
 
 // The functions' addresses in torch's oneDNN, in FUNCTIONS' order; 0 when the engine and stream were made.
 extern "C" int lens_dnnl_init(void** table)
@@ -229,61 +222,6 @@ extern "C" int lens_conv_run(LensConv* c, void* src, void* dst, void* bias, void
 }
 """.replace("@FUNCTIONS@", " ".join(f"X({name})" for name in FUNCTIONS))
 
-_TORCH_LIBRARY = "libtorch_cpu.so"
-
-
-def include_dir() -> str | None:
-    """The folder holding oneapi/dnnl/dnnl.h: `LENS_ONEDNN_INCLUDE`, else the environment's include folder (where
-    `pip install onednn-devel` puts it), else None."""
-    candidates = [os.environ.get("LENS_ONEDNN_INCLUDE"), os.path.join(sysconfig.get_path("data"), "include"),
-                  os.path.join(sys.prefix, "include")]
-    for folder in candidates:
-        if folder and os.path.exists(os.path.join(folder, "oneapi", "dnnl", "dnnl.h")):
-            return folder
-    return None
-
-
-def _loaded_library() -> tuple[str, int] | None:
-    """(path, load address) of torch's libtorch_cpu.so in this process."""
-    try:
-        with open("/proc/self/maps") as f:
-            lines = [line.split() for line in f if line.rstrip().endswith(_TORCH_LIBRARY)]
-    except OSError:
-        return None
-    starts = [int(p[0].split("-")[0], 16) for p in lines if len(p) >= 6 and int(p[2], 16) == 0]
-    return (lines[0][5], min(starts)) if starts else None
-
-
-def _symbol_offsets(path: str) -> dict[str, int] | None:
-    """FUNCTIONS' offsets in the library at `path` (its symbol table, read by `nm` once per file and cached)."""
-    st = os.stat(path)
-    cache = os.path.join(config.cache_dir(), "onednn_symbols", f"{st.st_size}-{int(st.st_mtime)}.json")
-    try:
-        with open(cache) as f:
-            return json.load(f)
-    except (OSError, ValueError):
-        pass
-    try:
-        out = subprocess.run(["nm", "--defined-only", path], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as e:
-        log.info("kernel-lens: cannot read %s's symbols (%s): convolutions run ATen's op", path, e)
-        return None
-    wanted = set(FUNCTIONS)
-    offsets = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) == 3 and parts[2] in wanted and parts[1] in "tT":
-            offsets[parts[2]] = int(parts[0], 16)
-    if len(offsets) != len(FUNCTIONS):
-        log.info("kernel-lens: %s lacks oneDNN's symbols %s: convolutions run ATen's op", path,
-                 sorted(wanted - set(offsets)))
-        return None
-    os.makedirs(os.path.dirname(cache), exist_ok=True)
-    with open(f"{cache}.{os.getpid()}.tmp", "w") as f:
-        json.dump(offsets, f)
-    os.replace(f"{cache}.{os.getpid()}.tmp", cache)
-    return offsets
-
 
 class _Helper:
     """The helper library: built once per toolchain and header in `<cache>/onednn_direct/<key>/` (in the background
@@ -294,16 +232,6 @@ class _Helper:
         self.path: str | None = None
         self.off = False
 
-    def _command(self) -> tuple[str, list[str]] | None:
-        from compiler.machine import build, pch
-        include = include_dir()
-        if include is None:
-            log.info("kernel-lens: no oneDNN header (pip install --no-deps onednn-devel): convolutions run ATen's op")
-            return None
-        cxx, flags = config.cpp.cxx, [*build.build_flags(), f"-I{include}"]
-        folder = pch.keyed_folder("onednn_direct", SOURCE, cxx, flags, build.compiler_version(cxx))
-        return folder, [cxx, *flags, os.path.join(folder, "onednn_direct.cpp")]
-
     def get(self, wait: bool = False):
         if self.lib is not None or self.off:
             return self.lib
@@ -311,36 +239,34 @@ class _Helper:
             self.off = True
             return None
         if self.path is None:
-            command = self._command()
-            if command is None:
+            include = onednn_symbols.include_dir()
+            if include is None:
+                log.info("kernel-lens: no oneDNN header (pip install --no-deps onednn-devel): convolutions run ATen's "
+                         "op")
                 self.off = True
                 return None
-            folder, cmd = command
-            self.path = os.path.join(folder, "onednn_direct.so")
-            if not os.path.exists(self.path):
-                from compiler.machine import pch
-                pch.build_in_background(folder, {"onednn_direct.cpp": SOURCE}, cmd, self.path)
+            cxx = config.cpp.cxx
+            self.path = pch.background_library("onednn_direct", SOURCE, cxx, [*build.build_flags(), f"-I{include}"],
+                                               build.compiler_version(cxx))
         if wait:
-            from compiler.machine import pch
             pch.wait_for_builds()
         if not os.path.exists(self.path):
-            self.off = os.path.exists(os.path.join(os.path.dirname(self.path), "failed"))
+            self.off = pch.build_failed(self.path)
             return None
         self.lib = self._load()
         self.off = self.lib is None
         return self.lib
 
     def _load(self):
-        located = _loaded_library()
-        offsets = _symbol_offsets(located[0]) if located is not None else None
-        if offsets is None:
+        addresses = onednn_symbols.torch_functions(FUNCTIONS)
+        if addresses is None:
             return None
         try:
             lib = ctypes.PyDLL(self.path)  # (the GIL stays held: one call at a time uses a primitive's memory objects)
         except OSError as e:
             log.warning("kernel-lens: oneDNN helper unloadable (%s): convolutions run ATen's op", e)
             return None
-        table = (ctypes.c_void_p * len(FUNCTIONS))(*[located[1] + offsets[name] for name in FUNCTIONS])
+        table = (ctypes.c_void_p * len(FUNCTIONS))(*addresses)
         status = lib.lens_dnnl_init(table)
         if status != 0:
             log.warning("kernel-lens: torch's oneDNN refused the helper (status %d): convolutions run ATen's op",
@@ -394,7 +320,7 @@ class Convolution:
     keys them by the weight's version counter). `run` allocates the channels-last output, of `dtype`; its input (and
     a summed `other`) must be of `dtype`, its bias of `bias_dtype` (None: no bias), which `fits` checks."""
 
-    __slots__ = ("__weakref__", "_lib", "add", "bias_dtype", "dtype", "handle", "out_size", "out_stride")
+    __slots__ = ("_lib", "add", "bias_dtype", "dtype", "handle", "out_size", "out_stride")
 
     def __init__(self, handle: int, out_size: list[int], dtype: torch.dtype, bias_dtype: torch.dtype | None,
                  add: bool, lib):

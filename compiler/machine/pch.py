@@ -78,6 +78,23 @@ def build_in_background(folder: str, files: dict[str, str], command: list[str], 
         os.remove(lock)
 
 
+def background_library(kind: str, source: str, cxx: str, flags: list[str], version: str) -> str:
+    """The path of the shared library `<cache>/<kind>/<key>/<kind>.so` built from the C++ `source` by `cxx` with
+    `flags` (which make a shared object), its build started in the background when it is not there (once: see
+    build_in_background); the file appears when the build is complete, and `build_failed` says when it never will."""
+    folder = keyed_folder(kind, source, cxx, flags, version)
+    path = os.path.join(folder, f"{kind}.so")
+    if not os.path.exists(path):
+        build_in_background(folder, {f"{kind}.cpp": source}, [cxx, *flags, os.path.join(folder, f"{kind}.cpp")],
+                            path)
+    return path
+
+
+def build_failed(output: str) -> bool:
+    """Whether the background build of `output` failed (its folder's `failed` marker; `build.log` says why)."""
+    return os.path.exists(os.path.join(os.path.dirname(output), "failed"))
+
+
 def claim(folder: str, files: dict[str, str]) -> str | None:
     """Take the build of what `folder` holds for this process: its lock's path, with `files` written, or None
     when another process is building it or a build failed before. Whoever holds the lock removes it."""

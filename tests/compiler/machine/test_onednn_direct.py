@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from compiler import config
-from compiler.machine import conv_packed, onednn_direct
+from compiler.machine import conv_packed, onednn_direct, onednn_symbols
 
 pytestmark = pytest.mark.skipif(
-    not torch.backends.mkldnn.is_available() or onednn_direct.include_dir() is None,
+    not torch.backends.mkldnn.is_available() or onednn_symbols.include_dir() is None,
     reason="torch without oneDNN, or no oneDNN header (`pip install --no-deps onednn-devel`; the Makefile does)")
 
 _POINTWISE = torch.ops.mkldnn._convolution_pointwise
