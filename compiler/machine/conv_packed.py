@@ -36,10 +36,13 @@ _PACKS = PackRegistry(lambda t: t.dim() == 4 and t.dtype in (torch.float32, torc
 
 
 def register(tensors) -> None:
-    """Marks frozen 4-d float32/bfloat16 CPU weights as ones whose convolutions may keep a pack of them (and starts
-    building onednn_direct.py's helper, so that it is there by the first call)."""
+    """Marks frozen 4-d float32/bfloat16 CPU weights as ones whose convolutions may keep a pack of them (and, given
+    one, starts building onednn_direct.py's helper, so that it is there by the first call; a graph without
+    convolution weights builds nothing)."""
+    tensors = list(tensors)
     _PACKS.register(tensors)
-    onednn_direct.available()
+    if any(isinstance(t, torch.Tensor) and t.dim() == 4 for t in tensors):
+        onednn_direct.available()
 
 
 packed_count = _PACKS.packed_count
