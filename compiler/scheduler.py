@@ -179,6 +179,32 @@ def _join_reordered(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] | N
     return outer
 
 
+def _join_outer(k: FusedKernel, node: ComputedBuffer, record: bool) -> tuple[int, ...] | None:
+    return _join_reordered(k, node) or _can_join(k, node, record)
+
+
+def _kernel_to_join(steps: list[Step], current: FusedKernel | None,
+                    node: ComputedBuffer) -> tuple[FusedKernel, tuple[int, ...]] | None:
+    """The kernel `node` joins and its outer loops then: the current (last) one, else the kernel just before it where
+    the current one holds nothing `node` reads and no extern call lies between them (nothing after that kernel
+    is then needed first). A node the graph computes on the side, BatchNorm's `num_batches_tracked + 1` (a scalar),
+    starts a kernel of its own between the statistics kernel and the activation reading its output: without the
+    look back the activation (and the running statistics' updates) ran in a second kernel, reading the
+    normalized output back from memory. None (the refusal recorded against the current kernel) where neither joins."""
+    if current is None:
+        return None
+    outer = _join_outer(current, node, record=False)
+    if outer is not None:
+        return current, outer
+    previous = steps[-2] if len(steps) >= 2 and steps[-1] is current else None
+    if isinstance(previous, FusedKernel) and not {ld.buffer for ld in node.reads()} & current.buffers():
+        outer = _join_outer(previous, node, record=False)
+        if outer is not None:
+            return previous, outer
+    _can_join(current, node)  # (records why it did not join the current kernel)
+    return None
+
+
 def kernel_name(origins: list[str], op_names: dict[str, str], index: int) -> str:
     ops = sorted({op_names.get(o, o) for o in origins})
     return "cpp_fused_" + "_".join(ops[:6]) + f"_{index}"
@@ -193,12 +219,13 @@ def schedule(ir: GraphIR, op_names: dict[str, str]) -> ScheduledGraph:
             steps.append(node)
             current = None
             continue
-        outer = (_join_reordered(current, node) or _can_join(current, node)) if current is not None else None
-        if current is not None and outer is not None:
-            current.nodes.append(node)
-            current.outer = outer
-            current.has_reduction = current.has_reduction or bool(node.reduction_type)
-            current.origins = sorted(set(current.origins) | set(node.origins), key=ir_order(ir))
+        joined = _kernel_to_join(steps, current, node)
+        if joined is not None:
+            k, outer = joined
+            k.nodes.append(node)
+            k.outer = outer
+            k.has_reduction = k.has_reduction or bool(node.reduction_type)
+            k.origins = sorted(set(k.origins) | set(node.origins), key=ir_order(ir))
             continue
         current = FusedKernel([node], _dims_of(node), bool(node.reduction_type), origins=list(node.origins),
                               hints=ir.hints)
