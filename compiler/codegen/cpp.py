@@ -156,11 +156,12 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
             elif local is not None and not local.scalar:
                 self.statement(f"alignas(64) {CTYPES[node.dtype]} {local.name}[{local.numel}];", node.origin)
         nodes, i, pf = [n for n in self.k.nodes if d is None or n is not d.node], 0, self.plan.row_prefetch
+        followers = {f for names in self.plan.joint.values() for f in names}  # (printed in their leader's loop)
         while i < len(nodes):
             pair = self.plan.pairs.get(nodes[i].name)  # (a producer and its reduction in one loop: planned)
             if pair is not None:
                 sibling_loops.render_pair(self, nodes[i], bodies[i], nodes[i + 1], bodies[i + 1], pair, pf, d)
-            else:
+            elif nodes[i].name not in followers:
                 self.node_block(nodes[i], bodies[i], parallel_inner=not parallel)
             fused = pair is not None
             i += 1 + fused
@@ -214,13 +215,27 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
                 self.open_loop(v, s, pragmas[depth], n.origins)
                 opened += 1
             else:
-                self._store_node(n, b, store, mirror)
+                self._joint_followers(n, store, self._store_node(n, b, store, mirror))
             for _ in range(opened):
                 self.close()
         self.indent -= 1
         self.emit("}")
         if mirror is not None:
             self.mirrors[n.name] = (store, mirror)
+
+    def _joint_followers(self, n: ComputedBuffer, store: sympy.Expr, value: str) -> None:
+        """The nodes planned into pointwise node `n`'s innermost loop (strategies/joint_loops.py), after its store of
+        `value`: their loads of `n` at that element read `value` (`n` is not half precision: it is what was stored)."""
+        names = self.plan.joint.get(n.name, [])
+        if not names:
+            return
+        self.mirrors[n.name] = (store, value)
+        by_name = {m.name: m for m in self.k.nodes}
+        for name in names:
+            planned = self.plan.inner[name]
+            f = by_name[name]
+            self._store_node(f, NodeBody(planned.body, planned.store, ([], []), ([], []), [], 1), planned.store, None)
+        del self.mirrors[n.name]
 
     def _loops_per_range(self, var: sympy.Symbol, size: int, splits: list[int], pragma: str | None,
                          nodes: list[str], body) -> None:
@@ -232,13 +247,14 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
             body(start, end)
             self.close()
 
-    def _store_node(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr, mirror: str | None) -> None:
-        """A pointwise node's value computed and stored at the current indices (and kept in its mirror scalar)."""
+    def _store_node(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr, mirror: str | None) -> str:
+        """A pointwise node's value computed and stored at the current indices (and kept in its mirror scalar); the
+        operand naming the stored value."""
         if mirror is not None:
             self.statement(f"{mirror} = {self.stored_body(n, b)};", n.origin)
             self.statement(f"{self.store_target(n, store)} = {mirror};", n.origin)
-        else:
-            self.store_body(n, b, store)
+            return mirror
+        return self.store_body(n, b, store)
 
     @contextmanager
     def renamed_locals(self, names: dict[str, str], stores: dict[str, sympy.Expr]):
@@ -282,10 +298,11 @@ class KernelRenderer(ExpressionRenderer, LinePrinter):
             b = replace(b, body=body.arg)
         return self.stored_value(n, self.body_value(b))
 
-    def store_body(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr) -> None:
-        """`target = value;`: node `n`'s body at the current indices stored at flat index `store`."""
-        target = self.store_target(n, store)
-        self.statement(f"{target} = {self.stored_body(n, b)};", n.origin)
+    def store_body(self, n: ComputedBuffer, b: NodeBody, store: sympy.Expr) -> str:
+        """`target = value;`: node `n`'s body at the current indices stored at flat index `store`; `value`."""
+        target, value = self.store_target(n, store), self.stored_body(n, b)
+        self.statement(f"{target} = {value};", n.origin)
+        return value
 
     def accumulator(self, n: ComputedBuffer) -> str:
         return self.plan.accumulators[n.name]  # (planned: plan_passes.accumulators)

@@ -272,6 +272,7 @@ class KernelPlan:
     row_prefetch: RowPrefetch = field(default_factory=RowPrefetch)
     deferred: DeferredPass | None = None
     pairs: dict[str, SiblingPair] = field(default_factory=dict)  # producer -> the reduction in its loop
+    joint: dict[str, list[str]] = field(default_factory=dict)  # pointwise node -> the later ones in its loop
     accumulators: dict[str, str] = field(default_factory=dict)  # reduction node -> its accumulator's name
     reduction_loops: dict[str, ReductionLoop] = field(default_factory=dict)  # reduction node -> how its loop runs
     inner: dict[str, InnerLoops] = field(default_factory=dict)  # node -> its own pointwise loops, as printed

@@ -13,7 +13,7 @@ from compiler import decisions as why
 from compiler.codegen import half, loop_nest, plan_verify, range_splits
 from compiler.codegen.index import merge_loops
 from compiler.codegen.plan import InnerLoops, KernelPlan, PlanContext, sizes_text
-from compiler.codegen.strategies import column_reduction, exp_lanes, lane_reduction, prefetch, streaming
+from compiler.codegen.strategies import column_reduction, exp_lanes, joint_loops, lane_reduction, prefetch, streaming
 from compiler.codegen.strategies import deferred_output as pipeline
 from compiler.codegen.strategies import symbolic_sizes as symbolic
 from compiler.codegen.strategies.inplace import kernel_params
@@ -309,6 +309,7 @@ PASSES: list[tuple[str, Pass]] = [
     ("mirrors", mirrors),
     ("outer loops", outer_loops),
     ("range splits", range_splits.plan_splits),
+    ("joint loops", joint_loops.plan_joint),
     ("exp lanes", exp_lane_cuts),
     ("size assumptions", size_assumptions),
 ]
