@@ -117,6 +117,9 @@ class cpp:
     # Frozen float32 convolutions run as oneDNN primitives made once and called through oneDNN's C API in torch's
     # library (compiler/machine/onednn_direct.py); LENS_ONEDNN_DIRECT=0 keeps ATen's `_convolution_pointwise`.
     onednn_direct: bool = os.environ.get("LENS_ONEDNN_DIRECT", "1") not in ("", "0")
+    # Training graphs' depthwise weight gradients of kernels larger than 3x3 by a loop of ours instead of oneDNN's
+    # gemm fallback (compiler/machine/conv_train.py); LENS_DEPTHWISE_GRAD=0 keeps ATen's convolution_backward.
+    depthwise_grad: bool = os.environ.get("LENS_DEPTHWISE_GRAD", "1") not in ("", "0")
     # Build the prelude once as a precompiled header (compiler/machine/pch.py); LENS_PCH=0 turns it off.
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
     # How many g++ build one graph's kernels side by side (compiler/machine/build_parts.py); 0: one per core this

@@ -123,9 +123,12 @@ def _out_variant(step: ExternCall) -> str | None:
 
 
 # ops of ours whose Python output_code.py calls directly, not through the dispatcher (which costs a trip back into
-# Python: ~8 us of a convolution's ~25 on a one-pixel input), and the import that brings each
+# Python: ~8 us of a convolution's ~25 on a one-pixel input), ATen ops it calls through a function of ours
+# (convolution_backward: machine/conv_train.py), and the import that brings each
 DIRECT_CALLS = {"lens.conv2d_onednn.default": ("conv_packed.conv2d", "from compiler.machine import conv_packed"),
-                "lens.conv2d_onednn_add.default": ("conv_packed.conv2d_add", "from compiler.machine import conv_packed")}
+                "lens.conv2d_onednn_add.default": ("conv_packed.conv2d_add", "from compiler.machine import conv_packed"),
+                "aten.convolution_backward.default": ("conv_train.convolution_backward",
+                                                      "from compiler.machine import conv_train")}
 
 
 def _op_code(target: str) -> str:

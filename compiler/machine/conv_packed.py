@@ -20,7 +20,7 @@ import weakref
 
 import torch
 
-from compiler.machine import onednn_direct
+from compiler.machine import conv_train, onednn_direct
 from compiler.machine.weight_packs import PackRegistry
 
 _LIB = torch.library.Library("lens", "DEF")
@@ -191,7 +191,9 @@ torch.library.register_fake("lens::conv2d_onednn_add", _conv2d_onednn_add_fake, 
 CONV2D_ONEDNN = torch.ops.lens.conv2d_onednn.default
 CONV2D_ONEDNN_ADD = torch.ops.lens.conv2d_onednn_add.default
 # what torch.profiler calls each op's calls, whichever way they ran (a primitive of onednn_direct.py, or ATen's op)
-PROFILER_NAMES = {CONV2D_ONEDNN: "lens::conv2d_onednn", CONV2D_ONEDNN_ADD: "lens::conv2d_onednn_add"}
+# (and training graphs' convolution_backward, which generated code calls through conv_train.py)
+PROFILER_NAMES = {CONV2D_ONEDNN: "lens::conv2d_onednn", CONV2D_ONEDNN_ADD: "lens::conv2d_onednn_add",
+                  **conv_train.PROFILER_NAMES}
 
 
 def available() -> bool:
