@@ -7,9 +7,9 @@ jit_uni_dw_conv_kernel_utils.cpp), so ATen's weight gradient of every 5x5 depthw
 training step, batch 1, one thread; docs/performance.md "Training convolutions as direct primitives"). Here a
 float32 depthwise convolution (one input channel a group, groups = channels) whose kernel is larger than 3x3 in
 either dimension has its weight gradient computed over channels-last copies of the input and the output's gradient,
-16 channels a vector, one accumulator row per kernel tap, the channel blocks split over OpenMP threads; the input's
-and the bias's gradients are still ATen's (the same call with the weight's left out). The sum runs in another order
-than oneDNN's gemm: float32 accumulation-order differences (tests/compiler/machine/test_conv_train.py bounds them
+16 channels a vector (a kernel row's accumulators in registers over the output positions), the channel blocks
+split over OpenMP threads; the input's and the bias's gradients are still ATen's (the same call with the weight's
+left out). The sum runs in another order than oneDNN's gemm: float32 accumulation-order differences (tests/compiler/machine/test_conv_train.py bounds them
 against a float64 reference). Everything else, and every call while the helper is being built or where it failed,
 runs ATen's op as before; `LENS_DEPTHWISE_GRAD=0` chooses that too. The profiler sees every call, whichever way it
 ran, as PROFILER_NAMES' `lens::convolution_backward`.
@@ -34,6 +34,56 @@ SOURCE = r"""
 #include <cstdint>
 #include <cstring>
 
+typedef float lens_v16 __attribute__((vector_size(64)));
+
+static inline lens_v16 lens_load16(const float* p)
+{
+    lens_v16 v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+// One full block of 16 channels, a kernel KW wide: per kernel row, the KW taps' accumulators stay in registers over
+// every output position (the positions whose taps are all inside the input row unchecked), then go to `out`.
+template <int KW>
+static void lens_dw_block(const float* x, const float* go, float* out, int64_t N, int64_t C, int64_t H, int64_t W,
+                          int64_t Ho, int64_t Wo, int64_t kh, int64_t sh, int64_t sw, int64_t ph, int64_t pw,
+                          int64_t dh, int64_t dw, int64_t c0)
+{
+    const int64_t reach = W - 1 - (KW - 1) * dw + pw;
+    int64_t hi = reach < 0 ? 0 : reach / sw + 1, lo = (pw + sw - 1) / sw;
+    if (hi > Wo) hi = Wo;
+    if (lo > Wo) lo = Wo;
+    if (hi < lo) hi = lo;
+    for (int64_t i = 0; i < kh; i++) {
+        lens_v16 acc[KW];
+        for (int j = 0; j < KW; j++) acc[j] = lens_v16{};
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t oh = 0; oh < Ho; oh++) {
+                const int64_t ih = oh * sh + i * dh - ph;
+                if (ih < 0 || ih >= H) continue;
+                const float* xr = x + (n * H + ih) * W * C + c0;
+                const float* gr = go + (n * Ho + oh) * Wo * C + c0;
+                auto edge = [&](int64_t ow) {
+                    const lens_v16 g = lens_load16(gr + ow * C);
+                    for (int j = 0; j < KW; j++) {
+                        const int64_t iw = ow * sw + j * dw - pw;
+                        if (iw >= 0 && iw < W) acc[j] += g * lens_load16(xr + iw * C);
+                    }
+                };
+                for (int64_t ow = 0; ow < lo; ow++) edge(ow);
+                for (int64_t ow = lo; ow < hi; ow++) {
+                    const lens_v16 g = lens_load16(gr + ow * C);
+                    const float* v = xr + (ow * sw - pw) * C;
+                    for (int j = 0; j < KW; j++) acc[j] += g * lens_load16(v + j * dw * C);
+                }
+                for (int64_t ow = hi; ow < Wo; ow++) edge(ow);
+            }
+        for (int j = 0; j < KW; j++)
+            for (int c = 0; c < 16; c++) out[(c0 + c) * kh * KW + i * KW + j] = acc[j][c];
+    }
+}
+
 // dw[c][0][i][j] = sum over n, oh, ow of go[n][c][oh][ow] * x[n][c][oh*sh + i*dh - ph][ow*sw + j*dw - pw] (zero
 // outside x), x (N, C, H, W) and go (N, C, Ho, Wo) channels-last contiguous, dw (C, 1, kh, kw) contiguous.
 extern "C" void lens_depthwise_weight_grad(const float* x, const float* go, float* out, int64_t N, int64_t C,
@@ -45,6 +95,11 @@ extern "C" void lens_depthwise_weight_grad(const float* x, const float* go, floa
     for (int64_t b = 0; b < blocks; b++) {
         alignas(64) float acc[@MAX_TAPS@ * 16];
         const int64_t c0 = b * 16, width = C - c0 < 16 ? C - c0 : 16;
+        if (width == 16 && (kw == 3 || kw == 5 || kw == 7)) {
+            auto block = kw == 3 ? lens_dw_block<3> : kw == 5 ? lens_dw_block<5> : lens_dw_block<7>;
+            block(x, go, out, N, C, H, W, Ho, Wo, kh, sh, sw, ph, pw, dh, dw, c0);
+            continue;
+        }
         std::memset(acc, 0, sizeof(float) * 16 * taps);
         for (int64_t n = 0; n < N; n++)
             for (int64_t oh = 0; oh < Ho; oh++)
