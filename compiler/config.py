@@ -84,6 +84,9 @@ freezing_conv_onednn_add: bool = os.environ.get("LENS_FREEZE_CONV_ADD", "1") not
 # Frozen eval-mode float32 batch norms that fold into no convolution as a constant per-channel scale and shift
 # (compiler/graph_passes/freezing.py; LENS_FREEZE_BN_AFFINE=0 leaves them to the decomposition).
 freezing_batch_norm_affine: bool = os.environ.get("LENS_FREEZE_BN_AFFINE", "1") not in ("", "0")
+# Nodes computing what an earlier node computes (autocast's repeated casts of one input) fold into it before lowering
+# (compiler/lowering/cse.py; LENS_FOLD_DUPLICATES=0 lowers each).
+fold_duplicates: bool = os.environ.get("LENS_FOLD_DUPLICATES", "1") not in ("", "0")
 # Training graphs' 2-d convolutions read their input and weight channels-last, so the activations between them
 # are channels-last too (compiler/graph_passes/conv_layout.py; LENS_TRAIN_CONV_CL=0 keeps eager's layouts).
 train_conv_channels_last: bool = os.environ.get("LENS_TRAIN_CONV_CL", "1") not in ("", "0")

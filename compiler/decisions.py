@@ -37,6 +37,8 @@ MESSAGES = {
     "dtype": "runs as an ATen call ({target}): {detail}",
     "dynamic_size": "runs as an ATen call ({target}): {detail}",
     "lowering_failed": "runs as an ATen call ({target}): {detail}",
+    "duplicate": "computes what `{kept}` computes (the same op on the same arguments): it is `{kept}`'s value, with no "
+                 "code of its own",
     "eager_dynamic_shapes": "runs eagerly (no generated code): {detail}",
     "eager_data_dependent": "runs eagerly (no generated code): {detail}",
     "eager_other": "runs eagerly (no generated code): {detail}",

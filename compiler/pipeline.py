@@ -24,6 +24,7 @@ from compiler.debug.graph_source import ReadableGraph, readable_graph
 from compiler.debug.kernel_map import KernelMap, build_kernel_map
 from compiler.debug.repro_code import input_specs, runnable_graph_code
 from compiler.graph_passes.conv_layout import conv_channels_last
+from compiler.lowering.cse import fold_duplicates
 from compiler.graph_passes.transformer_fast_path import inline_fast_paths
 from compiler.ir.nodes import format_node
 from compiler.lowering import EagerGraph, lower_graph
@@ -92,6 +93,9 @@ class RunsEagerly(Exception):
 
 def _lower(c: GraphCompile) -> None:
     decisions.begin()  # the stages report what they decide (why.json)
+    if config.fold_duplicates:
+        for folded, kept in fold_duplicates(c.gm).items():
+            decisions.record("reused", [folded, kept], "duplicate", kept=kept)
     c.ir = lower_graph(c.gm)
 
 

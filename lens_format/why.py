@@ -10,7 +10,7 @@ from typing import Any
 from lens_format.jsonio import as_dict_list, as_str, as_str_list, read_json_object
 
 VERSION = 1
-KINDS = ("aten_call", "not_fused", "not_vectorized", "eager_graph")
+KINDS = ("aten_call", "not_fused", "not_vectorized", "eager_graph", "reused")
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class WhyFix:
 
 @dataclass(frozen=True)
 class WhyRecord:
-    kind: str  # aten_call | not_fused | not_vectorized | eager_graph (readers keep others)
+    kind: str  # aten_call | not_fused | not_vectorized | eager_graph | reused (readers keep others)
     nodes: tuple[str, ...]  # FX nodes; the first is the one whose source line shows the record
     reason: str  # a code a tool may act on
     message: str  # the same in words

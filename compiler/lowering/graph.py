@@ -32,6 +32,7 @@ from compiler.ir.size_symbols import (
     strides_of,
     symbolic_scalar,
 )
+from compiler.lowering.aliases import share_owners, storage_owner
 from compiler.lowering.addmm_bias import bias_in_consumers
 from compiler.lowering.extern_calls import DynamicShapeGraph, ExternCalls, target_name
 from compiler.lowering.layouts import channels_last_stride, memory_order
@@ -105,6 +106,7 @@ class GraphLowering(ExternCalls):
         self.scalar_inputs: dict[str, object] = {}
         self._sizes: dict[str, tuple[int, int]] = {}  # (_buffer_sizes: the buffers sized so far)
         self._sized_upto, self._sized_inputs = 0, 0
+        self._held: dict[str, torch.fx.Node] = {}  # buffer -> the node whose memory the outputs returning it are
 
     def new_name(self) -> str:
         name = f"buf{self._count}"
@@ -148,6 +150,7 @@ class GraphLowering(ExternCalls):
             elif node.op == "output":
                 token = current_origin.set(node.name)
                 try:
+                    share_owners(self, list(node.args[0]))
                     outputs = [self._output(a) for a in node.args[0]]
                 finally:
                     current_origin.reset(token)
@@ -335,15 +338,26 @@ class GraphLowering(ExternCalls):
             return ("value", value)
         meta = arg.meta["val"]
         shape, strides = shape_of(meta), strides_of(meta)
-        st = value.strided
-        if st is not None and self._matches(st, shape, strides):
+        st, owner = value.strided, storage_owner(arg)
+        if st is not None and self._matches(st, shape, strides) and self._may_hold(st.buffer, owner):
+            self._held[st.buffer] = owner
             if st.offset == 0 and st.size == shape and self._is_whole(st):
                 return ("buffer", st.buffer)
             return ("view", StridedView(st.buffer, shape, strides, st.offset))
         realized = self.realize(value, stride=strides, is_output=True, origin=arg.name).strided
+        self._held[realized.buffer] = owner
         if realized.size == shape and self._is_whole(realized):
             return ("buffer", realized.buffer)
         return ("view", StridedView(realized.buffer, shape, strides, 0))
+
+    def _may_hold(self, buffer: str, owner: torch.fx.Node) -> bool:
+        """Whether an output whose memory is `owner`'s (aliases.storage_owner) may be `buffer`: a graph input only
+        where the output is (a view of) that input, and a buffer another output holds only where that output's
+        memory is the same node's. A clone of an input, or two equal clones, are fresh buffers as in eager: a caller
+        writing one changes nothing else."""
+        if buffer in self._held:
+            return self._held[buffer] is owner
+        return owner.op == "placeholder" or buffer not in {b.name for b in self.inputs}
 
     def _matches(self, st: StridedView, shape: tuple, strides: tuple) -> bool:
         return all(same_size(a, b) for a, b, s in zip(st.stride, strides, shape) if s != 1)

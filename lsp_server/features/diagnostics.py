@@ -96,7 +96,7 @@ def graph_findings(run: Run, graph: Graph) -> list[Finding]:
 
 
 WHY_CODES = {"aten_call": "extern-call", "not_fused": "not-fused", "not_vectorized": "not-vectorized",
-             "eager_graph": "runs-eagerly"}
+             "eager_graph": "runs-eagerly", "reused": "computed-once"}
 
 
 def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLineOf | None,

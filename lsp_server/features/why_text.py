@@ -6,7 +6,7 @@ from lsp_server.index import FunctionGraph, WhyHit
 from lsp_server.model import ShapeSymbol
 
 TITLES = {"aten_call": "ATen call", "not_fused": "not fused", "not_vectorized": "not vectorized",
-          "eager_graph": "runs eagerly"}
+          "eager_graph": "runs eagerly", "reused": "computed once"}
 MAX_WHY_LINES = 8
 
 

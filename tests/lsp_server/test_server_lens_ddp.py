@@ -19,7 +19,7 @@ RANK0, RANK1 = "run_2026_02_01_10_00_00_001000-pid_301", "run_2026_02_01_10_00_0
 # line 17 (`h = torch.relu(self.a(x))`) on rank 0, as kernel_map.json maps its nodes: the forward's mm of `self.a`,
 # its bias and relu, the relu's output read by the next layer's kernel; the backward's relu mask, `self.a`'s weight and
 # bias gradients
-RELU_LINE_KERNELS = ["extern_buf0_mm", "cpp_fused_addmm_relu_0", "cpp_fused__log_softmax_addmm_detach_relu_1",
+RELU_LINE_KERNELS = ["extern_buf0_mm", "cpp_fused_addmm_relu_0", "cpp_fused__log_softmax_addmm_relu_1",
                      "cpp_fused_mm_threshold_backward_2", "extern_buf6_mm", "cpp_fused_sum_threshold_backward_3"]
 
 
