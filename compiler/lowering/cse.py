@@ -27,11 +27,8 @@ def _pure(node: torch.fx.Node) -> bool:
         return True
     if not isinstance(target, torch._ops.OpOverload):
         return False
-    schema = target._schema
-    if schema.is_mutable or any(tag in _NOT_PURE_TAGS for tag in target.tags):
-        return False
-    # (an op whose output aliases an input, a view: folding is still exact, both views read the same memory)
-    return True
+    # (a view folds too: both read the same memory)
+    return not target._schema.is_mutable and not any(tag in _NOT_PURE_TAGS for tag in target.tags)
 
 
 def _key(value):

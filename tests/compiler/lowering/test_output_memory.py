@@ -20,11 +20,15 @@ def _write_effects(call, x0: torch.Tensor) -> list[list[bool]]:
     return effects
 
 
+def _two_views(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return y.view(-1), y.t()
+
+
 CASES = {
     "clone of the input": lambda x: (x.clone(), x * 1),
     "two equal clones": lambda x: (x.clone(), x.clone()),
     "a result and its clone": lambda x: ((x * 2), (x * 2).clone()),
-    "two views of one result": lambda x: (lambda y: (y.view(-1), y.t()))(x + 1),
+    "two views of one result": lambda x: _two_views(x + 1),
     "a view of the input and a clone": lambda x: (x.view(-1), x.clone().view(-1)),
     "contiguous copies": lambda x: (x.t().contiguous(), x.t().clone()),
     "split of a result": lambda x: (x * 3).split(1),
