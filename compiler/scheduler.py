@@ -185,23 +185,37 @@ def _join_outer(k: FusedKernel, node: ComputedBuffer, record: bool) -> tuple[int
 
 def _kernel_to_join(steps: list[Step], current: FusedKernel | None,
                     node: ComputedBuffer) -> tuple[FusedKernel, tuple[int, ...]] | None:
-    """The kernel `node` joins and its outer loops then: the current (last) one, else the kernel just before it where
-    the current one holds nothing `node` reads and no extern call lies between them (nothing after that kernel
-    is then needed first). A node the graph computes on the side, BatchNorm's `num_batches_tracked + 1` (a scalar),
-    starts a kernel of its own between the statistics kernel and the activation reading its output: without the
-    look back the activation (and the running statistics' updates) ran in a second kernel, reading the
-    normalized output back from memory. None (the refusal recorded against the current kernel) where neither joins."""
+    """The kernel `node` joins and its outer loops then: the earlier kernel whose row it reads back (_row_kernel), else
+    the current (last) one; None (the refusal recorded against the current kernel) where neither joins."""
     if current is None:
         return None
+    joined = _row_kernel(steps, node)
+    if joined is not None:
+        return joined
     outer = _join_outer(current, node, record=False)
     if outer is not None:
         return current, outer
-    previous = steps[-2] if len(steps) >= 2 and steps[-1] is current else None
-    if isinstance(previous, FusedKernel) and not {ld.buffer for ld in node.reads()} & current.buffers():
-        outer = _join_outer(previous, node, record=False)
-        if outer is not None:
-            return previous, outer
     _can_join(current, node)  # (records why it did not join the current kernel)
+    return None
+
+
+def _row_kernel(steps: list[Step], node: ComputedBuffer, window: int = 4) -> tuple[FusedKernel, tuple[int, ...]] | None:
+    """An earlier kernel of the last `window` (no extern call between) that `node`, with loops of its own inside the
+    kernel's outer ones, joins because it reads a node of the kernel that has such loops too (a row), where no later
+    kernel computes anything `node` reads. BatchNorm's `num_batches_tracked + 1` (a scalar) and the running statistics
+    (per channel) come between the statistics kernel and the activation reading its normalized output: the activation
+    ran in a kernel of their own, reading the output back from memory; in the statistics kernel it runs in the loop
+    that writes it (codegen/strategies/joint_loops.py)."""
+    reads = {ld.buffer for ld in node.reads()}
+    for k in list(reversed(steps))[:window]:
+        if not isinstance(k, FusedKernel):
+            return None
+        rows = {n.name for n in k.nodes if len(_dims_of(n)) > len(k.outer)}
+        if k is not steps[-1] and len(_dims_of(node)) > len(k.outer) and reads & rows:
+            outer = _join_outer(k, node, record=False)
+            return (k, outer) if outer is not None else None
+        if reads & k.buffers():
+            return None
     return None
 
 

@@ -1,7 +1,8 @@
 """A training BatchNorm's activation runs in the statistics kernel's output pass (issue 49): the scheduler looks back
-past BatchNorm's `num_batches_tracked + 1` (compiler/scheduler.py `_kernel_to_join`), and the activation is computed
-in the loop that writes the normalized output, from its value (compiler/codegen/strategies/joint_loops.py). Training
-steps equal eager's; the forward's kernels, plan decisions and loop are checked exactly."""
+past BatchNorm's `num_batches_tracked + 1` and running statistics (compiler/scheduler.py `_row_kernel`), and the
+activation is computed in the loop that writes the normalized output, from its value
+(compiler/codegen/strategies/joint_loops.py). Training steps equal eager's; the forward's kernels, plan decisions and
+loop are checked exactly."""
 from __future__ import annotations
 
 import copy
@@ -74,10 +75,11 @@ def test_batch_norm_activation_training_steps_equal_eager(tmp_path, act, shape, 
 def test_the_activation_is_computed_in_the_loop_writing_the_batch_norm_output(tmp_path, act):
     graph = _train_step(tmp_path, ACTS[act], (1, 16, 12, 12))
     kernels = json.loads((graph / "kernel_map.json").read_text())["kernels"]
-    # one kernel for the statistics, the output, the activation and the running statistics; the scalar counter alone
+    # one kernel for the statistics, the output and the activation; the scalar counter, then the running statistics
     assert [(k["name"], k["kind"]) for k in kernels] == \
         [(f"cpp_fused__native_batch_norm_legit_functional_{'hardtanh' if act == 'relu6' else 'hardswish'}_0",
-          "reduction"), ("cpp_fused_add_1", "pointwise")]
+          "reduction"), ("cpp_fused_add_1", "pointwise"), ("cpp_fused__native_batch_norm_legit_functional_2",
+                                                            "pointwise")]
     (plan,) = [k for k in kernel_plans(graph).kernels if k.kernel == kernels[0]["name"]]
     assert [(d.subject, d.choice) for d in plan.decisions if d.pass_name == "joint loops"] == \
         [("buf7", "in buf3's loop, reading its value")]
@@ -87,9 +89,9 @@ def test_the_activation_is_computed_in_the_loop_writing_the_batch_norm_output(tm
     assert len(loops) == 1, loops  # the output pass: no other loop over the channel's elements
     var, body = loops[0]
     stores = re.findall(r"(out_ptr\d+)\[144\*x0 \+ " + var + r"\] = (\w+);", body)
-    assert [p for p, _ in stores] == ["out_ptr1", "out_ptr4"]  # the batch norm output, then the activation
+    assert [p for p, _ in stores] == ["out_ptr3", "out_ptr4"]  # the batch norm output, then the activation
     normalized = stores[0][1]
-    assert re.search(rf"\(\s*{normalized}\b", body.split(f"out_ptr1[144*x0 + {var}] = {normalized};")[1])
+    assert re.search(rf"\(\s*{normalized}\b", body.split(f"out_ptr3[144*x0 + {var}] = {normalized};")[1])
     assert not re.search(r"= out_ptr\d+\[", code)  # nothing reads an output back
 
 
