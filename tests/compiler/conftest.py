@@ -181,3 +181,55 @@ def disassembly(tmp_path, fn, x: torch.Tensor) -> str:
 def function_of(asm: str, symbol: str) -> str:
     """The disassembled body of `symbol` in `asm` (objdump's output)."""
     return asm.split(f"<{symbol}>:", 1)[1].split("\n\n", 1)[0]
+
+
+class NormAct(torch.nn.Module):
+    """BatchNorm2d then an activation: the block whose training kernels tests/compiler/codegen checks."""
+
+    def __init__(self, channels: int, act):
+        super().__init__()
+        self.bn, self.act = torch.nn.BatchNorm2d(channels), act
+
+    def forward(self, x):
+        return self.act(self.bn(x))
+
+
+def norm_act_train_step(tmp_path, act, shape, dtype=torch.float32, out_tol: dict | None = None) -> dict:
+    """One forward and backward of NormAct (training) with lens against eager: the output (`out_tol`, default
+    assert_close's), the input and parameter gradients and the running statistics (1e-4; 4e-2 in bfloat16), the
+    batch counter; {"forward": its graph folder, "backward": its graph folder}."""
+    import copy
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = NormAct(shape[1], act).train().to(dtype)
+    with torch.no_grad():
+        model.bn.weight.uniform_(0.5, 1.5)
+        model.bn.bias.uniform_(-0.5, 0.5)
+    eager = copy.deepcopy(model)
+    x = torch.randn(shape, dtype=dtype, requires_grad=True)
+    x_eager = x.detach().clone().requires_grad_()
+    grad = torch.randn(shape, dtype=dtype)
+    old = config.debug, config.debug_dir_root
+    config.debug, config.debug_dir_root = True, str(tmp_path)
+    try:
+        out = torch.compile(model, backend="lens")(x)
+        out.backward(grad)
+    finally:
+        config.debug, config.debug_dir_root = old
+    expected = eager(x_eager)
+    expected.backward(grad)
+    tol = {"atol": 4e-2, "rtol": 4e-2} if dtype == torch.bfloat16 else {"atol": 1e-4, "rtol": 1e-4}
+    torch.testing.assert_close(out, expected, **(out_tol if out_tol is not None else {}))
+    for got, want in ((x.grad, x_eager.grad), (model.bn.weight.grad, eager.bn.weight.grad),
+                      (model.bn.bias.grad, eager.bn.bias.grad), (model.bn.running_mean, eager.bn.running_mean),
+                      (model.bn.running_var, eager.bn.running_var)):
+        torch.testing.assert_close(got, want, **tol)
+    assert model.bn.num_batches_tracked.item() == eager.bn.num_batches_tracked.item() == 1
+    graphs = {}
+    for g in pathlib.Path(tmp_path).glob("run_*/lens/graph_*"):
+        first = (g / "output_code.py").read_text().splitlines()[0]
+        for kind in ("forward", "backward"):
+            if f"({kind})" in first:
+                assert kind not in graphs, f"two {kind} graphs"
+                graphs[kind] = g
+    return graphs

@@ -5,7 +5,6 @@ The training step's results equal eager's, every per-channel load of the backwar
 simd` loop that uses it, and g++ reports no loop of the kernel left scalar for that reason."""
 from __future__ import annotations
 
-import copy
 import pathlib
 import re
 
@@ -14,47 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from compiler import config
-
-
-class _NormAct(torch.nn.Module):
-    def __init__(self, channels: int, act):
-        super().__init__()
-        self.bn, self.act = torch.nn.BatchNorm2d(channels), act
-
-    def forward(self, x):
-        return self.act(self.bn(x))
-
-
-def _train_step(tmp_path, act, shape) -> pathlib.Path:
-    """One forward and backward of BatchNorm2d + `act` (training) with lens against eager; the backward's graph
-    folder."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model = _NormAct(shape[1], act).train()
-    eager = copy.deepcopy(model)
-    with torch.no_grad():
-        model.bn.weight.uniform_(0.5, 1.5)
-        model.bn.bias.uniform_(-0.5, 0.5)
-        eager.load_state_dict(model.state_dict())
-    x = torch.randn(shape, requires_grad=True)
-    x_eager = x.detach().clone().requires_grad_()
-    grad = torch.randn(shape)
-    old = config.debug, config.debug_dir_root
-    config.debug, config.debug_dir_root = True, str(tmp_path)
-    try:
-        out = torch.compile(model, backend="lens")(x)
-        out.backward(grad)
-    finally:
-        config.debug, config.debug_dir_root = old
-    expected = eager(x_eager)
-    expected.backward(grad)
-    torch.testing.assert_close(out, expected)
-    for got, want in ((x.grad, x_eager.grad), (model.bn.weight.grad, eager.bn.weight.grad),
-                      (model.bn.bias.grad, eager.bn.bias.grad)):
-        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
-    (backward,) = [g for g in pathlib.Path(tmp_path).glob("run_*/lens/graph_*")
-                   if "(backward)" in (g / "output_code.py").read_text().splitlines()[0]]
-    return backward
+from tests.compiler.conftest import norm_act_train_step
 
 
 def _next_statement(lines: list[str], at: int) -> str:
@@ -82,7 +41,7 @@ def _in_inner_loop(lines: list[str], at: int) -> bool:
 @pytest.mark.parametrize("act", [F.relu6, F.hardswish], ids=["relu6", "hardswish"])
 @pytest.mark.parametrize("shape", [(1, 24, 14, 14), (2, 16, 9, 9)], ids=["batch 1", "batch 2"])
 def test_per_channel_loads_go_before_the_batch_norm_backward_loops(tmp_path, act, shape):
-    backward = _train_step(tmp_path, act, shape)
+    backward = norm_act_train_step(tmp_path, act, shape)["backward"]
     lines = (backward / "output_code.py").read_text().splitlines()
     per_channel = [i for i, line in enumerate(lines) if re.search(r"in_ptr\d+\[x0\]", line)]
     assert per_channel and all(re.fullmatch(r"\s*auto tmp\d+ = in_ptr\d+\[x0\];", lines[i]) for i in per_channel)
