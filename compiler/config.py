@@ -123,6 +123,9 @@ class cpp:
     # Training graphs' depthwise weight gradients of kernels larger than 3x3 by a loop of ours instead of oneDNN's
     # gemm fallback (compiler/machine/conv_train.py); LENS_DEPTHWISE_GRAD=0 keeps ATen's convolution_backward.
     depthwise_grad: bool = os.environ.get("LENS_DEPTHWISE_GRAD", "1") not in ("", "0")
+    # Frozen float32 3x3 convolutions of stride 1 with enough tiles and channels by Winograd's F(4x4, 3x3)
+    # (compiler/machine/winograd.py); LENS_WINOGRAD=0 keeps them oneDNN's direct convolution.
+    winograd: bool = os.environ.get("LENS_WINOGRAD", "1") not in ("", "0")
     # Build the prelude once as a precompiled header (compiler/machine/pch.py); LENS_PCH=0 turns it off.
     precompiled_header: bool = os.environ.get("LENS_PCH", "1") not in ("", "0")
     # How many g++ build one graph's kernels side by side (compiler/machine/build_parts.py); 0: one per core this

@@ -20,7 +20,7 @@ import weakref
 
 import torch
 
-from compiler.machine import conv_train, onednn_direct
+from compiler.machine import conv_train, onednn_direct, winograd
 from compiler.machine.weight_packs import PackRegistry
 
 _LIB = torch.library.Library("lens", "DEF")
@@ -43,6 +43,7 @@ def register(tensors) -> None:
     _PACKS.register(tensors)
     if any(isinstance(t, torch.Tensor) and t.dim() == 4 for t in tensors):
         onednn_direct.available()
+        winograd.available()
 
 
 packed_count = _PACKS.packed_count
@@ -89,8 +90,11 @@ def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple):
     packed = packs.get(pack_key)
     if packed is None:
         packed = _make(x, weight, padding, stride, dilation, groups, post)
-        if type(packed) is not _DIRECT and onednn_direct.pending():
-            return packed  # (the primitives' helper is still being built: this call's pack, none kept)
+        if (type(packed) not in _PRIMITIVES and onednn_direct.pending()) or (
+                type(packed) is not winograd.Convolution and winograd.pending()
+                and winograd.takes(x.shape, weight, stride, dilation, groups, _output_size(x, weight, padding, stride,
+                                                                                          dilation))):
+            return packed  # (the helper that would make it is still being built: this call's pack, none kept)
         packs[pack_key] = packed
     if len(_RECENT) > 4096:
         _RECENT.clear()
@@ -99,14 +103,16 @@ def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple):
 
 
 def _make(x, weight, padding, stride, dilation, groups, post: tuple):
-    """A primitive of onednn_direct.py for these arguments where it takes them, else oneDNN's reordered weight."""
+    """Winograd's convolution (winograd.py) or a primitive of onednn_direct.py for these arguments where either takes
+    them, else oneDNN's reordered weight."""
     attr, scalars, algorithm, dtype, bias_dtype, add, post_attr = post
     if dtype == weight.dtype and onednn_direct.takes(dtype):
-        direct = onednn_direct.Convolution.make(list(x.shape), weight, bias_dtype, padding, stride, dilation, groups,
-                                                attr, scalars, algorithm, _output_size(x, weight, padding, stride,
-                                                                                       dilation), add, post_attr)
-        if direct is not None:
-            return direct
+        arguments = (list(x.shape), weight, bias_dtype, padding, stride, dilation, groups, attr, scalars, algorithm,
+                     _output_size(x, weight, padding, stride, dilation), add, post_attr)
+        for kind in _PRIMITIVES:
+            made = kind.make(*arguments)
+            if made is not None:
+                return made
     return _pack(weight, padding, stride, dilation, groups, list(x.shape))
 
 
@@ -115,6 +121,9 @@ def _channels_last(t: torch.Tensor) -> torch.Tensor:
 
 
 _DIRECT = onednn_direct.Convolution
+# what a pack may be besides oneDNN's reordered weight: a whole convolution with `fits` and `run`, the first to take
+# a call's arguments
+_PRIMITIVES = (winograd.Convolution, _DIRECT)
 
 
 def _dtype(bias) -> torch.dtype | None:
@@ -123,7 +132,7 @@ def _dtype(bias) -> torch.dtype | None:
 
 def _weight_of(packed, weight, padding, stride, dilation, groups, x) -> torch.Tensor:
     """The oneDNN weight ATen's op takes: the pack, or (a primitive's arguments it cannot take) one packed now."""
-    return _pack(weight, padding, stride, dilation, groups, list(x.shape)) if type(packed) is _DIRECT else packed
+    return _pack(weight, padding, stride, dilation, groups, list(x.shape)) if type(packed) in _PRIMITIVES else packed
 
 
 def conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, algorithm):
@@ -140,7 +149,7 @@ def _conv2d(x, weight, bias, padding, stride, dilation, groups, attr, scalars, a
     x = _channels_last(x)
     packed = _pack_of_call(x, weight, padding, stride, dilation, groups,
                            (attr, tuple(scalars), algorithm, x.dtype, _dtype(bias), False, "none"))
-    if type(packed) is _DIRECT and packed.fits(x, bias):
+    if type(packed) in _PRIMITIVES and packed.fits(x, bias):
         return packed.run(x, bias)
     return _POINTWISE(x, _weight_of(packed, weight, padding, stride, dilation, groups, x), bias, padding, stride,
                       dilation, groups, attr, scalars, algorithm)
@@ -161,7 +170,7 @@ def _conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr)
     x, other = _channels_last(x), _channels_last(other)
     packed = _pack_of_call(x, weight, padding, stride, dilation, groups,
                            ("none", (), "", x.dtype, _dtype(bias), True, attr))
-    if type(packed) is _DIRECT and packed.fits(x, bias, other):
+    if type(packed) in _PRIMITIVES and packed.fits(x, bias, other):
         return packed.run(x, bias, other)
     return _BINARY(x, other, _weight_of(packed, weight, padding, stride, dilation, groups, x), bias, padding,
                    stride, dilation, groups, "add", None, None if attr == "none" else attr, [], "")

@@ -1,0 +1,162 @@
+"""Frozen float32 3x3 convolutions by Winograd's F(4x4, 3x3) (compiler/machine/winograd.py): within a few times the
+direct convolution's own error against a float64 convolution over sizes, paddings, batches, channel counts that are
+not multiples of the 16-lane vector, every activation and the fused residual sum; taken by conv_packed.py only where
+its rule says (3x3, stride 1, one group, enough tiles and channels), and off with its setting."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from compiler import config
+from compiler.machine import conv_packed, onednn_direct, winograd
+
+
+@pytest.fixture(scope="module", autouse=True)
+def helper():
+    assert winograd.available(wait=True), "the helper did not build or load: see its build.log in the cache"
+
+
+def _cl(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous(memory_format=torch.channels_last)
+
+
+ACTIVATIONS = {"none": lambda t: t, "relu": F.relu, "leaky_relu": lambda t: F.leaky_relu(t, 0.2),
+               "hardtanh": lambda t: F.hardtanh(t, 0.0, 6.0), "sigmoid": torch.sigmoid, "swish": F.silu,
+               "hardswish": F.hardswish, "hardsigmoid": F.hardsigmoid, "tanh": torch.tanh, "gelu": F.gelu,
+               "gelu-tanh": lambda t: F.gelu(t, approximate="tanh")}
+SCALARS = {"leaky_relu": [0.2], "hardtanh": [0.0, 6.0]}
+
+
+@pytest.fixture
+def any_size(monkeypatch):
+    """Every size taken (the transforms' numerics do not depend on the rule that picks the sizes worth it)."""
+    monkeypatch.setattr(winograd, "MIN_TILES", 1)
+    monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
+
+
+def _make(x, weight, bias, padding, attr="none", add=False, post_attr="none"):
+    name, algorithm = ("gelu", "tanh") if attr == "gelu-tanh" else (attr, "")
+    out = conv_packed._output_size(x, weight, [padding] * 2, [1, 1], [1, 1])
+    return winograd.Convolution.make(list(x.shape), weight, None if bias is None else bias.dtype, [padding] * 2,
+                                     [1, 1], [1, 1], 1, name, SCALARS.get(attr, []), algorithm, out, add, post_attr)
+
+
+def _case(n, c, h, w, k, seed, bias=True):
+    g = torch.Generator().manual_seed(seed)
+    x = _cl(torch.randn(n, c, h, w, generator=g))
+    weight = torch.randn(k, c, 3, 3, generator=g) / (3 * c ** 0.5)
+    return x, weight, torch.randn(k, generator=g) if bias else None
+
+
+def _errors(got: torch.Tensor, exact: torch.Tensor) -> tuple[float, float]:
+    e = (got.double() - exact).abs()
+    return e.pow(2).mean().sqrt().item(), e.max().item()
+
+
+# (batch, in channels, height, width, out channels, padding): tiles over the edge, no padding, wider padding,
+# channel counts with a partial vector (40, 72, 33), a batch
+SIZES = [(1, 64, 56, 56, 64, 1), (2, 40, 29, 31, 72, 1), (1, 33, 30, 27, 48, 0), (1, 32, 26, 26, 35, 2),
+         (3, 48, 17, 19, 32, 1)]
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_within_a_few_times_the_direct_convolutions_error_against_float64(size, any_size):
+    n, c, h, w, k, padding = size
+    x, weight, bias = _case(n, c, h, w, k, seed=sum(size))
+    conv = _make(x, weight, bias, padding)
+    assert conv is not None and conv.fits(x, bias)
+    got = conv.run(x, bias)
+    exact = F.conv2d(x.double(), weight.double(), bias.double(), padding=padding)
+    direct = F.conv2d(x, weight, bias, padding=padding)
+    assert got.shape == exact.shape and got.is_contiguous(memory_format=torch.channels_last)
+    rmse, worst = _errors(got, exact)
+    direct_rmse, direct_worst = _errors(direct, exact)
+    assert rmse <= 10 * direct_rmse and worst <= 20 * direct_worst, (rmse, direct_rmse, worst, direct_worst)
+    assert rmse < 5e-6 * exact.pow(2).mean().sqrt().item()
+
+
+@pytest.mark.parametrize("attr", sorted(ACTIVATIONS))
+def test_each_activation_is_applied_to_the_biased_sum(attr, any_size):
+    x, weight, bias = _case(1, 32, 22, 21, 48, seed=7)
+    got = _make(x, weight, bias, 1, attr).run(x, bias)
+    expected = ACTIVATIONS[attr](F.conv2d(x.double(), weight.double(), bias.double(), padding=1))
+    torch.testing.assert_close(got.double(), expected, atol=5e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("post_attr", ["none", "relu"])
+def test_a_fused_residual_sum_then_its_activation(post_attr, any_size):
+    x, weight, bias = _case(2, 48, 20, 20, 64, seed=9)
+    other = _cl(torch.randn(2, 64, 20, 20))
+    conv = _make(x, weight, bias, 1, add=True, post_attr=post_attr)
+    assert not conv.fits(x, bias) and conv.fits(x, bias, other)  # (made for a sum: needs its other operand)
+    got = conv.run(x, bias, other)
+    expected = F.conv2d(x.double(), weight.double(), bias.double(), padding=1) + other.double()
+    torch.testing.assert_close(got.double(), expected.relu() if post_attr == "relu" else expected, atol=5e-5,
+                               rtol=1e-4)
+    assert torch.equal(other, other.clone())  # (left as it was)
+
+
+def test_without_a_bias_and_a_bias_of_another_dtype_is_refused(any_size):
+    x, weight, _ = _case(1, 32, 20, 20, 32, seed=4, bias=False)
+    conv = _make(x, weight, None, 1)
+    torch.testing.assert_close(conv.run(x, None).double(), F.conv2d(x.double(), weight.double(), padding=1),
+                               atol=5e-5, rtol=1e-4)
+    assert not conv.fits(x, torch.zeros(32)) and not conv.fits(x.double(), None)
+
+
+def test_what_it_does_not_take():
+    x, weight, bias = _case(1, 64, 14, 14, 64, seed=5)
+    out = [1, 64, 14, 14]
+    assert winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, out)  # (16 tiles)
+    assert not winograd.takes(x.shape, weight, [2, 2], [1, 1], 1, [1, 64, 7, 7])  # strided
+    assert not winograd.takes(x.shape, weight, [1, 1], [2, 2], 1, [1, 64, 12, 12])  # dilated
+    assert not winograd.takes(x.shape, weight[:, :32], [1, 1], [1, 1], 2, out)  # grouped
+    assert not winograd.takes(x.shape, weight[:, :, :1, :1], [1, 1], [1, 1], 1, out)  # 1x1
+    assert not winograd.takes(x.shape, weight.double(), [1, 1], [1, 1], 1, out)  # float64
+    assert not winograd.takes(x.shape, weight[:32], [1, 1], [1, 1], 1, [1, 32, 14, 14])  # too few channels
+    assert not winograd.takes(x.shape, weight[:, :32], [1, 1], [1, 1], 1, out)  # too few input channels
+    assert not winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, [1, 64, 7, 7])  # 4 tiles: too few
+    assert _make(x, weight, bias, 1, "mish") is None  # (an activation it has no code for: the direct path's)
+
+
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(48, 64, 3, padding=1)
+        self.bn = nn.BatchNorm2d(64)
+        self.conv2 = nn.Conv2d(64, 64, 3, padding=1, bias=False)
+        self.small = nn.Conv2d(64, 64, 3, stride=2, padding=1)  # strided: never Winograd's
+
+    def forward(self, x):
+        y = F.relu(self.bn(self.conv1(x)))
+        return self.small(F.relu(self.conv2(y) + y))
+
+
+def _compiled(model, x):
+    torch._dynamo.reset()
+    conv_packed._RECENT.clear()
+    with torch.no_grad():
+        compiled = torch.compile(model, backend="lens")
+        compiled(x)
+        return compiled(x), [type(r.packed) for r in conv_packed._RECENT.values()]
+
+
+def test_a_compiled_net_runs_its_3x3_convolutions_by_winograd_and_matches_eager(monkeypatch):
+    torch.manual_seed(0)
+    model, x = _Net().eval(), torch.randn(2, 48, 20, 20)
+    model.bn.running_mean.uniform_(-0.5, 0.5)
+    model.bn.running_var.uniform_(0.5, 2.0)
+    got, kinds = _compiled(model, x)
+    with torch.no_grad():
+        expected = model(x)
+    torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+    if onednn_direct.available(wait=True):
+        assert sorted(k.__name__ for k in kinds) == ["Convolution"] * 3
+        assert kinds.count(winograd.Convolution) == 2  # conv1 (batch norm folded, ReLU fused), conv2 (+ y, ReLU)
+    monkeypatch.setattr(config.cpp, "winograd", False)
+    monkeypatch.setattr(winograd, "HELPER", winograd._Helper())
+    off, kinds = _compiled(model, x)
+    assert winograd.Convolution not in kinds
+    torch.testing.assert_close(off, expected, atol=1e-4, rtol=1e-4)
