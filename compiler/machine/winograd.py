@@ -142,31 +142,33 @@ static inline void lens_panel(const float* v, int64_t ldv, const float* u, int64
     }
 }
 
-// the 36 products M[i] = V[i] . U[i]: V [36][T][C], U packed as [36][KP / 32][C][32] (zeros past K), M [36][T][KP]
+// the 36 products M[i] = V[i] . U[i], per group of channels: V [36][T][C] (group g's input channels g * C / G on),
+// U packed as [36][P][C / G][32] (P panels of 32 output channels, P / G a group's; zeros past K when G is 1),
+// M [36][T][P * 32]
 extern "C" void lens_winograd_products(const float* V, const float* U, float* M, int64_t T, int64_t C, int64_t KP,
-                                       int threads)
+                                       int64_t G, int threads)
 {
-    const int64_t panels = KP / 32;
+    const int64_t panels = KP / 32, cg = C / G, per_group = panels / G;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
     for (int64_t i = 0; i < 36; i++)
         for (int64_t p = 0; p < panels; p++) {
-            const float* u = U + (i * panels + p) * C * 32;
-            const float* v = V + i * T * C;
+            const float* u = U + (i * panels + p) * cg * 32;
+            const float* v = V + i * T * C + (p / per_group) * cg;
             float* m = M + i * T * KP + p * 32;
             int64_t t = 0;
-            for (; t + 12 <= T; t += 12) lens_panel<12>(v + t * C, C, u, C, m + t * KP, KP);
+            for (; t + 12 <= T; t += 12) lens_panel<12>(v + t * C, C, u, cg, m + t * KP, KP);
             switch (T - t) {
-            case 11: lens_panel<11>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 10: lens_panel<10>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 9: lens_panel<9>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 8: lens_panel<8>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 7: lens_panel<7>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 6: lens_panel<6>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 5: lens_panel<5>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 4: lens_panel<4>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 3: lens_panel<3>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 2: lens_panel<2>(v + t * C, C, u, C, m + t * KP, KP); break;
-            case 1: lens_panel<1>(v + t * C, C, u, C, m + t * KP, KP); break;
+            case 11: lens_panel<11>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 10: lens_panel<10>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 9: lens_panel<9>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 8: lens_panel<8>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 7: lens_panel<7>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 6: lens_panel<6>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 5: lens_panel<5>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 4: lens_panel<4>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 3: lens_panel<3>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 2: lens_panel<2>(v + t * C, C, u, cg, m + t * KP, KP); break;
+            case 1: lens_panel<1>(v + t * C, C, u, cg, m + t * KP, KP); break;
             default: break;
             }
         }
@@ -272,7 +274,7 @@ class _Helper:
             return None
         i64, ptr = ctypes.c_int64, ctypes.c_void_p
         lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 8, ctypes.c_int]
-        lib.lens_winograd_products.argtypes = [ptr, ptr, ptr, i64, i64, i64, ctypes.c_int]
+        lib.lens_winograd_products.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, ctypes.c_int]
         lib.lens_winograd_output.argtypes = [ptr, ptr, ptr, ptr, *[i64] * 7, ctypes.c_int, ctypes.c_float,
                                              ctypes.c_float, ctypes.c_int, ctypes.c_int]
         lib.lens_winograd_input.restype = lib.lens_winograd_output.restype = None
@@ -300,22 +302,32 @@ def tiles(out_size) -> int:
     return n * ((ho + 3) // 4) * ((wo + 3) // 4)
 
 
+def _avx512() -> bool:
+    from compiler.machine import build
+    return "avx512f" in build.cpu_flags()
+
+
 def takes(x_size, weight: torch.Tensor, stride, dilation, groups: int, out_size) -> bool:
-    """Whether a convolution is Winograd's here: float32, a 3x3 kernel, stride and dilation 1, one group, at least
-    MIN_CHANNELS input and output channels and MIN_TILES output tiles."""
-    return weight.dtype == torch.float32 and weight.dim() == 4 and tuple(weight.shape[2:]) == (3, 3) \
-        and tuple(stride) == (1, 1) and tuple(dilation) == (1, 1) and groups == 1 and len(x_size) == 4 \
-        and min(weight.shape[0], weight.shape[1]) >= MIN_CHANNELS and tiles(out_size) >= MIN_TILES
+    """Whether a convolution is Winograd's here: float32, a 3x3 kernel, stride and dilation 1, at least MIN_CHANNELS
+    input and output channels a group (a group's output channels a multiple of 32 where there are groups) and
+    MIN_TILES output tiles, on a CPU with AVX-512 (the products keep 24 vectors of 16 floats in registers)."""
+    if weight.dtype != torch.float32 or weight.dim() != 4 or tuple(weight.shape[2:]) != (3, 3) or len(x_size) != 4:
+        return False
+    k, cg = weight.shape[:2]
+    if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or k % groups or (groups > 1 and (k // groups) % 32):
+        return False
+    return min(k // groups, cg) >= MIN_CHANNELS and tiles(out_size) >= MIN_TILES and _avx512()
 
 
-def transformed_weight(weight: torch.Tensor) -> torch.Tensor:
+def transformed_weight(weight: torch.Tensor, groups: int = 1) -> torch.Tensor:
     """U = G g G^T for every (output, input) channel pair (computed in float64, rounded once), packed as the
-    products read it: [36, KP / 32, C, 32] float32, KP the output channels rounded up to 32 (zeros past them)."""
-    u = torch.einsum("ai,kcij,bj->abck", _G, weight.detach().double(), _G)  # [6, 6, C, K]
-    k, c = weight.shape[:2]
-    kp = (k + 31) // 32 * 32
-    u = torch.nn.functional.pad(u.reshape(36, c, k), (0, kp - k))
-    return u.reshape(36, c, kp // 32, 32).transpose(1, 2).float().contiguous()
+    products read it: [36, P, C / groups, 32] float32, P panels of 32 output channels (a group's P / groups in a
+    row; one group's rounded up to 32, zeros past the channels)."""
+    u = torch.einsum("ai,kcij,bj->abkc", _G, weight.detach().double(), _G).reshape(36, *weight.shape[:2])
+    k, cg = weight.shape[:2]
+    kp = (k + 31) // 32 * 32 if groups == 1 else k
+    u = torch.nn.functional.pad(u, (0, 0, 0, kp - k))  # [36, KP, C / groups]
+    return u.reshape(36, kp // 32, 32, cg).transpose(2, 3).float().contiguous()
 
 
 class _Workspace(threading.local):
@@ -337,14 +349,17 @@ class Convolution:
     """One frozen float32 3x3 convolution by Winograd's F(4x4, 3x3), with onednn_direct.Convolution's `fits` and
     `run`: its bias (or none), activation and residual sum applied as the output is written, channels-last."""
 
-    __slots__ = ("_lib", "act", "add", "bias_dtype", "out_size", "out_stride", "padding", "post", "scalars", "u")
+    __slots__ = ("_lib", "act", "add", "bias_dtype", "groups", "out_size", "out_stride", "padding", "post",
+                 "scalars", "u")
 
-    def __init__(self, u: torch.Tensor, padding, out_size, bias_dtype, act: int, scalars, add: bool, post: int, lib):
+    def __init__(self, u: torch.Tensor, groups: int, padding, out_size, bias_dtype, act: int, scalars, add: bool,
+                 post: int, lib):
         _n, k, ho, wo = out_size
         self.u, self.padding, self.out_size, self.out_stride = u, tuple(padding), tuple(out_size), (k * ho * wo, 1,
                                                                                                     wo * k, k)
         self.bias_dtype, self.act, self.scalars, self.add, self.post, self._lib = bias_dtype, act, scalars, add, \
             post, lib
+        self.groups = groups
 
     @classmethod
     def make(cls, x_size, weight: torch.Tensor, bias_dtype: torch.dtype | None, padding, stride, dilation,
@@ -363,7 +378,7 @@ class Convolution:
         s = [float(v) for v in scalars] + [0.0] * (2 - len(scalars))
         if attr == "leaky_relu" and not scalars:
             s[0] = 0.01
-        return cls(transformed_weight(weight), padding, out_size, bias_dtype, act, tuple(s), add,
+        return cls(transformed_weight(weight, groups), groups, padding, out_size, bias_dtype, act, tuple(s), add,
                    ACTIVATIONS[post_attr], lib)
 
     def fits(self, x: torch.Tensor, bias: torch.Tensor | None, other: torch.Tensor | None = None) -> bool:
@@ -388,7 +403,7 @@ class Convolution:
         lib = self._lib
         lib.lens_winograd_input(x.data_ptr(), v.data_ptr(), n, h, w, c, self.padding[0], self.padding[1], th, tw,
                                 threads)
-        lib.lens_winograd_products(v.data_ptr(), self.u.data_ptr(), m.data_ptr(), t, c, kp, threads)
+        lib.lens_winograd_products(v.data_ptr(), self.u.data_ptr(), m.data_ptr(), t, c, kp, self.groups, threads)
         out = torch.empty_strided(self.out_size, self.out_stride, dtype=torch.float32)
         lib.lens_winograd_output(m.data_ptr(), bias.data_ptr() if bias is not None else None,
                                  other.data_ptr() if other is not None else None, out.data_ptr(), n, ho, wo, k, kp,

@@ -36,17 +36,18 @@ def any_size(monkeypatch):
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
 
 
-def _make(x, weight, bias, padding, attr="none", add=False, post_attr="none"):
+def _make(x, weight, bias, padding, attr="none", add=False, post_attr="none", groups=1):
     name, algorithm = ("gelu", "tanh") if attr == "gelu-tanh" else (attr, "")
     out = conv_packed._output_size(x, weight, [padding] * 2, [1, 1], [1, 1])
     return winograd.Convolution.make(list(x.shape), weight, None if bias is None else bias.dtype, [padding] * 2,
-                                     [1, 1], [1, 1], 1, name, SCALARS.get(attr, []), algorithm, out, add, post_attr)
+                                     [1, 1], [1, 1], groups, name, SCALARS.get(attr, []), algorithm, out, add,
+                                     post_attr)
 
 
-def _case(n, c, h, w, k, seed, bias=True):
+def _case(n, c, h, w, k, seed, bias=True, groups=1):
     g = torch.Generator().manual_seed(seed)
     x = _cl(torch.randn(n, c, h, w, generator=g))
-    weight = torch.randn(k, c, 3, 3, generator=g) / (3 * c ** 0.5)
+    weight = torch.randn(k, c // groups, 3, 3, generator=g) / (3 * (c // groups) ** 0.5)
     return x, weight, torch.randn(k, generator=g) if bias else None
 
 
@@ -55,21 +56,21 @@ def _errors(got: torch.Tensor, exact: torch.Tensor) -> tuple[float, float]:
     return e.pow(2).mean().sqrt().item(), e.max().item()
 
 
-# (batch, in channels, height, width, out channels, padding): tiles over the edge, no padding, wider padding,
-# channel counts with a partial vector (40, 72, 33), a batch
-SIZES = [(1, 64, 56, 56, 64, 1), (2, 40, 29, 31, 72, 1), (1, 33, 30, 27, 48, 0), (1, 32, 26, 26, 35, 2),
-         (3, 48, 17, 19, 32, 1)]
+# (batch, in channels, height, width, out channels, padding, groups): tiles over the edge, no padding, wider padding,
+# channel counts with a partial vector (40, 72, 33), a batch, groups (each group's own panels of the products)
+SIZES = [(1, 64, 56, 56, 64, 1, 1), (2, 40, 29, 31, 72, 1, 1), (1, 33, 30, 27, 48, 0, 1), (1, 32, 26, 26, 35, 2, 1),
+         (3, 48, 17, 19, 32, 1, 1), (1, 96, 18, 21, 64, 1, 2), (2, 160, 14, 14, 128, 1, 4)]
 
 
 @pytest.mark.parametrize("size", SIZES)
 def test_within_a_few_times_the_direct_convolutions_error_against_float64(size, any_size):
-    n, c, h, w, k, padding = size
-    x, weight, bias = _case(n, c, h, w, k, seed=sum(size))
-    conv = _make(x, weight, bias, padding)
+    n, c, h, w, k, padding, groups = size
+    x, weight, bias = _case(n, c, h, w, k, seed=sum(size), groups=groups)
+    conv = _make(x, weight, bias, padding, groups=groups)
     assert conv is not None and conv.fits(x, bias)
     got = conv.run(x, bias)
-    exact = F.conv2d(x.double(), weight.double(), bias.double(), padding=padding)
-    direct = F.conv2d(x, weight, bias, padding=padding)
+    exact = F.conv2d(x.double(), weight.double(), bias.double(), padding=padding, groups=groups)
+    direct = F.conv2d(x, weight, bias, padding=padding, groups=groups)
     assert got.shape == exact.shape and got.is_contiguous(memory_format=torch.channels_last)
     rmse, worst = _errors(got, exact)
     direct_rmse, direct_worst = _errors(direct, exact)
@@ -112,7 +113,10 @@ def test_what_it_does_not_take():
     assert winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, out)  # (16 tiles)
     assert not winograd.takes(x.shape, weight, [2, 2], [1, 1], 1, [1, 64, 7, 7])  # strided
     assert not winograd.takes(x.shape, weight, [1, 1], [2, 2], 1, [1, 64, 12, 12])  # dilated
-    assert not winograd.takes(x.shape, weight[:, :32], [1, 1], [1, 1], 2, out)  # grouped
+    assert not winograd.takes(x.shape, weight[:, :32], [1, 1], [1, 1], 2, out)  # groups of 32 channels: too few
+    wide = torch.randn(128, 64, 3, 3)
+    assert winograd.takes((1, 128, 14, 14), wide, [1, 1], [1, 1], 2, [1, 128, 14, 14])  # two groups of 64
+    assert not winograd.takes((1, 128, 14, 14), wide[:96], [1, 1], [1, 1], 2, [1, 96, 14, 14])  # of 48: not 32s
     assert not winograd.takes(x.shape, weight[:, :, :1, :1], [1, 1], [1, 1], 1, out)  # 1x1
     assert not winograd.takes(x.shape, weight.double(), [1, 1], [1, 1], 1, out)  # float64
     assert not winograd.takes(x.shape, weight[:32], [1, 1], [1, 1], 1, [1, 32, 14, 14])  # too few channels
