@@ -48,28 +48,30 @@ def cpu_name() -> str:
 def run(shapes, reps: int, every_size: bool) -> list[dict]:
     if not (onednn_direct.available(wait=True) and winograd.available(wait=True)):
         raise SystemExit("the oneDNN or Winograd helper is not there (see their build.log in the cache)")
-    rows = []
-    for c, size, k in shapes:
-        g = torch.Generator().manual_seed(c + size + k)
-        x = torch.randn(1, c, size, size, generator=g).contiguous(memory_format=torch.channels_last)
-        w, b = torch.randn(k, c, 3, 3, generator=g) / (3 * c ** 0.5), torch.randn(k, generator=g)
-        args = (list(x.shape), w, torch.float32, [1, 1], [1, 1], [1, 1], 1, "relu", [], "", [1, k, size, size])
-        taken = winograd.takes(x.shape, w, [1, 1], [1, 1], 1, args[-1])
-        if not taken and not every_size:
-            continue
-        saved = winograd.MIN_TILES, winograd.MIN_CHANNELS
-        winograd.MIN_TILES = winograd.MIN_CHANNELS = 1  # (--all-sizes: made even where the rule refuses it)
-        try:
-            wino, direct = winograd.Convolution.make(*args), onednn_direct.Convolution.make(*args)
-        finally:
-            winograd.MIN_TILES, winograd.MIN_CHANNELS = saved
-        exact = F.relu(F.conv2d(x.double(), w.double(), b.double(), padding=1))
-        times = {"eager": _median_us(lambda: F.relu(F.conv2d(x, w, b, padding=1)), reps),
-                 "direct": _median_us(lambda: direct.run(x, b), reps),
-                 "winograd": _median_us(lambda: wino.run(x, b), reps)}
-        rows.append({"shape": (c, size, k), "taken": taken, **times, "ratio": times["winograd"] / times["direct"],
-                     "rmse_direct": _rmse(direct.run(x, b), exact), "rmse_winograd": _rmse(wino.run(x, b), exact)})
-    return rows
+    rows = [_measure(c, size, k, reps, every_size) for c, size, k in shapes]
+    return [r for r in rows if r is not None]
+
+
+def _measure(c: int, size: int, k: int, reps: int, every_size: bool) -> dict | None:
+    g = torch.Generator().manual_seed(c + size + k)
+    x = torch.randn(1, c, size, size, generator=g).contiguous(memory_format=torch.channels_last)
+    w, b = torch.randn(k, c, 3, 3, generator=g) / (3 * c ** 0.5), torch.randn(k, generator=g)
+    args = (list(x.shape), w, torch.float32, [1, 1], [1, 1], [1, 1], 1, "relu", [], "", [1, k, size, size])
+    taken = winograd.takes(x.shape, w, [1, 1], [1, 1], 1, args[-1])
+    if not taken and not every_size:
+        return None
+    saved = winograd.MIN_TILES, winograd.MIN_CHANNELS
+    winograd.MIN_TILES = winograd.MIN_CHANNELS = 1  # (--all-sizes: made even where the rule refuses it)
+    try:
+        wino, direct = winograd.Convolution.make(*args), onednn_direct.Convolution.make(*args)
+    finally:
+        winograd.MIN_TILES, winograd.MIN_CHANNELS = saved
+    exact = F.relu(F.conv2d(x.double(), w.double(), b.double(), padding=1))
+    times = {"eager": _median_us(lambda: F.relu(F.conv2d(x, w, b, padding=1)), reps),
+             "direct": _median_us(lambda: direct.run(x, b), reps),
+             "winograd": _median_us(lambda: wino.run(x, b), reps)}
+    return {"shape": (c, size, k), "taken": taken, **times, "ratio": times["winograd"] / times["direct"],
+            "rmse_direct": _rmse(direct.run(x, b), exact), "rmse_winograd": _rmse(wino.run(x, b), exact)}
 
 
 def main(argv=None) -> int:
