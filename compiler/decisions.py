@@ -16,6 +16,8 @@ from lens_format import why as why_format
 from lens_format.kernel_map import MappedKernel
 
 VERSION = why_format.VERSION
+# frozen convolutions (graph_passes/conv_onednn.py): machine/conv_packed.py's ops
+CONVOLUTION_TARGETS = ("lens.conv2d_onednn",)
 GEMM_TARGETS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten._scaled_dot")
 
 SCALAR_REDUCTIONS = {"max": "NaN propagation", "min": "NaN propagation", "argmax": "first index of the maximum",
@@ -34,6 +36,7 @@ MESSAGES = {
                          "eager's {keeps} ({dtype})",
     "gemm": "runs as an ATen call ({target}): matrix products always call ATen's GEMM{detail}",
     "no_lowering": "runs as an ATen call ({target}): the compiler has no lowering for this op",
+    "convolution": "runs as a oneDNN convolution ({target}) over a weight packed once{detail}",
     "dtype": "runs as an ATen call ({target}): {detail}",
     "dynamic_size": "runs as an ATen call ({target}): {detail}",
     "lowering_failed": "runs as an ATen call ({target}): {detail}",
@@ -126,6 +129,8 @@ def not_vectorized(nodes: list[str], reason: str, **details) -> None:
 
 def aten_reason(target: str, reason: str) -> str:
     """A reason code for an extern call from the lowering's words."""
+    if target.startswith(CONVOLUTION_TARGETS):
+        return "convolution"
     if target.startswith(GEMM_TARGETS) or "addmm" in reason:
         return "gemm"
     if reason.startswith("no lowering"):
@@ -142,8 +147,34 @@ def aten_calls(externs: Iterable) -> None:
     for e in externs:
         code = aten_reason(e.target, e.reason)
         detail = f" ({e.reason})" if code == "gemm" and not e.reason.startswith("no lowering") else \
-            "" if code == "gemm" else e.reason
+            "" if code == "gemm" else _convolution_detail(e) if code == "convolution" else e.reason
         record("aten_call", [e.origin], code, target=e.target, detail=detail)
+
+
+WINOGRAD = ("; computed by Winograd's F(4x4, 3x3) (compiler/machine/winograd.py): 4x fewer multiplications than the "
+            "direct convolution, rounded differently from eager's (about 1e-6 relative); LENS_WINOGRAD=0 computes it "
+            "directly")
+
+
+def _convolution_detail(e) -> str:
+    """What a frozen convolution's call computes it by: Winograd's transforms where machine/winograd.py takes its
+    sizes (known at compile time; with symbolic sizes each call's decide), else oneDNN's direct convolution."""
+    from compiler.machine import winograd
+    add = e.target.startswith("lens.conv2d_onednn_add")
+    if len(e.args) < (8 if add else 7):
+        return ""
+    x, weight = e.args[0], e.args[2 if add else 1]
+    stride, dilation, groups = (e.args[i].value for i in ((5, 6, 7) if add else (4, 5, 6)))
+    sizes = [x.view[0] if x.view else None, weight.view[0] if weight.view else None,
+             e.outputs[0][2].size if e.outputs and e.outputs[0] else None]
+    if not config.cpp.winograd or any(s is None for s in sizes):
+        return ""
+    try:
+        x_size, w_size, out_size = ([int(d) for d in s] for s in sizes)
+    except TypeError:  # (a symbolic size)
+        return "; Winograd's F(4x4, 3x3) where a call's sizes are worth it (compiler/machine/winograd.py)"
+    return WINOGRAD if winograd.takes_sizes(e.outputs[0][1], x_size, w_size, stride, dilation, groups, out_size) \
+        else ""
 
 
 def eager_graph(graph_id: str, why: str, nodes: Iterable[str] = ()) -> dict:

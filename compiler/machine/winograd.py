@@ -311,9 +311,14 @@ def takes(x_size, weight: torch.Tensor, stride, dilation, groups: int, out_size)
     """Whether a convolution is Winograd's here: float32, a 3x3 kernel, stride and dilation 1, at least MIN_CHANNELS
     input and output channels a group (a group's output channels a multiple of 32 where there are groups) and
     MIN_TILES output tiles, on a CPU with AVX-512 (the products keep 24 vectors of 16 floats in registers)."""
-    if weight.dtype != torch.float32 or weight.dim() != 4 or tuple(weight.shape[2:]) != (3, 3) or len(x_size) != 4:
+    return weight.dim() == 4 and takes_sizes(weight.dtype, x_size, weight.shape, stride, dilation, groups, out_size)
+
+
+def takes_sizes(dtype: torch.dtype, x_size, w_size, stride, dilation, groups: int, out_size) -> bool:
+    """`takes` from the sizes alone (what the debug directory's why-record says of a convolution)."""
+    if dtype != torch.float32 or len(w_size) != 4 or tuple(w_size[2:]) != (3, 3) or len(x_size) != 4:
         return False
-    k, cg = weight.shape[:2]
+    k, cg = w_size[:2]
     if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or k % groups or (groups > 1 and (k // groups) % 32):
         return False
     return min(k // groups, cg) >= MIN_CHANNELS and tiles(out_size) >= MIN_TILES and _avx512()

@@ -4,13 +4,16 @@ not multiples of the 16-lane vector, every activation and the fused residual sum
 its rule says (3x3, stride 1, one group, enough tiles and channels), and off with its setting."""
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from compiler import config
-from compiler.machine import conv_packed, onednn_direct, winograd
+from compiler.machine import conv_packed, winograd
+from tests.compiler.conftest import compile_with_debug
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -138,29 +141,39 @@ class _Net(nn.Module):
         return self.small(F.relu(self.conv2(y) + y))
 
 
-def _compiled(model, x):
-    torch._dynamo.reset()
+def _compiled(model, x, tmp_path):
+    """The compiled model's first call (the helpers are built: the module's fixture), the kinds of convolution its
+    calls kept, and its graph's debug folder."""
     conv_packed._RECENT.clear()
     with torch.no_grad():
-        compiled = torch.compile(model, backend="lens")
-        compiled(x)
-        return compiled(x), [type(r.packed) for r in conv_packed._RECENT.values()]
+        out, folder = compile_with_debug(tmp_path, model, x)
+        return out, [type(r.packed) for r in conv_packed._RECENT.values()], folder
 
 
-def test_a_compiled_net_runs_its_3x3_convolutions_by_winograd_and_matches_eager(monkeypatch):
+def _convolution_records(folder) -> dict[str, str]:
+    """The why-records of the graph's convolution calls: node -> message."""
+    records = json.loads((folder / "why.json").read_text())["records"]
+    return {r["nodes"][0]: r["message"] for r in records if r["reason"] == "convolution"}
+
+
+def test_a_compiled_net_runs_its_3x3_convolutions_by_winograd_matches_eager_and_says_so(monkeypatch, tmp_path):
     torch.manual_seed(0)
     model, x = _Net().eval(), torch.randn(2, 48, 20, 20)
     model.bn.running_mean.uniform_(-0.5, 0.5)
     model.bn.running_var.uniform_(0.5, 2.0)
-    got, kinds = _compiled(model, x)
+    got, kinds, folder = _compiled(model, x, tmp_path / "on")
     with torch.no_grad():
         expected = model(x)
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-    if onednn_direct.available(wait=True):
-        assert sorted(k.__name__ for k in kinds) == ["Convolution"] * 3
-        assert kinds.count(winograd.Convolution) == 2  # conv1 (batch norm folded, ReLU fused), conv2 (+ y, ReLU)
+    assert kinds.count(winograd.Convolution) == 2  # conv1 (batch norm folded, ReLU fused), conv2 (+ y, ReLU)
+    said = _convolution_records(folder)
+    assert len(said) == 3 and all(m.startswith("runs as a oneDNN convolution (lens.conv2d_onednn") for m in
+                                  said.values())
+    assert sorted("Winograd" in m for m in said.values()) == [False, True, True]  # (the strided one: direct)
     monkeypatch.setattr(config.cpp, "winograd", False)
     monkeypatch.setattr(winograd, "HELPER", winograd._Helper())
-    off, kinds = _compiled(model, x)
+    off, kinds, folder = _compiled(model, x, tmp_path / "off")
     assert winograd.Convolution not in kinds
+    assert len(_convolution_records(folder)) == 3
+    assert not any("Winograd" in m for m in _convolution_records(folder).values())
     torch.testing.assert_close(off, expected, atol=1e-4, rtol=1e-4)
