@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 
 import torch
 
 from compiler import config
-from compiler.machine import build, onednn_symbols, pch
+from compiler.machine import onednn_symbols, pch
 
 log = logging.getLogger(__name__)
 
@@ -223,68 +222,51 @@ extern "C" int lens_conv_run(LensConv* c, void* src, void* dst, void* bias, void
 """.replace("@FUNCTIONS@", " ".join(f"X({name})" for name in FUNCTIONS))
 
 
-class _Helper:
-    """The helper library: built once per toolchain and header in `<cache>/onednn_direct/<key>/` (in the background
-    unless a caller waits), loaded and given the functions' addresses; `off` once anything is missing or failed."""
-
-    def __init__(self):
-        self.lib = None
-        self.path: str | None = None
-        self.off = False
-
-    def get(self, wait: bool = False):
-        if self.lib is not None or self.off:
-            return self.lib
-        if not config.cpp.onednn_direct or not torch.backends.mkldnn.is_available():
-            self.off = True
-            return None
-        if self.path is None:
-            include = onednn_symbols.include_dir()
-            if include is None:
-                log.info("kernel-lens: no oneDNN header (pip install --no-deps onednn-devel): convolutions run ATen's "
-                         "op")
-                self.off = True
-                return None
-            cxx = config.cpp.cxx
-            self.path = pch.background_library("onednn_direct", SOURCE, cxx, [*build.build_flags(), f"-I{include}"],
-                                               build.compiler_version(cxx))
-        if wait:
-            pch.wait_for_builds()
-        if not os.path.exists(self.path):
-            self.off = pch.build_failed(self.path)
-            return None
-        self.lib = self._load()
-        self.off = self.lib is None
-        return self.lib
-
-    def _load(self):
-        addresses = onednn_symbols.torch_functions(FUNCTIONS)
-        if addresses is None:
-            return None
-        try:
-            lib = ctypes.PyDLL(self.path)  # (the GIL stays held: one call at a time uses a primitive's memory objects)
-        except OSError as e:
-            log.warning("kernel-lens: oneDNN helper unloadable (%s): convolutions run ATen's op", e)
-            return None
-        table = (ctypes.c_void_p * len(FUNCTIONS))(*addresses)
-        status = lib.lens_dnnl_init(table)
-        if status != 0:
-            log.warning("kernel-lens: torch's oneDNN refused the helper (status %d): convolutions run ATen's op",
-                        status)
-            return None
-        ptr, i64p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)
-        lib.lens_conv_create.restype = ptr
-        lib.lens_conv_create.argtypes = [i64p, i64p, i64p, ctypes.c_int64, i64p, i64p, i64p, i64p, ctypes.c_int,
-                                         ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_float, ctypes.c_float,
-                                         ctypes.c_int, ctypes.c_char_p, ptr]
-        lib.lens_conv_run.argtypes = [ptr, ptr, ptr, ptr, ptr]
-        lib.lens_conv_run.restype = ctypes.c_int
-        lib.lens_conv_destroy.argtypes = [ptr]
-        lib.lens_conv_destroy.restype = None
-        return lib
+def _enabled() -> bool:
+    return config.cpp.onednn_direct and torch.backends.mkldnn.is_available()
 
 
-HELPER = _Helper()
+def _recipe() -> tuple[str, list[str]] | None:
+    include = onednn_symbols.include_dir()
+    if include is None:
+        log.info("kernel-lens: no oneDNN header (pip install --no-deps onednn-devel): convolutions run ATen's op")
+        return None
+    return SOURCE, [f"-I{include}"]
+
+
+def _load(path: str):
+    addresses = onednn_symbols.torch_functions(FUNCTIONS)
+    if addresses is None:
+        return None
+    try:
+        lib = ctypes.PyDLL(path)  # (the GIL stays held: one call at a time uses a primitive's memory objects)
+    except OSError as e:
+        log.warning("kernel-lens: oneDNN helper unloadable (%s): convolutions run ATen's op", e)
+        return None
+    table = (ctypes.c_void_p * len(FUNCTIONS))(*addresses)
+    status = lib.lens_dnnl_init(table)
+    if status != 0:
+        log.warning("kernel-lens: torch's oneDNN refused the helper (status %d): convolutions run ATen's op", status)
+        return None
+    ptr, i64p = ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)
+    lib.lens_conv_create.restype = ptr
+    lib.lens_conv_create.argtypes = [i64p, i64p, i64p, ctypes.c_int64, i64p, i64p, i64p, i64p, ctypes.c_int,
+                                     ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_float, ctypes.c_float,
+                                     ctypes.c_int, ctypes.c_char_p, ptr]
+    lib.lens_conv_run.argtypes = [ptr, ptr, ptr, ptr, ptr]
+    lib.lens_conv_run.restype = ctypes.c_int
+    lib.lens_conv_destroy.argtypes = [ptr]
+    lib.lens_conv_destroy.restype = None
+    return lib
+
+
+def library() -> pch.BackgroundLibrary:
+    """A holder of the helper library: built once per toolchain and header in `<cache>/onednn_direct/<key>/` (in
+    the background unless a caller waits), loaded and given the functions' addresses."""
+    return pch.BackgroundLibrary("onednn_direct", _enabled, _recipe, _load)
+
+
+HELPER = library()
 
 
 def available(wait: bool = False) -> bool:
@@ -294,7 +276,7 @@ def available(wait: bool = False) -> bool:
 
 def pending() -> bool:
     """Whether the helper is still being built (neither loaded nor given up on)."""
-    return HELPER.get() is None and not HELPER.off
+    return HELPER.pending()
 
 
 def _int64s(values) -> ctypes.Array:

@@ -222,7 +222,7 @@ def _block() -> _Block:
 
 def _direct_off(monkeypatch):
     monkeypatch.setattr(config.cpp, "onednn_direct", False)
-    monkeypatch.setattr(onednn_direct, "HELPER", onednn_direct._Helper())
+    monkeypatch.setattr(onednn_direct, "HELPER", onednn_direct.library())
     monkeypatch.setattr(conv_packed, "_RECENT", {})
 
 
