@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 
 import torch
 from torch._prims_common import suggest_memory_format
 
 from compiler import config
+from compiler.machine import pch
 
 log = logging.getLogger(__name__)
 
@@ -129,44 +129,24 @@ extern "C" void lens_depthwise_weight_grad(const float* x, const float* go, floa
 """.replace("@MAX_TAPS@", str(MAX_TAPS))
 
 
-class _Helper:
-    """The kernel's library: built once per toolchain in `<cache>/conv_train/<key>/` by a background g++ started at
-    the first call that could use it (ATen's op serves calls until it is there), then loaded; `off` once it failed."""
-
-    def __init__(self):
-        self.fn = None
-        self.path: str | None = None
-        self.off = False
-
-    def get(self, wait: bool = False):
-        if self.fn is not None or self.off:
-            return self.fn
-        if not config.cpp.depthwise_grad:
-            self.off = True
-            return None
-        from compiler.machine import build, pch
-        if self.path is None:
-            cxx = config.cpp.cxx
-            self.path = pch.background_library("conv_train", SOURCE, cxx, build.build_flags(),
-                                               build.compiler_version(cxx))
-        if wait:
-            pch.wait_for_builds()
-        if not os.path.exists(self.path):
-            self.off = pch.build_failed(self.path)
-            return None
-        try:
-            fn = ctypes.CDLL(self.path).lens_depthwise_weight_grad
-        except (OSError, AttributeError) as e:
-            log.warning("kernel-lens: depthwise weight-gradient helper unloadable (%s): ATen's op computes it", e)
-            self.off = True
-            return None
-        fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 14
-        fn.restype = None
-        self.fn = fn
-        return fn
+def _load(path: str):
+    try:
+        fn = ctypes.CDLL(path).lens_depthwise_weight_grad
+    except (OSError, AttributeError) as e:
+        log.warning("kernel-lens: depthwise weight-gradient helper unloadable (%s): ATen's op computes it", e)
+        return None
+    fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 14
+    fn.restype = None
+    return fn
 
 
-HELPER = _Helper()
+def library() -> pch.BackgroundLibrary:
+    """A holder of the kernel's function: its library built once per toolchain in `<cache>/conv_train/<key>/` by a
+    background g++ started at the first call that could use it (ATen's op serves calls until it is there)."""
+    return pch.BackgroundLibrary("conv_train", lambda: config.cpp.depthwise_grad, lambda: (SOURCE, []), _load)
+
+
+HELPER = library()
 
 
 def available(wait: bool = False) -> bool:

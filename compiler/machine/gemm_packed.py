@@ -144,14 +144,15 @@ def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Ten
     if a.shape[0] * b.shape[0] * b.shape[1] < MIN_MACS or not gemm_rows.applies(a, b, bias):
         return False
     functions = _functions()
-    if functions is None or gemm_rows.HELPER.get() is None:
+    lib = gemm_rows.HELPER.get()
+    if functions is None or lib is None:
         return False
     (m, k), n = a.shape, b.shape[1]
     packed = _lookup(b, m)
     if packed is None:
         return False
     lda, a_t = gemm_rows.operand_layout(a, m, k)
-    gemm_rows.HELPER.packed(functions[2], a.data_ptr(), lda, a_t, packed.data_ptr(),
-                            bias.data_ptr() if bias is not None else None, out.data_ptr(), m, k, n,
-                            torch.get_num_threads())
+    lib.lens_gemm_packed_rows(functions[2], a.data_ptr(), lda, a_t, packed.data_ptr(),
+                              bias.data_ptr() if bias is not None else None, out.data_ptr(), m, k, n,
+                              torch.get_num_threads())
     return True

@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from compiler import config
+from compiler.machine import pch
 
 log = logging.getLogger(__name__)
 
@@ -103,46 +103,24 @@ def sgemm_address() -> int | None:
     return mkl_symbol("sgemm_")
 
 
-class _Helper:
-    """The helper's library: built once per toolchain in `<cache>/gemm_rows/<key>/` by a detached background g++
-    started at the first product that could use it (like the precompiled header: no compile waits for it; ATen's
-    mm serves products until it is there), then loaded."""
-
-    def __init__(self):
-        self.fn = None
-        self.packed = None  # lens_gemm_packed_rows (compiler/machine/gemm_packed.py), loaded with `fn`
-        self.path: str | None = None
-        self.off = False
-
-    def get(self):
-        if self.fn is not None or self.off:
-            return self.fn
-        if self.path is None:
-            from compiler.machine import build, pch
-            cxx = config.cpp.cxx
-            self.path = pch.background_library("gemm_rows", SOURCE, cxx, build.build_flags(),
-                                               build.compiler_version(cxx))
-        if not os.path.exists(self.path):
-            from compiler.machine import pch
-            self.off = pch.build_failed(self.path)
-            return None
-        try:
-            lib = ctypes.CDLL(self.path)
-            fn, packed = lib.lens_gemm_rows, lib.lens_gemm_packed_rows
-        except (OSError, AttributeError) as e:
-            log.warning("row-split GEMM helper unloadable (%s): products use ATen's mm", e)
-            self.off = True
-            return None
-        i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        fn.argtypes = [ptr, ptr, i64, i64, ptr, i64, i64, ptr, ptr, i64, i64, i64, i64]
-        packed.argtypes = [ptr, ptr, i64, i64, ptr, ptr, ptr, i64, i64, i64, i64]
-        fn.restype = packed.restype = None
-        self.packed = packed
-        self.fn = fn
-        return fn
+def _load(path: str):
+    try:
+        lib = ctypes.CDLL(path)
+        fn, packed = lib.lens_gemm_rows, lib.lens_gemm_packed_rows
+    except (OSError, AttributeError) as e:
+        log.warning("row-split GEMM helper unloadable (%s): products use ATen's mm", e)
+        return None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    fn.argtypes = [ptr, ptr, i64, i64, ptr, i64, i64, ptr, ptr, i64, i64, i64, i64]
+    packed.argtypes = [ptr, ptr, i64, i64, ptr, ptr, ptr, i64, i64, i64, i64]
+    fn.restype = packed.restype = None
+    return lib
 
 
-HELPER = _Helper()
+# The helper's library (lens_gemm_rows; lens_gemm_packed_rows for compiler/machine/gemm_packed.py): built once per
+# toolchain in `<cache>/gemm_rows/<key>/` by a detached background g++ started at the first product that could use
+# it (like the precompiled header: no compile waits for it; ATen's mm serves products until it is there).
+HELPER = pch.BackgroundLibrary("gemm_rows", lambda: True, lambda: (SOURCE, []), _load)
 
 
 def operand_layout(t: torch.Tensor, rows: int, cols: int) -> tuple[int, int] | None:
@@ -176,12 +154,12 @@ def applies(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> bool
 
 def mm_into(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
     """out (contiguous (M, N)) = a @ b (+ bias), False (out untouched) where the helper cannot run it."""
-    kernel = HELPER.get()
-    if kernel is None:
+    lib = HELPER.get()
+    if lib is None:
         return False
     (m, k), n = a.shape, b.shape[1]
     lda, a_t = operand_layout(a, m, k)
     ldb, b_t = operand_layout(b, k, n)
-    kernel(sgemm_address(), a.data_ptr(), lda, a_t, b.data_ptr(), ldb, b_t,
+    lib.lens_gemm_rows(sgemm_address(), a.data_ptr(), lda, a_t, b.data_ptr(), ldb, b_t,
            bias.data_ptr() if bias is not None else None, out.data_ptr(), m, k, n, torch.get_num_threads())
     return True

@@ -101,7 +101,7 @@ def test_what_the_loop_does_not_take_is_atens_op_bit_for_bit(size, wsize, groups
 
 def test_off_by_its_setting(monkeypatch):
     monkeypatch.setattr(config.cpp, "depthwise_grad", False)
-    monkeypatch.setattr(conv_train, "HELPER", conv_train._Helper())
+    monkeypatch.setattr(conv_train, "HELPER", conv_train.library())
     go, x, w, geometry = _case((1, 16, 9, 9), (5, 5), 1, 2, 1)
     before = conv_train.calls
     got = conv_train.convolution_backward(go, x, w, None, *geometry, [True, True, False])

@@ -111,3 +111,35 @@ def test_vector_exp_works_through_the_precompiled_prelude(build_cache):
     ctypes.CDLL(so).exp_all(data, out)
     for x, y in zip(data, out):
         assert abs(y - math.exp(x)) <= 2e-7 * math.exp(x)
+
+
+LIBRARY = 'extern "C" int lens_forty_two() { return 42; }\n'
+
+
+def _forty_two(path: str):
+    fn = ctypes.CDLL(path).lens_forty_two
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def test_a_background_library_builds_once_then_loads_once(build_cache):
+    loads = []
+    holder = pch.BackgroundLibrary("forty_two", lambda: True, lambda: (LIBRARY, ["-DUNUSED=1"]),
+                                   lambda path: loads.append(path) or _forty_two(path))
+    assert holder.pending() and holder.path.startswith(str(build_cache / "forty_two"))  # (started, not there yet)
+    fn = holder.get(wait=True)
+    assert fn() == 42 and holder.get() is fn and not holder.pending() and loads == [holder.path]
+
+
+@pytest.mark.parametrize("case", ["disabled", "no recipe", "does not build", "does not load"])
+def test_a_background_library_is_off_for_good_after_any_failure(build_cache, case):
+    recipes, loads = [], []
+
+    def recipe():
+        recipes.append(1)
+        return None if case == "no recipe" else (LIBRARY + ("#error no\n" if case == "does not build" else ""), [])
+    holder = pch.BackgroundLibrary("forty_two", lambda: case != "disabled", recipe,
+                                   lambda path: loads.append(path) or (None if case == "does not load" else 1))
+    assert holder.get(wait=True) is None and holder.off and not holder.pending()
+    assert holder.get(wait=True) is None and len(recipes) == (0 if case == "disabled" else 1)
+    assert len(loads) == (1 if case == "does not load" else 0)
