@@ -192,10 +192,18 @@ def add_nodes(view: RunView, graph: Graph) -> None:
             view.nodes_by_line.setdefault((node.source.file, node.source.line), []).append((graph, node.name))
 
 
+def why_node(graph: Graph, record: WhyRecord) -> FxNode | None:
+    """The node whose source line shows `record`: its first node that has a line. A `reused` record's nodes are
+    the folded node, then the kept one (another statement): only the folded node's line shows it, and a folded node
+    without a line shows it nowhere (the kept node's line would say the wrong statement repeats)."""
+    names = record.nodes[:1] if record.kind == "reused" else record.nodes
+    return next((graph.nodes[n] for n in names if n in graph.nodes and graph.nodes[n].source), None)
+
+
 def add_why(view: RunView, graph: Graph) -> None:
-    """The graph's why-records on the source line of their first node that has one (the same words once)."""
+    """The graph's why-records on the source line of the node that shows them (the same words once)."""
     for record in graph.why:
-        node = next((graph.nodes[n] for n in record.nodes if n in graph.nodes and graph.nodes[n].source), None)
+        node = why_node(graph, record)
         if node is None or node.source is None:
             continue
         key = (node.source.file, node.source.line)

@@ -19,7 +19,8 @@ from lsp_server.features.lookup import def_line_above, uri_of
 from lsp_server.features.ranks import function_divergences, rank_jobs
 from lsp_server.features.source_lines import file_lines, trace_line_mover
 from lsp_server.features.trace_diagnostics import trace_diagnostics_by_uri
-from lsp_server.index import Index
+from lsp_server.features.why_text import why_message
+from lsp_server.index import Index, why_node
 from lsp_server.model import Graph, Run, SourceLocation, normalize_path
 
 log = logging.getLogger(__name__)
@@ -117,11 +118,11 @@ def note_findings(run: Run, graph: Graph, note_severity: str, def_line_of: DefLi
                 line = (def_line_of(frame.file, frame.function, now) if def_line_of else None) or now
                 found.append(Finding(run, frame.file, line, 0, record.message, code, note_severity, current=True))
             continue
-        node = next((graph.nodes[n] for n in record.nodes if n in graph.nodes and graph.nodes[n].source), None)
+        node = why_node(graph, record)
         if node is not None and node.source is not None:
             subject = record.nodes[0]  # the node the record is about (on the first line one of its nodes has)
-            found.append(Finding(run, node.source.file, node.source.line, 0, f"`{subject}` {record.message}", code,
-                                 note_severity))
+            message = f"`{subject}` {why_message(graph, record)}"
+            found.append(Finding(run, node.source.file, node.source.line, 0, message, code, note_severity))
     return found
 
 

@@ -2,12 +2,24 @@
 and the dynamic sizes of a function's graphs (symbols.json)."""
 from __future__ import annotations
 
+from lens_format.why import WhyRecord
 from lsp_server.index import FunctionGraph, WhyHit
-from lsp_server.model import ShapeSymbol
+from lsp_server.model import Graph, ShapeSymbol
 
 TITLES = {"aten_call": "ATen call", "not_fused": "not fused", "not_vectorized": "not vectorized",
           "eager_graph": "runs eagerly", "reused": "computed once"}
 MAX_WHY_LINES = 8
+
+
+def why_message(graph: Graph, record: WhyRecord) -> str:
+    """The record's words; a `reused` record also says which statement the node it reuses comes from (the record
+    names only the FX node: `_to_copy` alone does not say which of three `Linear` calls computes it)."""
+    if record.kind != "reused" or len(record.nodes) < 2:
+        return record.message
+    kept = graph.nodes.get(record.nodes[1])
+    if kept is None or kept.source is None or not kept.source.code:
+        return record.message
+    return f"{record.message}; `{kept.name}` is from `{kept.source.code.strip()}`"
 
 
 def why_block(hits: list[WhyHit]) -> str | None:
@@ -19,7 +31,8 @@ def why_block(hits: list[WhyHit]) -> str | None:
         record = hit.record
         where = f" (`{record.kernel}`)" if record.kernel and record.kind != "aten_call" else ""
         fix = f" — quick fix: *{record.fix.title}*" if record.fix is not None and record.fix.title else ""
-        lines.append(f"- {TITLES.get(record.kind, record.kind)}: `{hit.node}`{where} {record.message}{fix}")
+        words = why_message(hit.graph, record)
+        lines.append(f"- {TITLES.get(record.kind, record.kind)}: `{hit.node}`{where} {words}{fix}")
     if len(hits) > MAX_WHY_LINES:
         lines.append(f"- … {len(hits) - MAX_WHY_LINES} more")
     sources = sorted({h.record.origin for h in hits})
