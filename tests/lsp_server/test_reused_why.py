@@ -87,6 +87,12 @@ def folds_of(workspace: Path) -> list[Fold]:
     return found
 
 
+def kernel_nodes(workspace: Path) -> dict[str, list[str]]:
+    """Each graph's nodes that some kernel computes (kernel_map.json)."""
+    return {path.parent.name: [n for k in json.loads(path.read_text())["kernels"] for n in k["nodes"]]
+            for path in workspace.glob("torch_compile_debug/run_*/lens/graph_*/kernel_map.json")}
+
+
 def compile_in(tmp_path_factory, name: str, fold: str) -> Path:
     return program_workspace(tmp_path_factory, name, PROGRAM,
                              ([sys.executable, "PROG"], {"LENS_DEBUG": "1", "LENS_FOLD_DUPLICATES": fold}))
@@ -106,9 +112,7 @@ def test_ground_truth_the_run_folds_the_second_sin_and_the_two_later_casts(folde
     folds = folds_of(folded_workspace)
     assert sorted((f.folded_line, f.folded, f.kept_line, f.kept) for f in folds) == [
         (K, "_to_copy_1", Q, "_to_copy"), (V, "_to_copy_2", Q, "_to_copy"), (B, "sin_1", A, "sin")]
-    kernels = {}
-    for path in folded_workspace.glob("torch_compile_debug/run_*/lens/graph_*/kernel_map.json"):
-        kernels[path.parent.name] = [n for k in json.loads(path.read_text())["kernels"] for n in k["nodes"]]
+    kernels = kernel_nodes(folded_workspace)
     for f in folds:  # the folded node has no code of its own; the kept one's kernel computes it
         assert f.folded not in kernels[f.graph] and f.kept in kernels[f.graph] and f.kernel is not None
         assert f.message.startswith(f"computes what `{f.kept}` computes")
@@ -116,6 +120,8 @@ def test_ground_truth_the_run_folds_the_second_sin_and_the_two_later_casts(folde
 
 def test_without_folding_the_run_records_no_reuse(unfolded_workspace: Path):
     assert folds_of(unfolded_workspace) == []
+    computed = {n for nodes in kernel_nodes(unfolded_workspace).values() for n in nodes}
+    assert {"sin_1", "_to_copy_1", "_to_copy_2"} <= computed  # each duplicate has code of its own
 
 
 async def started(client: LanguageClient, workspace: Path) -> str:
