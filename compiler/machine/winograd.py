@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import threading
 
 import torch
 
 from compiler import config
+from compiler.machine import pch
 
 log = logging.getLogger(__name__)
 
@@ -155,21 +155,26 @@ extern "C" void lens_winograd_products(const float* V, const float* U, float* M,
             const float* u = U + (i * panels + p) * cg * 32;
             const float* v = V + i * T * C + (p / per_group) * cg;
             float* m = M + i * T * KP + p * 32;
-            int64_t t = 0;
-            for (; t + 12 <= T; t += 12) lens_panel<12>(v + t * C, C, u, cg, m + t * KP, KP);
-            switch (T - t) {
-            case 11: lens_panel<11>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 10: lens_panel<10>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 9: lens_panel<9>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 8: lens_panel<8>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 7: lens_panel<7>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 6: lens_panel<6>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 5: lens_panel<5>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 4: lens_panel<4>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 3: lens_panel<3>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 2: lens_panel<2>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            case 1: lens_panel<1>(v + t * C, C, u, cg, m + t * KP, KP); break;
-            default: break;
+            // rows in panels of as equal a size as 12 at most allows (16 tiles: two of 8, not 12 and a weak 4)
+            const int64_t count = (T + 11) / 12, rows = (T + count - 1) / count;
+            for (int64_t t = 0; t < T; t += rows) {
+                const int64_t r = T - t < rows ? T - t : rows;
+                const float* vt = v + t * C;
+                float* mt = m + t * KP;
+                switch (r) {
+                case 12: lens_panel<12>(vt, C, u, cg, mt, KP); break;
+                case 11: lens_panel<11>(vt, C, u, cg, mt, KP); break;
+                case 10: lens_panel<10>(vt, C, u, cg, mt, KP); break;
+                case 9: lens_panel<9>(vt, C, u, cg, mt, KP); break;
+                case 8: lens_panel<8>(vt, C, u, cg, mt, KP); break;
+                case 7: lens_panel<7>(vt, C, u, cg, mt, KP); break;
+                case 6: lens_panel<6>(vt, C, u, cg, mt, KP); break;
+                case 5: lens_panel<5>(vt, C, u, cg, mt, KP); break;
+                case 4: lens_panel<4>(vt, C, u, cg, mt, KP); break;
+                case 3: lens_panel<3>(vt, C, u, cg, mt, KP); break;
+                case 2: lens_panel<2>(vt, C, u, cg, mt, KP); break;
+                default: lens_panel<1>(vt, C, u, cg, mt, KP); break;
+                }
             }
         }
 }
@@ -240,50 +245,30 @@ _G = torch.tensor([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 /
                    [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=torch.float64)
 
 
-class _Helper:
-    """The transforms' library: built once per toolchain in `<cache>/winograd/<key>/` by a background g++ started
-    at the first frozen convolution weight (oneDNN's direct convolution serves calls until it is there), then
-    loaded; `off` once it failed."""
-
-    def __init__(self):
-        self.lib = None
-        self.path: str | None = None
-        self.off = False
-
-    def get(self, wait: bool = False):
-        if self.lib is not None or self.off:
-            return self.lib
-        if not config.cpp.winograd:
-            self.off = True
-            return None
-        from compiler.machine import build, pch
-        if self.path is None:
-            cxx = config.cpp.cxx
-            self.path = pch.background_library("winograd", SOURCE, cxx, build.build_flags(),
-                                               build.compiler_version(cxx))
-        if wait:
-            pch.wait_for_builds()
-        if not os.path.exists(self.path):
-            self.off = pch.build_failed(self.path)
-            return None
-        try:
-            lib = ctypes.CDLL(self.path)
-        except OSError as e:
-            log.warning("kernel-lens: Winograd helper unloadable (%s): convolutions run direct", e)
-            self.off = True
-            return None
-        i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 8, ctypes.c_int]
-        lib.lens_winograd_products.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, ctypes.c_int]
-        lib.lens_winograd_output.argtypes = [ptr, ptr, ptr, ptr, *[i64] * 7, ctypes.c_int, ctypes.c_float,
-                                             ctypes.c_float, ctypes.c_int, ctypes.c_int]
-        lib.lens_winograd_input.restype = lib.lens_winograd_output.restype = None
-        lib.lens_winograd_products.restype = None
-        self.lib = lib
-        return lib
+def _load(path: str):
+    """The transforms' library at `path` with its functions' argument types, or None (logged) where it won't load."""
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        log.warning("kernel-lens: Winograd helper unloadable (%s): convolutions run direct", e)
+        return None
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 8, ctypes.c_int]
+    lib.lens_winograd_products.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, ctypes.c_int]
+    lib.lens_winograd_output.argtypes = [ptr, ptr, ptr, ptr, *[i64] * 7, ctypes.c_int, ctypes.c_float,
+                                         ctypes.c_float, ctypes.c_int, ctypes.c_int]
+    lib.lens_winograd_input.restype = lib.lens_winograd_output.restype = lib.lens_winograd_products.restype = None
+    return lib
 
 
-HELPER = _Helper()
+def library() -> pch.BackgroundLibrary:
+    """A holder of the transforms' library: built once per toolchain in `<cache>/winograd/<key>/` by a background
+    g++ started at the first frozen convolution weight (oneDNN's direct convolution serves calls until it is
+    there)."""
+    return pch.BackgroundLibrary("winograd", lambda: config.cpp.winograd, lambda: (SOURCE, []), _load)
+
+
+HELPER = library()
 
 
 def available(wait: bool = False) -> bool:
@@ -293,7 +278,7 @@ def available(wait: bool = False) -> bool:
 
 def pending() -> bool:
     """Whether the library is still being built (neither loaded nor given up on)."""
-    return config.cpp.winograd and HELPER.get() is None and not HELPER.off
+    return HELPER.pending()
 
 
 def tiles(out_size) -> int:

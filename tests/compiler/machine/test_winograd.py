@@ -171,7 +171,7 @@ def test_a_compiled_net_runs_its_3x3_convolutions_by_winograd_matches_eager_and_
                                   said.values())
     assert sorted("Winograd" in m for m in said.values()) == [False, True, True]  # (the strided one: direct)
     monkeypatch.setattr(config.cpp, "winograd", False)
-    monkeypatch.setattr(winograd, "HELPER", winograd._Helper())
+    monkeypatch.setattr(winograd, "HELPER", winograd.library())
     off, kinds, folder = _compiled(model, x, tmp_path / "off")
     assert winograd.Convolution not in kinds
     assert len(_convolution_records(folder)) == 3
