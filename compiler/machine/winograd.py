@@ -62,18 +62,9 @@ static inline void lens_store(float* p, lens_v16 v, int64_t n)
     else std::memcpy(p, &v, n * sizeof(float));
 }
 
-// B^T over one column (or row) of A = M + 2 input values (s apart) into o (os apart). F(4x4, 3x3): points 0, +-1,
-// +-2 and infinity; F(2x2, 3x3): 0, +-1 and infinity.
-template <int M>
+// B^T over one column (or row) of 6: points 0, +-1, +-2 and infinity
 static inline void lens_bt(const lens_v16* d, int s, lens_v16* o, int os)
 {
-    if (M == 2) {
-        o[0] = d[0] - d[2 * s];
-        o[os] = d[s] + d[2 * s];
-        o[2 * os] = d[2 * s] - d[s];
-        o[3 * os] = d[s] - d[3 * s];
-        return;
-    }
     lens_v16 d0 = d[0], d1 = d[s], d2 = d[2 * s], d3 = d[3 * s], d4 = d[4 * s], d5 = d[5 * s];
     o[0] = 4.f * d0 - 5.f * d2 + d4;
     o[os] = d3 + d4 - 4.f * (d1 + d2);
@@ -83,15 +74,9 @@ static inline void lens_bt(const lens_v16* d, int s, lens_v16* o, int os)
     o[5 * os] = 4.f * d1 - 5.f * d3 + d5;
 }
 
-// A^T over one column (or row) of A = M + 2 products, giving M outputs
-template <int M>
+// A^T over one column (or row) of 6, giving 4
 static inline void lens_at(const lens_v16* m, int s, lens_v16* o, int os)
 {
-    if (M == 2) {
-        o[0] = m[0] + m[s] + m[2 * s];
-        o[os] = m[s] - m[2 * s] - m[3 * s];
-        return;
-    }
     lens_v16 a = m[s] + m[2 * s], b = m[s] - m[2 * s], c = m[3 * s] + m[4 * s], d = m[3 * s] - m[4 * s];
     o[0] = m[0] + a + c;
     o[os] = b + 2.f * d;
@@ -99,52 +84,41 @@ static inline void lens_at(const lens_v16* m, int s, lens_v16* o, int os)
     o[3 * os] = b + 8.f * d + m[5 * s];
 }
 
-// tile t of T (over n, tile row, tile column) -> its image and top-left corner, tiles M x M
-template <int M>
+// tile t of T (over n, tile row, tile column) -> its image and top-left corner
 static inline void lens_tile(int64_t t, int64_t th, int64_t tw, int64_t* n, int64_t* y, int64_t* x)
 {
     *n = t / (th * tw);
     int64_t r = t % (th * tw);
-    *y = (r / tw) * M;
-    *x = (r % tw) * M;
+    *y = (r / tw) * 4;
+    *x = (r % tw) * 4;
 }
 
-// x: (N, H, W, C) channels-last; V: [A * A][T][C] (A = M + 2). Input positions outside the image (the padding)
-// are zeros.
-template <int M>
-static void lens_input(const float* x, float* V, int64_t N, int64_t H, int64_t W, int64_t C, int64_t ph, int64_t pw,
-                       int64_t th, int64_t tw, int threads)
+// x: (N, H, W, C) channels-last; V: [36][T][C]. Input positions outside the image (the padding) are zeros.
+extern "C" void lens_winograd_input(const float* x, float* V, int64_t N, int64_t H, int64_t W, int64_t C,
+                                    int64_t ph, int64_t pw, int64_t th, int64_t tw, int threads)
 {
-    constexpr int A = M + 2;
     const int64_t T = N * th * tw;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         int64_t n, y0, x0;
-        lens_tile<M>(t, th, tw, &n, &y0, &x0);
+        lens_tile(t, th, tw, &n, &y0, &x0);
         y0 -= ph;
         x0 -= pw;
         for (int64_t c = 0; c < C; c += 16) {
             const int64_t width = C - c < 16 ? C - c : 16;
-            lens_v16 d[A * A], tmp[A * A], v[A * A];
-            for (int i = 0; i < A; i++)
-                for (int j = 0; j < A; j++) {
+            lens_v16 d[36], tmp[36], v[36];
+            for (int i = 0; i < 6; i++)
+                for (int j = 0; j < 6; j++) {
                     const int64_t y = y0 + i, xx = x0 + j;
-                    d[i * A + j] = (y >= 0 && y < H && xx >= 0 && xx < W)
+                    d[i * 6 + j] = (y >= 0 && y < H && xx >= 0 && xx < W)
                                        ? lens_load(x + ((n * H + y) * W + xx) * C + c, width)
                                        : lens_v16{};
                 }
-            for (int j = 0; j < A; j++) lens_bt<M>(d + j, A, tmp + j, A);
-            for (int i = 0; i < A; i++) lens_bt<M>(tmp + i * A, 1, v + i * A, 1);
-            for (int k = 0; k < A * A; k++) lens_store(V + (k * T + t) * C + c, v[k], width);
+            for (int j = 0; j < 6; j++) lens_bt(d + j, 6, tmp + j, 6);
+            for (int i = 0; i < 6; i++) lens_bt(tmp + i * 6, 1, v + i * 6, 1);
+            for (int k = 0; k < 36; k++) lens_store(V + (k * T + t) * C + c, v[k], width);
         }
     }
-}
-
-extern "C" void lens_winograd_input(const float* x, float* V, int64_t N, int64_t H, int64_t W, int64_t C,
-                                    int64_t ph, int64_t pw, int64_t th, int64_t tw, int m, int threads)
-{
-    if (m == 2) lens_input<2>(x, V, N, H, W, C, ph, pw, th, tw, threads);
-    else lens_input<4>(x, V, N, H, W, C, ph, pw, th, tw, threads);
 }
 
 // R rows of one product's V (row stride ldv) times a 32-column panel of U ([C][32]) into M (row stride ldm): the
@@ -168,15 +142,15 @@ static inline void lens_panel(const float* v, int64_t ldv, const float* u, int64
     }
 }
 
-// the `count` products M[i] = V[i] . U[i], per group of channels: V [count][T][C] (group g's input channels
-// g * C / G on), U packed as [count][P][C / G][32] (P panels of 32 output channels, P / G a group's; zeros past K
-// when G is 1), M [count][T][P * 32]
-extern "C" void lens_winograd_products(const float* V, const float* U, float* M, int64_t count, int64_t T, int64_t C,
-                                       int64_t KP, int64_t G, int threads)
+// the 36 products M[i] = V[i] . U[i], per group of channels: V [36][T][C] (group g's input channels g * C / G on),
+// U packed as [36][P][C / G][32] (P panels of 32 output channels, P / G a group's; zeros past K when G is 1),
+// M [36][T][P * 32]
+extern "C" void lens_winograd_products(const float* V, const float* U, float* M, int64_t T, int64_t C, int64_t KP,
+                                       int64_t G, int threads)
 {
     const int64_t panels = KP / 32, cg = C / G, per_group = panels / G;
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
-    for (int64_t i = 0; i < count; i++)
+    for (int64_t i = 0; i < 36; i++)
         for (int64_t p = 0; p < panels; p++) {
             const float* u = U + (i * panels + p) * cg * 32;
             const float* v = V + i * T * C + (p / per_group) * cg;
@@ -231,43 +205,33 @@ static inline lens_v16 lens_activation(lens_v16 v, int code, float a, float b)
     return v;
 }
 
-// M: [A * A][T][ldm] (K used) -> out (N, Ho, Wo, K) channels-last: act(Y + bias), then (with `other`, the same
-// layout as out) post(that + other).
-template <int M>
-static void lens_output(const float* P, const float* bias, const float* other, float* out, int64_t N, int64_t Ho,
-                        int64_t Wo, int64_t K, int64_t ldm, int64_t th, int64_t tw, int act, float a, float b,
-                        int post, int threads)
+// M: [36][T][ldm] (K used) -> out (N, Ho, Wo, K) channels-last: act(Y + bias), then (with `other`, the same layout as out)
+// post(that + other).
+extern "C" void lens_winograd_output(const float* M, const float* bias, const float* other, float* out, int64_t N,
+                                     int64_t Ho, int64_t Wo, int64_t K, int64_t ldm, int64_t th, int64_t tw, int act, float a,
+                                     float b, int post, int threads)
 {
-    constexpr int A = M + 2;
     const int64_t T = N * th * tw;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         int64_t n, y0, x0;
-        lens_tile<M>(t, th, tw, &n, &y0, &x0);
+        lens_tile(t, th, tw, &n, &y0, &x0);
         for (int64_t k = 0; k < K; k += 16) {
             const int64_t width = K - k < 16 ? K - k : 16;
-            lens_v16 m[A * A], tmp[M * A], o[M * M];
-            for (int i = 0; i < A * A; i++) m[i] = lens_load(P + (i * T + t) * ldm + k, width);
-            for (int j = 0; j < A; j++) lens_at<M>(m + j, A, tmp + j, A);
-            for (int i = 0; i < M; i++) lens_at<M>(tmp + i * A, 1, o + i * M, 1);
+            lens_v16 m[36], tmp[24], o[16];
+            for (int i = 0; i < 36; i++) m[i] = lens_load(M + (i * T + t) * ldm + k, width);
+            for (int j = 0; j < 6; j++) lens_at(m + j, 6, tmp + j, 6);
+            for (int i = 0; i < 4; i++) lens_at(tmp + i * 6, 1, o + i * 4, 1);
             const lens_v16 bv = bias ? lens_load(bias + k, width) : lens_v16{};
-            for (int i = 0; i < M && y0 + i < Ho; i++)
-                for (int j = 0; j < M && x0 + j < Wo; j++) {
+            for (int i = 0; i < 4 && y0 + i < Ho; i++)
+                for (int j = 0; j < 4 && x0 + j < Wo; j++) {
                     const int64_t at = ((n * Ho + y0 + i) * Wo + x0 + j) * K + k;
-                    lens_v16 v = lens_activation(o[i * M + j] + bv, act, a, b);
+                    lens_v16 v = lens_activation(o[i * 4 + j] + bv, act, a, b);
                     if (other) v = lens_activation(v + lens_load(other + at, width), post, 0.f, 0.f);
                     lens_store(out + at, v, width);
                 }
         }
     }
-}
-
-extern "C" void lens_winograd_output(const float* P, const float* bias, const float* other, float* out, int64_t N,
-                                     int64_t Ho, int64_t Wo, int64_t K, int64_t ldm, int64_t th, int64_t tw, int m,
-                                     int act, float a, float b, int post, int threads)
-{
-    if (m == 2) lens_output<2>(P, bias, other, out, N, Ho, Wo, K, ldm, th, tw, act, a, b, post, threads);
-    else lens_output<4>(P, bias, other, out, N, Ho, Wo, K, ldm, th, tw, act, a, b, post, threads);
 }
 """
 
@@ -276,11 +240,9 @@ extern "C" void lens_winograd_output(const float* P, const float* bias, const fl
 ACTIVATIONS = {"none": 0, "relu": 1, "leaky_relu": 2, "hardtanh": 3, "sigmoid": 4, "swish": 5, "hardswish": 6,
                "hardsigmoid": 7, "tanh": 8, "gelu": 9}
 _GELU_TANH = 10
-# Winograd's weight transform G per output tile: F(4x4, 3x3) (points 0, +-1, +-2, infinity), F(2x2, 3x3) (0, +-1,
-# infinity)
-_G = {4: torch.tensor([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
-                       [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=torch.float64),
-      2: torch.tensor([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]], dtype=torch.float64)}
+# Winograd's weight transform G for F(4x4, 3x3) (points 0, +-1, +-2, infinity)
+_G = torch.tensor([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6],
+                   [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=torch.float64)
 
 
 def _load(path: str):
@@ -291,10 +253,10 @@ def _load(path: str):
         log.warning("kernel-lens: Winograd helper unloadable (%s): convolutions run direct", e)
         return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 8, ctypes.c_int, ctypes.c_int]
-    lib.lens_winograd_products.argtypes = [ptr, ptr, ptr, *[i64] * 5, ctypes.c_int]
-    lib.lens_winograd_output.argtypes = [ptr, ptr, ptr, ptr, *[i64] * 7, ctypes.c_int, ctypes.c_int,
-                                         ctypes.c_float, ctypes.c_float, ctypes.c_int, ctypes.c_int]
+    lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 8, ctypes.c_int]
+    lib.lens_winograd_products.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, ctypes.c_int]
+    lib.lens_winograd_output.argtypes = [ptr, ptr, ptr, ptr, *[i64] * 7, ctypes.c_int, ctypes.c_float,
+                                         ctypes.c_float, ctypes.c_int, ctypes.c_int]
     lib.lens_winograd_input.restype = lib.lens_winograd_output.restype = lib.lens_winograd_products.restype = None
     return lib
 
@@ -319,17 +281,10 @@ def pending() -> bool:
     return HELPER.pending()
 
 
-def tiles(out_size, m: int = 4) -> int:
-    """The m x m output tiles of an (N, K, Ho, Wo) output."""
+def tiles(out_size) -> int:
+    """The 4x4 output tiles of an (N, K, Ho, Wo) output."""
     n, _k, ho, wo = out_size
-    return n * ((ho + m - 1) // m) * ((wo + m - 1) // m)
-
-
-def tile_of(out_size) -> int:
-    """The output tile a convolution's products are made for: 4 (F(4x4, 3x3)) where there are MIN_TILES of them,
-    else 2 (F(2x2, 3x3): 7x7 to 12x12 outputs at batch 1, where 4x4 tiles are too few for products worth their
-    weight's 4x size), else 0 (none: too few tiles either way)."""
-    return 4 if tiles(out_size, 4) >= MIN_TILES else 2 if tiles(out_size, 2) >= MIN_TILES else 0
+    return n * ((ho + 3) // 4) * ((wo + 3) // 4)
 
 
 def _avx512() -> bool:
@@ -351,19 +306,18 @@ def takes_sizes(dtype: torch.dtype, x_size, w_size, stride, dilation, groups: in
     k, cg = w_size[:2]
     if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or k % groups or (groups > 1 and (k // groups) % 32):
         return False
-    return min(k // groups, cg) >= MIN_CHANNELS and tile_of(out_size) > 0 and _avx512()
+    return min(k // groups, cg) >= MIN_CHANNELS and tiles(out_size) >= MIN_TILES and _avx512()
 
 
-def transformed_weight(weight: torch.Tensor, groups: int = 1, m: int = 4) -> torch.Tensor:
+def transformed_weight(weight: torch.Tensor, groups: int = 1) -> torch.Tensor:
     """U = G g G^T for every (output, input) channel pair (computed in float64, rounded once), packed as the
-    products read it: [(m + 2)^2, P, C / groups, 32] float32, P panels of 32 output channels (a group's P / groups
-    in a row; one group's rounded up to 32, zeros past the channels)."""
-    g = _G[m]
-    u = torch.einsum("ai,kcij,bj->abkc", g, weight.detach().double(), g).reshape(-1, *weight.shape[:2])
+    products read it: [36, P, C / groups, 32] float32, P panels of 32 output channels (a group's P / groups in a
+    row; one group's rounded up to 32, zeros past the channels)."""
+    u = torch.einsum("ai,kcij,bj->abkc", _G, weight.detach().double(), _G).reshape(36, *weight.shape[:2])
     k, cg = weight.shape[:2]
     kp = (k + 31) // 32 * 32 if groups == 1 else k
     u = torch.nn.functional.pad(u, (0, 0, 0, kp - k))  # [36, KP, C / groups]
-    return u.reshape(len(u), kp // 32, 32, cg).transpose(2, 3).float().contiguous()
+    return u.reshape(36, kp // 32, 32, cg).transpose(2, 3).float().contiguous()
 
 
 class _Workspace(threading.local):
@@ -382,20 +336,20 @@ _WORKSPACE = _Workspace()
 
 
 class Convolution:
-    """One frozen float32 3x3 convolution by Winograd's F(m x m, 3x3) (`tile_of` its output), with
-    onednn_direct.Convolution's `fits` and `run`: its bias (or none), activation and residual sum applied as the
-    output is written, channels-last."""
+    """One frozen float32 3x3 convolution by Winograd's F(4x4, 3x3), with onednn_direct.Convolution's `fits` and
+    `run`: its bias (or none), activation and residual sum applied as the output is written, channels-last."""
 
-    __slots__ = ("_lib", "act", "add", "bias_dtype", "groups", "m", "out_size", "out_stride", "padding", "post",
+    __slots__ = ("_lib", "act", "add", "bias_dtype", "groups", "out_size", "out_stride", "padding", "post",
                  "scalars", "u")
 
-    def __init__(self, u: torch.Tensor, m: int, groups: int, padding, out_size, bias_dtype, act: int, scalars,
-                 add: bool, post: int, lib):
+    def __init__(self, u: torch.Tensor, groups: int, padding, out_size, bias_dtype, act: int, scalars, add: bool,
+                 post: int, lib):
         _n, k, ho, wo = out_size
-        self.u, self.m, self.groups, self.padding = u, m, groups, tuple(padding)
-        self.out_size, self.out_stride = tuple(out_size), (k * ho * wo, 1, wo * k, k)
+        self.u, self.padding, self.out_size, self.out_stride = u, tuple(padding), tuple(out_size), (k * ho * wo, 1,
+                                                                                                    wo * k, k)
         self.bias_dtype, self.act, self.scalars, self.add, self.post, self._lib = bias_dtype, act, scalars, add, \
             post, lib
+        self.groups = groups
 
     @classmethod
     def make(cls, x_size, weight: torch.Tensor, bias_dtype: torch.dtype | None, padding, stride, dilation,
@@ -414,9 +368,8 @@ class Convolution:
         s = [float(v) for v in scalars] + [0.0] * (2 - len(scalars))
         if attr == "leaky_relu" and not scalars:
             s[0] = 0.01
-        m = tile_of(out_size)
-        return cls(transformed_weight(weight, groups, m), m, groups, padding, out_size, bias_dtype, act, tuple(s),
-                   add, ACTIVATIONS[post_attr], lib)
+        return cls(transformed_weight(weight, groups), groups, padding, out_size, bias_dtype, act, tuple(s), add,
+                   ACTIVATIONS[post_attr], lib)
 
     def fits(self, x: torch.Tensor, bias: torch.Tensor | None, other: torch.Tensor | None = None) -> bool:
         """Whether `run` takes these tensors as they are (onednn_direct.Convolution.fits's rule)."""
@@ -431,19 +384,18 @@ class Convolution:
         """The convolution of channels-last contiguous `x` (plus channels-last `other` for a fused sum)."""
         n, c, h, w = x.shape
         _n, k, ho, wo = self.out_size
-        m = self.m
-        th, tw = (ho + m - 1) // m, (wo + m - 1) // m
-        t, count, kp = n * th * tw, len(self.u), self.u.shape[1] * 32
+        th, tw = (ho + 3) // 4, (wo + 3) // 4
+        t = n * th * tw
         threads = torch.get_num_threads()
-        space = _WORKSPACE.take(count * t * (c + kp))
-        v, p = space[:count * t * c], space[count * t * c:]
+        kp = self.u.shape[1] * 32
+        space = _WORKSPACE.take(36 * t * (c + kp))
+        v, m = space[:36 * t * c], space[36 * t * c:]
         lib = self._lib
-        lib.lens_winograd_input(x.data_ptr(), v.data_ptr(), n, h, w, c, self.padding[0], self.padding[1], th, tw, m,
+        lib.lens_winograd_input(x.data_ptr(), v.data_ptr(), n, h, w, c, self.padding[0], self.padding[1], th, tw,
                                 threads)
-        lib.lens_winograd_products(v.data_ptr(), self.u.data_ptr(), p.data_ptr(), count, t, c, kp, self.groups,
-                                   threads)
+        lib.lens_winograd_products(v.data_ptr(), self.u.data_ptr(), m.data_ptr(), t, c, kp, self.groups, threads)
         out = torch.empty_strided(self.out_size, self.out_stride, dtype=torch.float32)
-        lib.lens_winograd_output(p.data_ptr(), bias.data_ptr() if bias is not None else None,
+        lib.lens_winograd_output(m.data_ptr(), bias.data_ptr() if bias is not None else None,
                                  other.data_ptr() if other is not None else None, out.data_ptr(), n, ho, wo, k, kp,
-                                 th, tw, m, self.act, self.scalars[0], self.scalars[1], self.post, threads)
+                                 th, tw, self.act, self.scalars[0], self.scalars[1], self.post, threads)
         return out

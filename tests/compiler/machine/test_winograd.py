@@ -32,14 +32,11 @@ ACTIVATIONS = {"none": lambda t: t, "relu": F.relu, "leaky_relu": lambda t: F.le
 SCALARS = {"leaky_relu": [0.2], "hardtanh": [0.0, 6.0]}
 
 
-@pytest.fixture(params=[4, 2], ids=["F4x4", "F2x2"])
-def any_size(request, monkeypatch):
-    """Every size taken, by F(m x m, 3x3) for each output tile m (the transforms' numerics do not depend on the rule
-    that picks the sizes worth it and their tile)."""
+@pytest.fixture
+def any_size(monkeypatch):
+    """Every size taken (the transforms' numerics do not depend on the rule that picks the sizes worth it)."""
     monkeypatch.setattr(winograd, "MIN_TILES", 1)
     monkeypatch.setattr(winograd, "MIN_CHANNELS", 1)
-    monkeypatch.setattr(winograd, "tile_of", lambda out_size: request.param)
-    return request.param
 
 
 def _make(x, weight, bias, padding, attr="none", add=False, post_attr="none", groups=1):
@@ -73,7 +70,7 @@ def test_within_a_few_times_the_direct_convolutions_error_against_float64(size, 
     n, c, h, w, k, padding, groups = size
     x, weight, bias = _case(n, c, h, w, k, seed=sum(size), groups=groups)
     conv = _make(x, weight, bias, padding, groups=groups)
-    assert conv is not None and conv.fits(x, bias) and conv.m == any_size
+    assert conv is not None and conv.fits(x, bias)
     got = conv.run(x, bias)
     exact = F.conv2d(x.double(), weight.double(), bias.double(), padding=padding, groups=groups)
     direct = F.conv2d(x, weight, bias, padding=padding, groups=groups)
@@ -116,9 +113,7 @@ def test_without_a_bias_and_a_bias_of_another_dtype_is_refused(any_size):
 def test_what_it_does_not_take():
     x, weight, bias = _case(1, 64, 14, 14, 64, seed=5)
     out = [1, 64, 14, 14]
-    assert winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, out) and winograd.tile_of(out) == 4  # (16 tiles)
-    assert winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, [1, 64, 7, 7])  # 16 tiles of 2x2, 4 of 4x4
-    assert winograd.tile_of([1, 64, 7, 7]) == 2 and winograd.tile_of([1, 64, 12, 12]) == 2 and winograd.tile_of([1, 64, 13, 13]) == 4
+    assert winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, out)  # (16 tiles)
     assert not winograd.takes(x.shape, weight, [2, 2], [1, 1], 1, [1, 64, 7, 7])  # strided
     assert not winograd.takes(x.shape, weight, [1, 1], [2, 2], 1, [1, 64, 12, 12])  # dilated
     assert not winograd.takes(x.shape, weight[:, :32], [1, 1], [1, 1], 2, out)  # groups of 32 channels: too few
@@ -129,7 +124,7 @@ def test_what_it_does_not_take():
     assert not winograd.takes(x.shape, weight.double(), [1, 1], [1, 1], 1, out)  # float64
     assert not winograd.takes(x.shape, weight[:32], [1, 1], [1, 1], 1, [1, 32, 14, 14])  # too few channels
     assert not winograd.takes(x.shape, weight[:, :32], [1, 1], [1, 1], 1, out)  # too few input channels
-    assert not winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, [1, 64, 6, 6])  # 9 tiles of 2x2: too few
+    assert not winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, [1, 64, 7, 7])  # 4 tiles: too few
     assert _make(x, weight, bias, 1, "mish") is None  # (an activation it has no code for: the direct path's)
 
 
