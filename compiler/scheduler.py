@@ -27,6 +27,12 @@ from compiler.ir.nodes import (
     substitute,
 )
 
+# The look-back (_row_kernel) joins a node only where its row's innermost contiguous run has at least this many
+# elements (a size unknown at compile time: never). Below it the activation in a flat kernel of its own was as fast or
+# faster: BN + ReLU6/hardswish training forwards joined 1.04-1.27x at 7x7 (batch 1-4), up to 1.11x at 14x14, 0.79-0.97x
+# from 16x16 up (docs/performance.md "Row-size floor for BN + activation joint loops").
+LOOK_BACK_MIN_RUN = 256
+
 
 def nonunit_dims(size: tuple[int, ...]) -> list[int]:
     return [d for d, s in enumerate(size) if s != 1]
@@ -205,18 +211,33 @@ def _row_kernel(steps: list[Step], node: ComputedBuffer, window: int = 4) -> tup
     kernel computes anything `node` reads. BatchNorm's `num_batches_tracked + 1` (a scalar) and the running statistics
     (per channel) come between the statistics kernel and the activation reading its normalized output: the activation
     ran in a kernel of their own, reading the output back from memory; in the statistics kernel it runs in the loop
-    that writes it (codegen/strategies/joint_loops.py)."""
+    that writes it (codegen/strategies/joint_loops.py). Not where the row's innermost run is short (_long_run)."""
     reads = {ld.buffer for ld in node.reads()}
     for k in list(reversed(steps))[:window]:
         if not isinstance(k, FusedKernel):
             return None
         rows = {n.name for n in k.nodes if len(_dims_of(n)) > len(k.outer)}
         if k is not steps[-1] and len(_dims_of(node)) > len(k.outer) and reads & rows:
+            order = node.loop_order
             outer = _join_outer(k, node, record=False)
-            return (k, outer) if outer is not None else None
+            if outer is None or not _long_run(node, len(outer)):
+                node.loop_order = order
+                return None
+            return k, outer
         if reads & k.buffers():
             return None
     return None
+
+
+def _long_run(node: ComputedBuffer, outer: int) -> bool:
+    """Whether the elements `node`'s loops inside the first `outer` walk contiguously from its innermost loop
+    out are known to be at least LOOK_BACK_MIN_RUN."""
+    run = sympy.Integer(1)
+    for d in reversed(loop_dims(node)[outer:]):
+        if sympy.expand(node.layout.stride[d] - run) != 0:
+            break
+        run = run * node.layout.size[d]
+    return bool(run.is_number and run >= LOOK_BACK_MIN_RUN)
 
 
 def kernel_name(origins: list[str], op_names: dict[str, str], index: int) -> str:
