@@ -1,23 +1,27 @@
 """Frozen float32 3x3 convolutions of stride 1 by Winograd's F(4x4, 3x3): 4x fewer multiply-adds than the direct
-convolution oneDNN computes, where the products are large enough to pay for the transforms.
+convolution oneDNN computes, where there are enough tiles and channels to pay for the transforms.
 
 Each 4x4 tile of the output is computed from a 6x6 tile of the input: the input's tiles are transformed (V = B^T d B,
 36 values a channel), multiplied by the transformed weight (U = G g G^T, made once per frozen weight, in float64 and
-rounded once) in 36 independent matrix products over the input channels (`torch.bmm`, ATen's BLAS), and transformed
-back (Y = A^T M A) as the output is written, with the bias, the activation and a fused residual sum applied there.
-A tile's 36 products replace 144 multiply-adds of the direct convolution. On one thread of a Zen 5 EPYC: (1,64,56,56)
-to 64 channels 2.11 -> 1.34 ms, (1,128,28,28) 2.01 -> 1.09, (1,192,48,48) 13.3 -> 6.1 (docs/performance.md, session
-17); small outputs with many channels lose (the weight's transform is 4x the weight, read for few tiles: (1,512,7,7)
-1.8 -> 4.8 ms), so only convolutions with at least MIN_TILES tiles and MIN_CHANNELS channels each way are taken.
+rounded once) in 36 independent matrix products over the input channels, and transformed back (Y = A^T M A) as the
+output is written, with the bias, the activation and a fused residual sum applied there. A tile's 36 products
+replace 144 multiply-adds of the direct convolution. The products are ours too: up to 12 tiles' rows against a
+32-channel panel of U, the 12 x 32 accumulators in 24 AVX-512 registers (ATen's bmm is MKL's AVX2 code on AMD
+CPUs, ~55-90 GFLOP/s at these sizes). One thread of a Zen 5 EPYC, oneDNN's direct primitive against this: (1,64,56,56)
+to 64 channels 2.0 -> 1.0-1.3 ms, (1,128,28,28) 1.9 -> 0.8, (1,256,14,14) 1.9 -> 1.0, (1,384,14,14) 4.4 -> 2.4-2.7;
+7x7 outputs (4 tiles, the weight's transform 4x the weight read for them) 0.7-1.5x, so only convolutions with at
+least MIN_TILES tiles and MIN_CHANNELS channels a group each way are taken (docs/performance.md, session 17;
+benchmarks/conv_bench.py measures it).
 
 Results: not the direct convolution's bits. The transforms' rounding puts the error against a float64 convolution
-at about 3-4x the direct convolution's (RMSE ~1.2e-6 against ~3e-7 on outputs of RMS 0.7), far inside PyTorch's
+at about 4-7x the direct convolution's (RMSE ~1.2e-6 against ~3e-7 on outputs of RMS 0.7), far inside PyTorch's
 accuracy rule, as freezing's batch-norm folding also moves the last bits; tests/compiler/machine/test_winograd.py
-bounds it. `LENS_WINOGRAD=0` keeps every convolution direct (oneDNN's, bit for bit ATen's).
+bounds it, and each such call's why-record says so (compiler/decisions.py). `LENS_WINOGRAD=0` keeps every
+convolution direct (oneDNN's, bit for bit ATen's).
 
-The transforms are a small C++ library of ours (`SOURCE`), built by a background g++ on first need (pch.py), 16
-channels a vector, tiles split over OpenMP threads; until it is there, or where it failed, convolutions run as
-before.
+The transforms and products are a small C++ library of ours (`SOURCE`), built by a background g++ on first need
+(pch.BackgroundLibrary), 16 channels a vector, tiles (transforms) and panels (products) split over OpenMP threads;
+until it is there, or where it failed, convolutions run direct.
 """
 from __future__ import annotations
 
