@@ -128,13 +128,22 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
                 x.meta["example_value"] = out.new_empty(val.shape)
             fused = graph.call_function(conv_packed.CONV2D_ONEDNN, (x, weight, bias, *geometry, groups, attr,
                                                                    scalars, algorithm))
-        fused.meta.update((user if post else conv).meta)
+        _fused_meta(fused, user if post else conv, conv)
         (user if post else conv).replace_all_uses_with(fused)
         if post:
             graph.erase_node(user)
         graph.erase_node(conv)
         changed += 1
     return changed
+
+
+def _fused_meta(fused: torch.fx.Node, last: torch.fx.Node, conv: torch.fx.Node) -> None:
+    """The fused call's meta: the value of `last`, the node it replaces (its output), and the convolution's source
+    line (`stack_trace`): the call is the convolution's, which is where its kernel and why-record belong when its
+    activation or sum is a later statement (`y = self.conv(x)` then `y = F.relu(y)`)."""
+    fused.meta.update(last.meta)
+    if conv.meta.get("stack_trace"):
+        fused.meta["stack_trace"] = conv.meta["stack_trace"]
 
 
 _ADDS = {operator.add, torch.add, "add"}
@@ -181,7 +190,7 @@ def conv_onednn_adds(graph: torch.fx.Graph) -> int:
         with graph.inserting_before(last):
             fused = graph.call_function(conv_packed.CONV2D_ONEDNN_ADD, (x, other, weight, bias, padding, stride,
                                                                        dilation, groups, attr))
-        fused.meta.update(last.meta)
+        _fused_meta(fused, last, conv)
         last.replace_all_uses_with(fused)
         for node in ([user] if attr != "none" else []) + [add, conv]:
             graph.erase_node(node)

@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from compiler import config
+from compiler.debug.graph_source import source_of
 from compiler.graph_passes import freezing
 from compiler.machine import conv_packed
 
@@ -286,3 +287,38 @@ def test_the_fused_sum_follows_a_changed_weight_and_a_changed_residual_input():
         torch.testing.assert_close(compiled(x), model(x), atol=2e-5, rtol=1e-4)
         x2 = torch.randn(1, 3, 10, 10).contiguous(memory_format=torch.channels_last)
         torch.testing.assert_close(compiled(x2), model(x2), atol=2e-5, rtol=1e-4)
+
+
+class _LaterStatements(nn.Module):
+    """A convolution whose activation, and another whose residual sum and ReLU, are later statements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = self.a(x)
+        y = F.relu(y)
+        z = self.b(y)
+        z = z + y
+        return F.relu(z)
+
+
+def test_a_fused_call_keeps_its_convolutions_source_line():
+    """The fused call's stack trace is its convolution's (the line `kernel_map.json` and the why-record give it), not
+    the later statement of the activation or the sum it took in."""
+    import inspect
+
+    torch._dynamo.reset()
+    before = len(freezing.FROZEN)
+    model = _LaterStatements().eval()
+    with torch.no_grad():
+        torch.compile(model, backend="lens")(torch.randn(1, 3, 8, 8))
+    source, first = inspect.getsourcelines(_LaterStatements.forward)
+    line = {text.strip(): first + i for i, text in enumerate(source)}
+    fused = {n.target: source_of(n) for f in freezing.FROZEN[before:] for n in f.gm.graph.nodes
+             if n.target in (conv_packed.CONV2D_ONEDNN, conv_packed.CONV2D_ONEDNN_ADD)}
+    assert {target: (ref.line, ref.code) for target, ref in fused.items()} == {
+        conv_packed.CONV2D_ONEDNN: (line["y = self.a(x)"], "y = self.a(x)"),
+        conv_packed.CONV2D_ONEDNN_ADD: (line["z = self.b(y)"], "z = self.b(y)")}
