@@ -291,7 +291,9 @@ def tiles(out_size) -> int:
     return n * ((ho + 3) // 4) * ((wo + 3) // 4)
 
 
-def _avx512() -> bool:
+def supported() -> bool:
+    """Whether this CPU runs the products well: AVX-512 (their 24 accumulators of 16 floats stay in registers; on
+    AVX2's 16 registers of 8 they would spill), else every convolution stays direct."""
     from compiler.machine import build
     return "avx512f" in build.cpu_flags()
 
@@ -310,7 +312,7 @@ def takes_sizes(dtype: torch.dtype, x_size, w_size, stride, dilation, groups: in
     k, cg = w_size[:2]
     if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or k % groups or (groups > 1 and (k // groups) % 32):
         return False
-    return min(k // groups, cg) >= MIN_CHANNELS and tiles(out_size) >= MIN_TILES and _avx512()
+    return min(k // groups, cg) >= MIN_CHANNELS and tiles(out_size) >= MIN_TILES and supported()
 
 
 def transformed_weight(weight: torch.Tensor, groups: int = 1) -> torch.Tensor:

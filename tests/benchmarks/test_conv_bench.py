@@ -9,11 +9,12 @@ import sys
 import pytest
 import torch
 
-from compiler.machine import onednn_symbols
+from compiler.machine import onednn_symbols, winograd
 
 pytestmark = pytest.mark.skipif(
-    not torch.backends.mkldnn.is_available() or onednn_symbols.include_dir() is None,
-    reason="torch without oneDNN, or no oneDNN header (`pip install --no-deps onednn-devel`; the Makefile does)")
+    not torch.backends.mkldnn.is_available() or onednn_symbols.include_dir() is None or not winograd.supported(),
+    reason="torch without oneDNN, no oneDNN header (`pip install --no-deps onednn-devel`; the Makefile does), or no "
+           "AVX-512 (winograd.supported)")
 
 _PATH = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "conv_bench.py"
 

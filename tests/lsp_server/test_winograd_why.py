@@ -19,6 +19,11 @@ from pytest_lsp import LanguageClient
 from real_programs import line_of
 from test_diagnostics import wait_for_diagnostics
 
+from compiler.machine import winograd
+
+pytestmark = pytest.mark.skipif(not winograd.supported(), reason="no AVX-512: every convolution stays direct "
+                                "(winograd.supported)")
+
 PROGRAM = '''import torch
 import torch.nn.functional as F
 from torch import nn

@@ -16,6 +16,10 @@ from compiler.machine import conv_packed, winograd
 from tests.compiler.conftest import compile_with_debug
 
 
+pytestmark = pytest.mark.skipif(not winograd.supported(), reason="no AVX-512: every convolution stays direct "
+                                "(winograd.supported)")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def helper():
     assert winograd.available(wait=True), "the helper did not build or load: see its build.log in the cache"
@@ -126,6 +130,13 @@ def test_what_it_does_not_take():
     assert not winograd.takes(x.shape, weight[:, :32], [1, 1], [1, 1], 1, out)  # too few input channels
     assert not winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, [1, 64, 7, 7])  # 4 tiles: too few
     assert _make(x, weight, bias, 1, "mish") is None  # (an activation it has no code for: the direct path's)
+
+
+def test_a_cpu_without_avx512_keeps_every_convolution_direct(monkeypatch):
+    x, weight, bias = _case(1, 64, 14, 14, 64, seed=5)
+    assert _make(x, weight, bias, 1) is not None
+    monkeypatch.setattr(winograd, "supported", lambda: False)
+    assert not winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, [1, 64, 14, 14]) and _make(x, weight, bias, 1) is None
 
 
 class _Net(nn.Module):
