@@ -20,7 +20,7 @@ bounds it, and each such call's why-record says so (compiler/decisions.py). `LEN
 convolution direct (oneDNN's, bit for bit ATen's).
 
 The transforms and products are a small C++ library of ours (`SOURCE`), built by a background g++ on first need
-(pch.BackgroundLibrary), 16 channels a vector, tiles (transforms) and panels (products) split over OpenMP threads;
+(build.BackgroundLibrary), 16 channels a vector, tiles (transforms) and panels (products) split over OpenMP threads;
 until it is there, or where it failed, convolutions run direct.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ import threading
 import torch
 
 from compiler import config
-from compiler.machine import pch
+from compiler.machine import build
 
 log = logging.getLogger(__name__)
 
@@ -265,11 +265,11 @@ def _load(path: str):
     return lib
 
 
-def library() -> pch.BackgroundLibrary:
+def library() -> build.BackgroundLibrary:
     """A holder of the transforms' library: built once per toolchain in `<cache>/winograd/<key>/` by a background
     g++ started at the first frozen convolution weight (oneDNN's direct convolution serves calls until it is
     there)."""
-    return pch.BackgroundLibrary("winograd", lambda: config.cpp.winograd, lambda: (SOURCE, []), _load)
+    return build.BackgroundLibrary("winograd", lambda: config.cpp.winograd, lambda: (SOURCE, []), _load)
 
 
 HELPER = library()
@@ -294,7 +294,6 @@ def tiles(out_size) -> int:
 def supported() -> bool:
     """Whether this CPU runs the products well: AVX-512 (their 24 accumulators of 16 floats stay in registers; on
     AVX2's 16 registers of 8 they would spill), else every convolution stays direct."""
-    from compiler.machine import build
     return "avx512f" in build.cpu_flags()
 
 

@@ -2,9 +2,8 @@
 and the dynamic sizes of a function's graphs (symbols.json)."""
 from __future__ import annotations
 
-from lens_format.why import WhyRecord
 from lsp_server.index import FunctionGraph, WhyHit
-from lsp_server.model import Graph, ShapeSymbol
+from lsp_server.model import Graph, ShapeSymbol, WhyRecord
 
 TITLES = {"aten_call": "ATen call", "not_fused": "not fused", "not_vectorized": "not vectorized",
           "eager_graph": "runs eagerly", "reused": "computed once"}
