@@ -23,7 +23,7 @@ import torch
 from torch._prims_common import suggest_memory_format
 
 from compiler import config
-from compiler.machine import build
+from compiler.machine import helper_library
 
 log = logging.getLogger(__name__)
 
@@ -140,10 +140,10 @@ def _load(path: str):
     return fn
 
 
-def library() -> build.BackgroundLibrary:
+def library() -> helper_library.BackgroundLibrary:
     """A holder of the kernel's function: its library built once per toolchain in `<cache>/conv_train/<key>/` by a
     background g++ started at the first call that could use it (ATen's op serves calls until it is there)."""
-    return build.BackgroundLibrary("conv_train", lambda: config.cpp.depthwise_grad, lambda: (SOURCE, []), _load)
+    return helper_library.BackgroundLibrary("conv_train", lambda: config.cpp.depthwise_grad, lambda: (SOURCE, []), _load)
 
 
 HELPER = library()

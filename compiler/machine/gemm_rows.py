@@ -19,7 +19,7 @@ import os
 
 import torch
 
-from compiler.machine import build
+from compiler.machine import helper_library
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def _load(path: str):
 # The helper's library (lens_gemm_rows; lens_gemm_packed_rows for compiler/machine/gemm_packed.py): built once per
 # toolchain in `<cache>/gemm_rows/<key>/` by a detached background g++ started at the first product that could use
 # it (like the precompiled header: no compile waits for it; ATen's mm serves products until it is there).
-HELPER = build.BackgroundLibrary("gemm_rows", lambda: True, lambda: (SOURCE, []), _load)
+HELPER = helper_library.BackgroundLibrary("gemm_rows", lambda: True, lambda: (SOURCE, []), _load)
 
 
 def operand_layout(t: torch.Tensor, rows: int, cols: int) -> tuple[int, int] | None:

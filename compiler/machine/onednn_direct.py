@@ -29,7 +29,7 @@ import logging
 import torch
 
 from compiler import config
-from compiler.machine import build, onednn_symbols
+from compiler.machine import helper_library, onednn_symbols
 
 log = logging.getLogger(__name__)
 
@@ -260,10 +260,10 @@ def _load(path: str):
     return lib
 
 
-def library() -> build.BackgroundLibrary:
+def library() -> helper_library.BackgroundLibrary:
     """A holder of the helper library: built once per toolchain and header in `<cache>/onednn_direct/<key>/` (in
     the background unless a caller waits), loaded and given the functions' addresses."""
-    return build.BackgroundLibrary("onednn_direct", _enabled, _recipe, _load)
+    return helper_library.BackgroundLibrary("onednn_direct", _enabled, _recipe, _load)
 
 
 HELPER = library()

@@ -9,7 +9,7 @@ import pytest
 from compiler import config
 from compiler.codegen.cpp_ops import PRELUDE
 from compiler.cpp_text.math_prelude import PRELUDE_END
-from compiler.machine import build, pch
+from compiler.machine import build, helper_library, pch
 from tests.compiler.conftest import cpp_source
 
 KERNEL = r'''
@@ -124,7 +124,7 @@ def _forty_two(path: str):
 
 def test_a_background_library_builds_once_then_loads_once(build_cache):
     loads = []
-    holder = build.BackgroundLibrary("forty_two", lambda: True, lambda: (LIBRARY, ["-DUNUSED=1"]),
+    holder = helper_library.BackgroundLibrary("forty_two", lambda: True, lambda: (LIBRARY, ["-DUNUSED=1"]),
                                    lambda path: loads.append(path) or _forty_two(path))
     assert holder.pending() and holder.path.startswith(str(build_cache / "forty_two"))  # (started, not there yet)
     fn = holder.get(wait=True)
@@ -138,7 +138,7 @@ def test_a_background_library_is_off_for_good_after_any_failure(build_cache, cas
     def recipe():
         recipes.append(1)
         return None if case == "no recipe" else (LIBRARY + ("#error no\n" if case == "does not build" else ""), [])
-    holder = build.BackgroundLibrary("forty_two", lambda: case != "disabled", recipe,
+    holder = helper_library.BackgroundLibrary("forty_two", lambda: case != "disabled", recipe,
                                    lambda path: loads.append(path) or (None if case == "does not load" else 1))
     assert holder.get(wait=True) is None and holder.off and not holder.pending()
     assert holder.get(wait=True) is None and len(recipes) == (0 if case == "disabled" else 1)
