@@ -6,25 +6,22 @@ reads from the group was produced in the same outer iteration. Extern calls stan
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 
 import sympy
 
 from compiler import config
 from compiler import decisions as why
+from compiler.ir.duplicates import drop_duplicates
 from compiler.ir.index_functions import is_zero
 from compiler.ir.nodes import (
-    Cast,
     ComputedBuffer,
-    Expr,
     ExternArg,
     ExternCall,
     GraphIR,
     Load,
-    Op,
-    rewrite_leaves,
-    substitute,
+    loop_dims,
+    nonunit_dims,
 )
 
 # The look-back (_row_kernel) joins a node only where its row's innermost contiguous run has at least this many
@@ -32,16 +29,6 @@ from compiler.ir.nodes import (
 # faster: BN + ReLU6/hardswish training forwards joined 1.04-1.27x at 7x7 (batch 1-4), up to 1.11x at 14x14, 0.79-0.97x
 # from 16x16 up (docs/performance.md "Row-size floor for BN + activation joint loops").
 LOOK_BACK_MIN_RUN = 256
-
-
-def nonunit_dims(size: tuple[int, ...]) -> list[int]:
-    return [d for d, s in enumerate(size) if s != 1]
-
-
-def loop_dims(n: ComputedBuffer) -> list[int]:
-    """The dims node `n`'s loops run over, outermost first: its non-unit dims in its loop order."""
-    order = n.loop_order if n.loop_order is not None else range(len(n.layout.size))
-    return [d for d in order if n.layout.size[d] != 1]
 
 
 @dataclass
@@ -270,7 +257,7 @@ def schedule(ir: GraphIR, op_names: dict[str, str]) -> ScheduledGraph:
     sg = ScheduledGraph(ir, steps)
     mark_local_buffers(sg)
     for k in sg.kernels:
-        drop_duplicate_nodes(k)
+        k.nodes = drop_duplicates(k.nodes, k.local)
     return sg
 
 
@@ -301,85 +288,6 @@ def mark_local_buffers(sg: ScheduledGraph) -> None:
         if isinstance(step, FusedKernel):
             step.local = {n.name for n in step.nodes if n.name not in outputs and readers.get(n.name, set()) <= {i}}
             step.unread_outputs = {n.name for n in step.nodes if n.name in outputs and not readers.get(n.name)}
-
-
-def _expr_key(e: Expr, memo: dict[int, tuple]) -> tuple:
-    """A hashable structural key (sympy indices hash by structure; no string printing, which is slow)."""
-    got = memo.get(id(e))
-    if got is not None:
-        return got
-    if isinstance(e, Load):
-        key: tuple = ("load", e.buffer, e.index)
-    elif isinstance(e, Op):
-        key = ("op", e.name, e.dtype, tuple(_expr_key(a, memo) for a in e.args))
-    elif isinstance(e, Cast):
-        key = ("cast", e.dtype, _expr_key(e.arg, memo))
-    else:
-        key = (type(e).__name__, e.dtype, getattr(e, "value", None), getattr(e, "expr", None))
-    memo[id(e)] = key
-    return key
-
-
-def _node_key(n: ComputedBuffer) -> tuple:
-    """Equal keys: the same value at the same logical element (unit dims, e.g. keepdim, ignored)."""
-    dims = nonunit_dims(n.layout.size)  # (its non-unit dims' variables by position: a keepdim sum's equals a sum's)
-    canonical = {n.vars[d]: sympy.Symbol(f"_dim{j}", integer=True, nonnegative=True) for j, d in enumerate(dims)}
-    return (_expr_key(substitute(n.body, canonical), {}), tuple(n.reduction_vars),
-            n.reduction_type, tuple(n.reduction_ranges), _dims_of(n), n.dtype)
-
-
-def rename_loads(e: Expr, names: dict[str, ComputedBuffer], dups: dict[str, ComputedBuffer]) -> Expr:
-    """The same tree with loads of a duplicate in `dups` reading the node in `names` at the same logical
-    element instead (shared subtrees stay shared)."""
-    def index_in(ld: Load) -> tuple:
-        dup, orig = dups[ld.buffer], names[ld.buffer]
-        picked = [ld.index[d] for d in nonunit_dims(dup.layout.size)]
-        index = [sympy.Integer(0)] * len(orig.layout.size)
-        for d, i in zip(nonunit_dims(orig.layout.size), picked):
-            index[d] = i
-        return tuple(index)
-
-    def on_load(ld: Load) -> Expr:
-        if ld.buffer not in names:
-            return ld
-        return dataclasses.replace(ld, buffer=names[ld.buffer].name, index=index_in(ld))
-
-    return rewrite_leaves(e, on_load)
-
-
-def drop_duplicate_nodes(k: FusedKernel) -> None:
-    """A local node computing exactly what an earlier node of the kernel computes (LayerNorm's decomposition
-    sums each row twice) is dropped; its readers read the earlier node."""
-    seen: dict[tuple, ComputedBuffer] = {}
-    renamed: dict[str, ComputedBuffer] = {}
-    dups: dict[str, ComputedBuffer] = {}
-    kept: list[ComputedBuffer] = []
-    for n in k.nodes:
-        if renamed:
-            n.body = rename_loads(n.body, renamed, dups)
-        if not n.reduction_type:  # only reductions are worth comparing (and only they repeat in practice)
-            kept.append(n)
-            continue
-        key = _node_key(n)
-        if n.name in k.local and key in seen:
-            renamed[n.name], dups[n.name] = seen[key], n
-            k.local.discard(n.name)
-            continue
-        if key in seen and seen[key].name in k.local:  # a buffer the graph needs (BatchNorm's saved mean) holding
-            _copy_of(n, seen[key])                   # a local sum computed before: written from it, not summed again
-        seen.setdefault(key, n)
-        kept.append(n)
-    k.nodes = kept
-
-
-def _copy_of(n: ComputedBuffer, earlier: ComputedBuffer) -> None:
-    """Reduction node `n` made a pointwise copy of `earlier`, an equal reduction of the same kernel (same logical
-    element: their non-unit dims in order)."""
-    index = [sympy.Integer(0)] * len(earlier.layout.size)
-    for d, e in zip(nonunit_dims(earlier.layout.size), nonunit_dims(n.layout.size)):
-        index[d] = n.vars[e]
-    n.body = Load(n.dtype, n.origin, earlier.name, tuple(index))
-    n.reduction_type, n.reduction_ranges, n.reduction_vars = None, (), []
 
 
 def ir_order(ir: GraphIR):

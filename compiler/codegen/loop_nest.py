@@ -6,8 +6,8 @@ import sympy
 
 from compiler.codegen.index import simplify_indices
 from compiler.codegen.plan import NodeBody, PlanContext
-from compiler.ir.nodes import ComputedBuffer, IndexValue, Load, substitute, walk
-from compiler.scheduler import FusedKernel, loop_dims
+from compiler.ir.nodes import ComputedBuffer, IndexValue, Load, loop_dims, substitute, walk
+from compiler.scheduler import FusedKernel
 
 
 def outer_pragmas(k: FusedKernel, sizes: list[int], parallel: bool, simdlen: str, flat: bool,

@@ -287,3 +287,13 @@ def format_node(n: Node) -> str:
                      f"vars {[str(v) for v in n.reduction_vars]}")
     lines.append(f"  body: {format_expr(n.body)}")
     return "\n".join(lines)
+
+
+def nonunit_dims(size: tuple[int, ...]) -> list[int]:
+    return [d for d, s in enumerate(size) if s != 1]
+
+
+def loop_dims(n: ComputedBuffer) -> list[int]:
+    """The dims node `n`'s loops run over, outermost first: its non-unit dims in its loop order."""
+    order = n.loop_order if n.loop_order is not None else range(len(n.layout.size))
+    return [d for d in order if n.layout.size[d] != 1]

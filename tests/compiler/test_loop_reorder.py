@@ -11,7 +11,8 @@ import torch
 
 from compiler import config
 from compiler.ir.nodes import ComputedBuffer, Layout, Load
-from compiler.scheduler import FusedKernel, _loop_order_for, loop_dims
+from compiler.ir.nodes import loop_dims
+from compiler.scheduler import FusedKernel, _loop_order_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -114,7 +115,7 @@ def test_a_reorder_that_would_make_the_innermost_loop_strided_is_refused():
 
 def test_batch_norm_forward_sums_each_channel_once_for_its_mean_and_its_saved_mean(tmp_path, monkeypatch):
     """The variance's mean (a local sum) and the mean saved for backward (a buffer) are one sum: the saved one is
-    written from the local (scheduler.py's drop_duplicate_nodes), then the squared deviations: two sums."""
+    written from the local (ir/duplicates.py's drop_duplicates), then the squared deviations: two sums."""
     module = torch.nn.Sequential(torch.nn.BatchNorm2d(8), torch.nn.ReLU())
     _, _, _, codes = _train_step_code(tmp_path, module, torch.randn(2, 8, 6, 6), monkeypatch, reorder=True)
     forward = codes["forward"]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import torch
 
 from compiler.codegen import half
-from compiler.ir.nodes import Layout
+from compiler.ir.nodes import Layout, nonunit_dims
 from compiler.ir.size_symbols import Size, is_static
-from compiler.scheduler import FusedKernel, nonunit_dims
+from compiler.scheduler import FusedKernel
 
 
 @dataclass
