@@ -40,6 +40,11 @@ log = logging.getLogger(__name__)
 # the fewest 4x4 output tiles (over the batch) and input/output channels a convolution needs to be taken
 MIN_TILES = 16
 MIN_CHANNELS = 48
+# tiles a call transforms and multiplies at a time: as many as keep their V and M within CHUNK_BYTES (L2-sized), at
+# least MIN_CHUNK_TILES, all at once where the weight's transform is over MAX_CHUNKED_WEIGHT (chunk_tiles)
+CHUNK_BYTES = 2 << 20
+MIN_CHUNK_TILES = 96
+MAX_CHUNKED_WEIGHT = 4 << 20
 
 # attr (as ATen's _convolution_pointwise names it) -> the helper's activation code (lens_activation)
 ACTIVATIONS = {"none": 0, "relu": 1, "leaky_relu": 2, "hardtanh": 3, "sigmoid": 4, "swish": 5, "hardswish": 6,
@@ -58,9 +63,9 @@ def _load(path: str):
         log.warning("kernel-lens: Winograd helper unloadable (%s): convolutions run direct", e)
         return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 8, ctypes.c_int]
+    lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 10, ctypes.c_int]
     lib.lens_winograd_products.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, ctypes.c_int]
-    lib.lens_winograd_output.argtypes = [ptr, ptr, ptr, ptr, *[i64] * 7, ctypes.c_int, ctypes.c_float,
+    lib.lens_winograd_output.argtypes = [ptr, ptr, ptr, ptr, *[i64] * 8, ctypes.c_int, ctypes.c_float,
                                          ctypes.c_float, ctypes.c_int, ctypes.c_int]
     lib.lens_winograd_input.restype = lib.lens_winograd_output.restype = lib.lens_winograd_products.restype = None
     return lib
@@ -90,6 +95,18 @@ def tiles(out_size) -> int:
     """The 4x4 output tiles of an (N, K, Ho, Wo) output."""
     n, _k, ho, wo = out_size
     return n * ((ho + 3) // 4) * ((wo + 3) // 4)
+
+
+def chunk_tiles(t: int, c: int, kp: int, u_bytes: int) -> int:
+    """How many of a call's `t` tiles go through the three steps at a time: all where their transformed input and
+    products (36 * (C + KP) floats a tile) fit CHUNK_BYTES or the weight's transform (`u_bytes`, read again for each
+    chunk) is over MAX_CHUNKED_WEIGHT, else as many as fit but at least MIN_CHUNK_TILES (fewer rows would starve the
+    products), the chunks of a call made equal (196 tiles as two of 98, not 192 and a tail of 4)."""
+    if u_bytes > MAX_CHUNKED_WEIGHT:
+        return t
+    size = max(CHUNK_BYTES // (36 * 4 * (c + kp)), MIN_CHUNK_TILES)
+    chunks = -(-t // size)
+    return -(-t // chunks)
 
 
 def supported() -> bool:
@@ -194,14 +211,17 @@ class Convolution:
         t = n * th * tw
         threads = torch.get_num_threads()
         kp = self.u.shape[1] * 32
-        space = _WORKSPACE.take(36 * t * (c + kp))
-        v, m = space[:36 * t * c], space[36 * t * c:]
-        lib = self._lib
-        lib.lens_winograd_input(x.data_ptr(), v.data_ptr(), n, h, w, c, self.padding[0], self.padding[1], th, tw,
-                                threads)
-        lib.lens_winograd_products(v.data_ptr(), self.u.data_ptr(), m.data_ptr(), t, c, kp, self.groups, threads)
-        out = torch.empty_strided(self.out_size, self.out_stride, dtype=torch.float32)
-        lib.lens_winograd_output(m.data_ptr(), bias.data_ptr() if bias is not None else None,
-                                 other.data_ptr() if other is not None else None, out.data_ptr(), n, ho, wo, k, kp,
-                                 th, tw, self.act, self.scalars[0], self.scalars[1], self.post, threads)
+        chunk = chunk_tiles(t, c, kp, self.u.numel() * 4)
+        space = _WORKSPACE.take(36 * chunk * (c + kp))
+        v, m = space[:36 * chunk * c], space[36 * chunk * c:]
+        lib, out = self._lib, torch.empty_strided(self.out_size, self.out_stride, dtype=torch.float32)
+        b_ptr, o_ptr = (bias.data_ptr() if bias is not None else None), (other.data_ptr() if other is not None else None)
+        for t0 in range(0, t, chunk):  # (tiles in chunks whose transforms stay in cache: chunk_tiles)
+            count = min(chunk, t - t0)
+            lib.lens_winograd_input(x.data_ptr(), v.data_ptr(), n, h, w, c, self.padding[0], self.padding[1], th, tw,
+                                    t0, count, threads)
+            lib.lens_winograd_products(v.data_ptr(), self.u.data_ptr(), m.data_ptr(), count, c, kp, self.groups,
+                                       threads)
+            lib.lens_winograd_output(m.data_ptr(), b_ptr, o_ptr, out.data_ptr(), ho, wo, k, kp, th, tw, t0, count,
+                                     self.act, self.scalars[0], self.scalars[1], self.post, threads)
         return out

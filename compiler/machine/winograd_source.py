@@ -59,15 +59,16 @@ static inline void lens_tile(int64_t t, int64_t th, int64_t tw, int64_t* n, int6
     *x = (r % tw) * 4;
 }
 
-// x: (N, H, W, C) channels-last; V: [36][T][C]. Input positions outside the image (the padding) are zeros.
+// x: (N, H, W, C) channels-last; V: [36][T][C] for the T tiles from tile t0 on (of N * th * tw). Input positions
+// outside the image (the padding) are zeros.
 extern "C" void lens_winograd_input(const float* x, float* V, int64_t N, int64_t H, int64_t W, int64_t C,
-                                    int64_t ph, int64_t pw, int64_t th, int64_t tw, int threads)
+                                    int64_t ph, int64_t pw, int64_t th, int64_t tw, int64_t t0, int64_t T, int threads)
 {
-    const int64_t T = N * th * tw;
+    (void)N;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         int64_t n, y0, x0;
-        lens_tile(t, th, tw, &n, &y0, &x0);
+        lens_tile(t0 + t, th, tw, &n, &y0, &x0);
         y0 -= ph;
         x0 -= pw;
         for (int64_t c = 0; c < C; c += 16) {
@@ -171,17 +172,16 @@ static inline lens_v16 lens_activation(lens_v16 v, int code, float a, float b)
     return v;
 }
 
-// M: [36][T][ldm] (K used) -> out (N, Ho, Wo, K) channels-last: act(Y + bias), then (with `other`, the same layout as out)
-// post(that + other).
-extern "C" void lens_winograd_output(const float* M, const float* bias, const float* other, float* out, int64_t N,
-                                     int64_t Ho, int64_t Wo, int64_t K, int64_t ldm, int64_t th, int64_t tw, int act, float a,
-                                     float b, int post, int threads)
+// M: [36][T][ldm] (K used) of the T tiles from tile t0 on -> their part of out (N, Ho, Wo, K) channels-last:
+// act(Y + bias), then (with `other`, the same layout as out) post(that + other).
+extern "C" void lens_winograd_output(const float* M, const float* bias, const float* other, float* out, int64_t Ho,
+                                     int64_t Wo, int64_t K, int64_t ldm, int64_t th, int64_t tw, int64_t t0, int64_t T,
+                                     int act, float a, float b, int post, int threads)
 {
-    const int64_t T = N * th * tw;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         int64_t n, y0, x0;
-        lens_tile(t, th, tw, &n, &y0, &x0);
+        lens_tile(t0 + t, th, tw, &n, &y0, &x0);
         for (int64_t k = 0; k < K; k += 16) {
             const int64_t width = K - k < 16 ? K - k : 16;
             lens_v16 m[36], tmp[24], o[16];

@@ -106,6 +106,33 @@ def test_a_fused_residual_sum_then_its_activation(post_attr, any_size):
     assert torch.equal(other, other.clone())  # (left as it was)
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 30])
+def test_tiles_in_chunks_give_the_one_pass_results_bit_for_bit(chunk, any_size, monkeypatch):
+    """A call's tiles in chunks (winograd.chunk_tiles: a partial last one, chunks across the batch's images) compute
+    each tile as one pass over all of them does, with the fused residual sum and activation."""
+    x, weight, bias = _case(2, 48, 22, 21, 64, seed=11)
+    other = _cl(torch.randn(2, 64, 22, 21))
+    conv = _make(x, weight, bias, 1, attr="relu", add=True, post_attr="relu")
+    whole = conv.run(x, bias, other)
+    u_bytes = conv.u.numel() * 4
+    assert winograd.chunk_tiles(winograd.tiles(whole.shape), 48, 64, u_bytes) == 2 * 6 * 6  # (one chunk here)
+    monkeypatch.setattr(winograd, "CHUNK_BYTES", 36 * 4 * (48 + 64) * chunk)
+    monkeypatch.setattr(winograd, "MIN_CHUNK_TILES", 1)
+    assert 72 // chunk <= 72 // winograd.chunk_tiles(72, 48, 64, u_bytes) < 72 // chunk + 2
+    assert torch.equal(conv.run(x, bias, other), whole)
+
+
+def test_a_chunk_holds_what_fits_but_never_fewer_than_its_floor_and_a_large_weight_is_read_once():
+    per_tile, small = 36 * 4 * (64 + 64), 36 * 64 * 64 * 4
+    assert winograd.chunk_tiles(100, 64, 64, small) == 100
+    size = max(winograd.CHUNK_BYTES // per_tile, winograd.MIN_CHUNK_TILES)
+    chunk = winograd.chunk_tiles(10_000, 64, 64, small)
+    assert chunk <= size and -(-10_000 // chunk) == -(-10_000 // size)  # (as few chunks as fit, made equal)
+    floor = winograd.MIN_CHUNK_TILES
+    assert winograd.chunk_tiles(floor + 4, 512, 512, winograd.MAX_CHUNKED_WEIGHT) == (floor + 5) // 2
+    assert winograd.chunk_tiles(10_000, 512, 512, winograd.MAX_CHUNKED_WEIGHT + 4) == 10_000
+
+
 def test_without_a_bias_and_a_bias_of_another_dtype_is_refused(any_size):
     x, weight, _ = _case(1, 32, 20, 20, 32, seed=4, bias=False)
     conv = _make(x, weight, None, 1)
