@@ -10,8 +10,9 @@ replace 144 multiply-adds of the direct convolution. The products are ours too: 
 CPUs, ~55-90 GFLOP/s at these sizes). One thread of a Zen 5 EPYC, oneDNN's direct primitive against this: (1,64,56,56)
 to 64 channels 2.0 -> 1.0-1.3 ms, (1,128,28,28) 1.9 -> 0.8, (1,256,14,14) 1.9 -> 1.0, (1,384,14,14) 4.4 -> 2.4-2.7;
 7x7 outputs (4 tiles, the weight's transform 4x the weight read for them) 0.7-1.5x, so only convolutions with at
-least MIN_TILES tiles and MIN_CHANNELS channels a group each way are taken (docs/performance.md, session 17;
-benchmarks/conv_bench.py measures it).
+least MIN_TILES tiles and MIN_CHANNELS channels a group each way (or NARROW_MIN_TILES tiles of NARROW_CHANNELS
+in whole vectors) are taken, a call's tiles in chunks that keep its transforms in cache (docs/performance.md, sessions
+17-18; benchmarks/conv_bench.py measures it).
 
 Results: not the direct convolution's bits. The transforms' rounding puts the error against a float64 convolution
 at about 4-7x the direct convolution's (RMSE ~1.2e-6 against ~3e-7 on outputs of RMS 0.7), far inside PyTorch's
@@ -37,9 +38,14 @@ from compiler.machine.winograd_source import SOURCE
 
 log = logging.getLogger(__name__)
 
-# the fewest 4x4 output tiles (over the batch) and input/output channels a convolution needs to be taken
+# the fewest 4x4 output tiles (over the batch) and input/output channels a group a convolution needs to be taken; or,
+# with NARROW_CHANNELS to MIN_CHANNELS a multiple of 16 (no partial vector), NARROW_MIN_TILES tiles. Measured one
+# thread of a Zen 5 EPYC, Winograd / direct: 64 channels at 14x14 (16 tiles) 0.94, 96 0.65, 48 1.10, 32 1.37;
+# 32 channels at 28x28 (49 tiles) 0.82, at 56x56-147x147 0.68-0.71, 36 and 40 channels at 56x56 1.02-1.03
 MIN_TILES = 16
-MIN_CHANNELS = 48
+MIN_CHANNELS = 64
+NARROW_CHANNELS = 32
+NARROW_MIN_TILES = 49
 # tiles a call transforms and multiplies at a time: as many as keep their V and M within CHUNK_BYTES (L2-sized), at
 # least MIN_CHUNK_TILES, all at once where the weight's transform is over MAX_CHUNKED_WEIGHT (chunk_tiles)
 CHUNK_BYTES = 2 << 20
@@ -118,7 +124,8 @@ def supported() -> bool:
 def takes(x_size, weight: torch.Tensor, stride, dilation, groups: int, out_size) -> bool:
     """Whether a convolution is Winograd's here: float32, a 3x3 kernel, stride and dilation 1, at least MIN_CHANNELS
     input and output channels a group (a group's output channels a multiple of 32 where there are groups) and
-    MIN_TILES output tiles, on a CPU with AVX-512 (the products keep 24 vectors of 16 floats in registers)."""
+    MIN_TILES output tiles (or fewer channels, from NARROW_CHANNELS in 16s, and NARROW_MIN_TILES tiles), on a CPU with
+    AVX-512 (the products keep 24 vectors of 16 floats in registers)."""
     return weight.dim() == 4 and takes_sizes(weight.dtype, x_size, weight.shape, stride, dilation, groups, out_size)
 
 
@@ -129,7 +136,9 @@ def takes_sizes(dtype: torch.dtype, x_size, w_size, stride, dilation, groups: in
     k, cg = w_size[:2]
     if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or k % groups or (groups > 1 and (k // groups) % 32):
         return False
-    return min(k // groups, cg) >= MIN_CHANNELS and tiles(out_size) >= MIN_TILES and supported()
+    c, t = min(k // groups, cg), tiles(out_size)
+    enough = (c >= MIN_CHANNELS and t >= MIN_TILES) or (c >= NARROW_CHANNELS and c % 16 == 0 and t >= NARROW_MIN_TILES)
+    return enough and supported()
 
 
 def transformed_weight(weight: torch.Tensor, groups: int = 1) -> torch.Tensor:

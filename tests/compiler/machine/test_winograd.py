@@ -156,6 +156,12 @@ def test_what_it_does_not_take():
     assert not winograd.takes(x.shape, weight[:32], [1, 1], [1, 1], 1, [1, 32, 14, 14])  # too few channels
     assert not winograd.takes(x.shape, weight[:, :32], [1, 1], [1, 1], 1, out)  # too few input channels
     assert not winograd.takes(x.shape, weight, [1, 1], [1, 1], 1, [1, 64, 7, 7])  # 4 tiles: too few
+    assert not winograd.takes(x.shape, weight[:48, :48], [1, 1], [1, 1], 1, [1, 48, 14, 14])  # 48 a group, 16 tiles
+    narrow = [1, 32, 28, 28]  # 32 channels: taken from 49 tiles, in whole vectors of 16 only
+    assert winograd.takes(narrow, weight[:32, :32], [1, 1], [1, 1], 1, narrow)
+    assert not winograd.takes(narrow, weight[:32, :32], [1, 1], [1, 1], 1, [1, 32, 24, 24])  # 36 tiles
+    assert not winograd.takes([1, 40, 56, 56], torch.randn(40, 40, 3, 3), [1, 1], [1, 1], 1, [1, 40, 56, 56])
+    assert not winograd.takes([1, 24, 56, 56], torch.randn(24, 24, 3, 3), [1, 1], [1, 1], 1, [1, 24, 56, 56])
     assert _make(x, weight, bias, 1, "mish") is None  # (an activation it has no code for: the direct path's)
 
 
