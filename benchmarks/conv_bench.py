@@ -2,7 +2,8 @@
 channels-last input, oneDNN's direct primitive (compiler/machine/onednn_direct.py, what lens ran before) and
 Winograd's F(4x4, 3x3) (compiler/machine/winograd.py), with the ratio Winograd / direct and each result's RMSE
 against a float64 convolution. The shapes are the 3x3 layers of ResNet-like nets at batch 1 (224-pixel inputs);
-`--all-sizes` also runs the ones winograd.takes refuses (7x7 outputs, few channels), to show why.
+`--all-sizes` also runs the ones winograd.takes refuses (7x7 outputs, few channels), to show why; the large ones
+(128x128, 147x147) go in chunks of tiles (winograd.chunk_tiles).
 
     python benchmarks/conv_bench.py [--threads 1] [--reps 15] [--all-sizes]
 """
@@ -19,7 +20,7 @@ from compiler.machine import onednn_direct, winograd
 
 # (channels in, spatial size, channels out)
 SHAPES = [(64, 56, 64), (96, 56, 96), (128, 28, 128), (256, 28, 256), (192, 14, 192), (256, 14, 256),
-          (384, 14, 384), (512, 7, 512), (32, 112, 32)]
+          (384, 14, 384), (512, 7, 512), (32, 112, 32), (32, 56, 32), (48, 14, 48), (64, 128, 64), (32, 147, 32)]
 
 
 def _median_us(fn, reps: int) -> float:
