@@ -79,6 +79,23 @@ def _pair(v) -> list[int] | None:
     return None
 
 
+def _string_padding(padding, weight, stride, dilation) -> list[int] | None:
+    """`padding="valid"` or `"same"` as the explicit padding it is: "same" (stride 1 only) pads each side by half of
+    dilation * (kernel - 1) where that is even; where it is odd ATen pads one more on the far side, which an explicit
+    padding cannot say (None: such a convolution is left to ATen)."""
+    w = _example(weight)
+    while w is None and isinstance(weight, torch.fx.Node) and weight.args and \
+            getattr(weight.target, "__name__", weight.target) in ("channels_last", "contiguous", "to"):
+        weight = weight.args[0]  # (freezing's relayout of the weight, or a cast: its source's shape)
+        w = _example(weight)
+    if padding == "valid":
+        return [0, 0]
+    if padding != "same" or w is None or w.dim() != 4 or stride != [1, 1] or dilation is None:
+        return None
+    total = [d * (k - 1) for d, k in zip(dilation, w.shape[2:])]
+    return None if any(t % 2 for t in total) else [t // 2 for t in total]
+
+
 def _example(node) -> torch.Tensor | None:
     value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
     return value if isinstance(value, torch.Tensor) else None
@@ -110,13 +127,14 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
         x, weight, bias = conv.args[0], call_arg(conv, 1, "weight"), call_arg(conv, 2, "bias")
         geometry = [_pair(call_arg(conv, i, n, d)) for i, n, d in ((4, "padding", 0), (3, "stride", 1),
                                                                    (5, "dilation", 1))]
+        geometry[0] = geometry[0] or _string_padding(call_arg(conv, 4, "padding", 0), weight, *geometry[1:])
         groups = call_arg(conv, 6, "groups", 1)
         val, out = _example(x), _example(conv)  # (the output's dtype is the one the weight was cast to)
         if (dtype is None or weight not in const or (bias is not None and bias not in const) or None in geometry
                 or not isinstance(groups, int) or val is None or val.dim() != 4 or not val.is_floating_point()
                 or (dtype == torch.float32 and val.dtype != dtype) or val.device.type != "cpu" or out is None
                 or out.dtype != dtype):
-            continue  # (a string padding, "same": left to ATen)
+            continue  # (an asymmetric "same" padding: left to ATen)
 
         user, post = _activation_after(conv)
         if post and _example(user) is not None and _example(user).dtype != dtype:

@@ -88,6 +88,17 @@ def test_geometries_match_eager(geometry, batch, channels_last):
     assert _run(ConvAct(**geometry, act="hardswish").eval(), x) == 1
 
 
+@pytest.mark.parametrize("geometry, taken", [
+    (dict(cin=8, cout=8, k=9, padding="same", groups=8), True),  # ConvMixer's depthwise layers
+    (dict(cin=6, cout=8, k=(3, 5), padding="same", dilation=2), True),
+    (dict(cin=6, cout=8, k=3, padding="valid"), True),
+    (dict(cin=6, cout=8, k=4, padding="same"), False),  # (ATen pads one more on the far side: left to ATen)
+])
+def test_string_paddings_are_explicit_where_they_are_symmetric(geometry, taken):
+    torch.manual_seed(0)
+    assert _run(ConvAct(**geometry, act="gelu").eval(), torch.randn(1, geometry["cin"], 12, 13)) == int(taken)
+
+
 def test_squeeze_excitation_convolutions_of_one_pixel_match_eager():
     # (1, C, 1, 1) inputs (a pooled squeeze-excitation input; ATen runs these in _slow_conv2d_forward)
     torch.manual_seed(0)
