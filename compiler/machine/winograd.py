@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 # thread of a Zen 5 EPYC, Winograd / direct: 64 channels at 14x14 (16 tiles) 0.94, 96 0.65, 48 1.10, 32 1.37;
 # 32 channels at 28x28 (49 tiles) 0.82, at 56x56-147x147 0.68-0.71, 36 and 40 channels at 56x56 1.02-1.03
 MIN_TILES = 16
+# more groups than this stay direct: 2-4 groups measured 0.54-0.83x direct, 6-32 groups 0.93-2.04x (ResNeXt-101
+# 32x16d's 32 groups of 64 channels at 14x14: 2.04x; the products are many small ones against a large transform)
+MAX_GROUPS = 4
 MIN_CHANNELS = 64
 NARROW_CHANNELS = 32
 NARROW_MIN_TILES = 49
@@ -123,7 +126,7 @@ def supported() -> bool:
 
 def takes(x_size, weight: torch.Tensor, stride, dilation, groups: int, out_size) -> bool:
     """Whether a convolution is Winograd's here: float32, a 3x3 kernel, stride and dilation 1, at least MIN_CHANNELS
-    input and output channels a group (a group's output channels a multiple of 32 where there are groups) and
+    input and output channels a group (at most MAX_GROUPS groups, each's output channels a multiple of 32) and
     MIN_TILES output tiles (or fewer channels, from NARROW_CHANNELS in 16s, and NARROW_MIN_TILES tiles), on a CPU with
     AVX-512 (the products keep 24 vectors of 16 floats in registers)."""
     return weight.dim() == 4 and takes_sizes(weight.dtype, x_size, weight.shape, stride, dilation, groups, out_size)
@@ -134,7 +137,8 @@ def takes_sizes(dtype: torch.dtype, x_size, w_size, stride, dilation, groups: in
     if dtype != torch.float32 or len(w_size) != 4 or tuple(w_size[2:]) != (3, 3) or len(x_size) != 4:
         return False
     k, cg = w_size[:2]
-    if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or k % groups or (groups > 1 and (k // groups) % 32):
+    if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or k % groups or (groups > 1 and (k // groups) % 32) \
+            or groups > MAX_GROUPS:
         return False
     c, t = min(k // groups, cg), tiles(out_size)
     enough = (c >= MIN_CHANNELS and t >= MIN_TILES) or (c >= NARROW_CHANNELS and c % 16 == 0 and t >= NARROW_MIN_TILES)

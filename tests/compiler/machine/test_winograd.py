@@ -151,6 +151,9 @@ def test_what_it_does_not_take():
     wide = torch.randn(128, 64, 3, 3)
     assert winograd.takes((1, 128, 14, 14), wide, [1, 1], [1, 1], 2, [1, 128, 14, 14])  # two groups of 64
     assert not winograd.takes((1, 128, 14, 14), wide[:96], [1, 1], [1, 1], 2, [1, 96, 14, 14])  # of 48: not 32s
+    many = torch.randn(512, 64, 3, 3)  # 8 groups of 64: more groups than MAX_GROUPS
+    assert not winograd.takes((1, 512, 28, 28), many, [1, 1], [1, 1], 8, [1, 512, 28, 28])
+    assert winograd.takes((1, 256, 28, 28), many[:256], [1, 1], [1, 1], 4, [1, 256, 28, 28])
     assert not winograd.takes(x.shape, weight[:, :, :1, :1], [1, 1], [1, 1], 1, out)  # 1x1
     assert not winograd.takes(x.shape, weight.double(), [1, 1], [1, 1], 1, out)  # float64
     assert not winograd.takes(x.shape, weight[:32], [1, 1], [1, 1], 1, [1, 32, 14, 14])  # too few channels
