@@ -87,6 +87,9 @@ freezing_batch_norm_affine: bool = os.environ.get("LENS_FREEZE_BN_AFFINE", "1") 
 # Nodes computing what an earlier node computes (autocast's repeated casts of one input) fold into it before lowering
 # (compiler/lowering/cse.py; LENS_FOLD_DUPLICATES=0 lowers each).
 fold_duplicates: bool = os.environ.get("LENS_FOLD_DUPLICATES", "1") not in ("", "0")
+# float32/float64 group norms as generated reductions over a view of their input, channels-last read as it is
+# (compiler/decompositions/table.py `group_norm`; LENS_DECOMPOSE_GROUP_NORM=0 keeps ATen's native_group_norm).
+decompose_group_norm: bool = os.environ.get("LENS_DECOMPOSE_GROUP_NORM", "1") not in ("", "0")
 # Training graphs' 2-d convolutions read their input and weight channels-last, so the activations between them
 # are channels-last too (compiler/graph_passes/conv_layout.py; LENS_TRAIN_CONV_CL=0 keeps eager's layouts).
 train_conv_channels_last: bool = os.environ.get("LENS_TRAIN_CONV_CL", "1") not in ("", "0")

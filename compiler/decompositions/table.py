@@ -92,6 +92,7 @@ def decomposition_table() -> dict:
     table[aten.mse_loss.default] = _half_mse_loss(table[aten.mse_loss.default])
     table[aten.unique_consecutive.default] = unique_consecutive_nonnegative_dim
     table[aten._softmax.default] = softmax
+    table[aten.native_group_norm.default] = group_norm
     table[aten.pow.Tensor_Scalar] = pow_by_multiplication
     table[aten._scaled_dot_product_flash_attention_for_cpu.default] = flash_attention_for_cpu
     for op in (aten.upsample_linear1d.default, aten.upsample_trilinear3d.default):  # (their .vec: eager_upsample_kernels)
@@ -120,6 +121,31 @@ def softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
 
 
 HALF = (torch.bfloat16, torch.float16)
+
+
+def group_norm(x: torch.Tensor, weight, bias, n: int, c: int, inner: int, groups: int, eps: float):
+    """native_group_norm on float32/float64 as fusable reductions over a *view* of the input (its channels split
+    into (groups, channels a group)), so a channels-last input is read as it is: torch's own decomposition reshapes
+    to (N, G, C/G * HW), a copy for channels-last, and left whole ATen's kernel wants its input contiguous in some
+    format (PoolFormer-M36: 72 group norms a call, each behind a copy). The output as ATen's CPU kernel forms it:
+    x * (rstd * weight) + (bias - mean * rstd * weight). Half dtypes, and any under LENS_DECOMPOSE_GROUP_NORM=0, keep
+    ATen's kernel (NotImplemented)."""
+    if not config.decompose_group_norm or x.dtype not in (torch.float32, torch.float64) or x.dim() < 2 or c % groups:
+        return NotImplemented
+    grouped = x.unflatten(1, (groups, c // groups))
+    dims = list(range(2, grouped.dim()))
+    var, mean = torch.var_mean(grouped, dim=dims, unbiased=False, keepdim=True)
+    rstd = torch.rsqrt(var + eps)
+    per_channel = [n, groups, c // groups]
+    scale = rstd.reshape(n, groups, 1).expand(per_channel)
+    if weight is not None:
+        scale = scale * weight.reshape(1, groups, c // groups)
+    shift = -mean.reshape(n, groups, 1) * scale
+    if bias is not None:
+        shift = shift + bias.reshape(1, groups, c // groups)
+    trailing = [1] * (x.dim() - 2)
+    out = x * scale.reshape(n, c, *trailing) + shift.reshape(n, c, *trailing)
+    return out, mean.reshape(n, groups), rstd.reshape(n, groups)
 
 
 def _half_layer_norm(decomposition: Callable) -> Callable:

@@ -3,7 +3,7 @@ compiler/lowering/layouts.py's eager_strides)."""
 import pytest
 import torch
 
-from compiler import pipeline
+from compiler import config, pipeline
 from compiler.lowering.layouts import eager_strides
 
 
@@ -22,9 +22,12 @@ class ConvGroupNorm(torch.nn.Module):
 
 @pytest.mark.parametrize("batch", [1, 2])
 @pytest.mark.parametrize("grad", [False, True])
-def test_group_norm_of_a_channels_last_value_runs_as_generated_code(same, batch, grad):
+@pytest.mark.parametrize("decompose", [False, True])
+def test_group_norm_of_a_channels_last_value_runs_as_generated_code(same, batch, grad, decompose, monkeypatch):
     # batch 1: the computed buffer had stride 1 on its size-1 batch dim, which ATen reads as neither memory format,
-    # and native_group_norm raised "Expected X.is_contiguous(memory_format)" from the generated code
+    # and native_group_norm raised "Expected X.is_contiguous(memory_format)" from the generated code (decompose
+    # False: ATen's group norm as an extern call; True: the group norm generated, decompositions/table.py)
+    monkeypatch.setattr(config, "decompose_group_norm", decompose)
     torch.manual_seed(0)
     model = ConvGroupNorm().eval()
     x = torch.randn(batch, 3, 12, 12)
