@@ -125,16 +125,20 @@ HALF = (torch.bfloat16, torch.float16)
 
 def group_norm(x: torch.Tensor, weight, bias, n: int, c: int, inner: int, groups: int, eps: float):
     """native_group_norm on float32/float64 as fusable reductions over a *view* of the input (its channels split
-    into (groups, channels a group)), so a channels-last input is read as it is: torch's own decomposition reshapes
-    to (N, G, C/G * HW), a copy for channels-last, and left whole ATen's kernel wants its input contiguous in some
-    format (PoolFormer-M36: 72 group norms a call, each behind a copy). The output as ATen's CPU kernel forms it:
+    into (groups, channels a group), after the spatial dims for a channels-last input, so the sums run in memory order
+    and the input is read as it is): torch's own decomposition reshapes to (N, G, C/G * HW), a copy for channels-last,
+    and left whole ATen's kernel wants its input contiguous in some format (PoolFormer-M36: 72 group norms a call, each behind a copy). The output as ATen's CPU kernel forms it:
     x * (rstd * weight) + (bias - mean * rstd * weight). Half dtypes, and any under LENS_DECOMPOSE_GROUP_NORM=0, keep
     ATen's kernel (NotImplemented)."""
     if not config.decompose_group_norm or x.dtype not in (torch.float32, torch.float64) or x.dim() < 2 or c % groups:
         return NotImplemented
-    grouped = x.unflatten(1, (groups, c // groups))
-    dims = list(range(2, grouped.dim()))
-    var, mean = torch.var_mean(grouped, dim=dims, unbiased=False, keepdim=True)
+    if x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last):
+        grouped = x.permute(0, 2, 3, 1).unflatten(3, (groups, c // groups))  # (N, H, W, G, C/G): memory order
+        dims = [1, 2, 4]
+    else:
+        grouped = x.unflatten(1, (groups, c // groups))  # (N, G, C/G, ...)
+        dims = list(range(2, grouped.dim()))
+    var, mean = torch.var_mean(grouped, dim=dims, unbiased=False)  # (N, G)
     rstd = torch.rsqrt(var + eps)
     per_channel = [n, groups, c // groups]
     scale = rstd.reshape(n, groups, 1).expand(per_channel)
@@ -145,7 +149,7 @@ def group_norm(x: torch.Tensor, weight, bias, n: int, c: int, inner: int, groups
         shift = shift + bias.reshape(1, groups, c // groups)
     trailing = [1] * (x.dim() - 2)
     out = x * scale.reshape(n, c, *trailing) + shift.reshape(n, c, *trailing)
-    return out, mean.reshape(n, groups), rstd.reshape(n, groups)
+    return out, mean, rstd
 
 
 def _half_layer_norm(decomposition: Callable) -> Callable:
