@@ -21,6 +21,7 @@ from compiler.ir.nodes import (
     GraphIR,
     Load,
     loop_dims,
+    loop_sizes,
     nonunit_dims,
 )
 
@@ -71,10 +72,6 @@ class ScheduledGraph:
         return [s for s in self.steps if isinstance(s, FusedKernel)]
 
 
-def _dims_of(node: ComputedBuffer) -> tuple[int, ...]:
-    return tuple(node.layout.size[d] for d in loop_dims(node))
-
-
 def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     n = 0
     while n < min(len(a), len(b)) and a[n] == b[n]:
@@ -83,7 +80,7 @@ def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def _outer_after_join(k: FusedKernel, node: ComputedBuffer) -> tuple[int, ...] | None:
-    dims = _dims_of(node)
+    dims = loop_sizes(node)
     if node.reduction_type:
         if k.has_reduction:
             return dims if dims == k.outer else None
@@ -118,7 +115,7 @@ def _can_join(k: FusedKernel, node: ComputedBuffer, record: bool = True) -> tupl
         return refused(k, node, "max_fusion_size")
     outer = _outer_after_join(k, node)
     if outer is None:
-        return refused(k, node, "loop_shape", shape=_dims_of(node), outer=k.outer)
+        return refused(k, node, "loop_shape", shape=loop_sizes(node), outer=k.outer)
     members = {n.name: n for n in k.nodes}
     for ld in node.reads():
         producer = members.get(ld.buffer)
@@ -203,8 +200,8 @@ def _row_kernel(steps: list[Step], node: ComputedBuffer, window: int = 4) -> tup
     for k in list(reversed(steps))[:window]:
         if not isinstance(k, FusedKernel):
             return None
-        rows = {n.name for n in k.nodes if len(_dims_of(n)) > len(k.outer)}
-        if k is not steps[-1] and len(_dims_of(node)) > len(k.outer) and reads & rows:
+        rows = {n.name for n in k.nodes if len(loop_sizes(n)) > len(k.outer)}
+        if k is not steps[-1] and len(loop_sizes(node)) > len(k.outer) and reads & rows:
             order = node.loop_order
             outer = _join_outer(k, node, record=False)
             if outer is None or not _long_run(node, len(outer)):
@@ -249,7 +246,7 @@ def schedule(ir: GraphIR, op_names: dict[str, str]) -> ScheduledGraph:
             k.has_reduction = k.has_reduction or bool(node.reduction_type)
             k.origins = sorted(set(k.origins) | set(node.origins), key=ir_order(ir))
             continue
-        current = FusedKernel([node], _dims_of(node), bool(node.reduction_type), origins=list(node.origins),
+        current = FusedKernel([node], loop_sizes(node), bool(node.reduction_type), origins=list(node.origins),
                               hints=ir.hints)
         steps.append(current)
     for i, k in enumerate(s for s in steps if isinstance(s, FusedKernel)):

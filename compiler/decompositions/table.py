@@ -127,7 +127,8 @@ def group_norm(x: torch.Tensor, weight, bias, n: int, c: int, inner: int, groups
     """native_group_norm on float32/float64 as fusable reductions over a *view* of the input (its channels split
     into (groups, channels a group), after the spatial dims for a channels-last input, so the sums run in memory order
     and the input is read as it is): torch's own decomposition reshapes to (N, G, C/G * HW), a copy for channels-last,
-    and left whole ATen's kernel wants its input contiguous in some format (PoolFormer-M36: 72 group norms a call, each behind a copy). The output as ATen's CPU kernel forms it:
+    and left whole ATen's kernel wants its input contiguous in some format (PoolFormer-M36: 72 group norms a call, each
+    behind a copy). The output as ATen's CPU kernel forms it:
     x * (rstd * weight) + (bias - mean * rstd * weight). Half dtypes, and any under LENS_DECOMPOSE_GROUP_NORM=0, keep
     ATen's kernel (NotImplemented)."""
     if not config.decompose_group_norm or x.dtype not in (torch.float32, torch.float64) or x.dim() < 2 or c % groups:

@@ -6,7 +6,7 @@ import dataclasses
 
 import sympy
 
-from compiler.ir.nodes import Cast, ComputedBuffer, Expr, Load, Op, loop_dims, nonunit_dims, rewrite_leaves, substitute
+from compiler.ir.nodes import Cast, ComputedBuffer, Expr, Load, Op, loop_sizes, nonunit_dims, rewrite_leaves, substitute
 
 
 def _expr_key(e: Expr, memo: dict[int, tuple]) -> tuple:
@@ -31,7 +31,7 @@ def _node_key(n: ComputedBuffer) -> tuple:
     dims = nonunit_dims(n.layout.size)  # (its non-unit dims' variables by position: a keepdim sum's equals a sum's)
     canonical = {n.vars[d]: sympy.Symbol(f"_dim{j}", integer=True, nonnegative=True) for j, d in enumerate(dims)}
     return (_expr_key(substitute(n.body, canonical), {}), tuple(n.reduction_vars),
-            n.reduction_type, tuple(n.reduction_ranges), tuple(n.layout.size[d] for d in loop_dims(n)), n.dtype)
+            n.reduction_type, tuple(n.reduction_ranges), loop_sizes(n), n.dtype)
 
 
 def rename_loads(e: Expr, names: dict[str, ComputedBuffer], dups: dict[str, ComputedBuffer]) -> Expr:

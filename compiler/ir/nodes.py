@@ -297,3 +297,8 @@ def loop_dims(n: ComputedBuffer) -> list[int]:
     """The dims node `n`'s loops run over, outermost first: its non-unit dims in its loop order."""
     order = n.loop_order if n.loop_order is not None else range(len(n.layout.size))
     return [d for d in order if n.layout.size[d] != 1]
+
+
+def loop_sizes(n: ComputedBuffer) -> tuple[int, ...]:
+    """The sizes of node `n`'s loops, outermost first (loop_dims's)."""
+    return tuple(n.layout.size[d] for d in loop_dims(n))

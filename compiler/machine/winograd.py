@@ -43,12 +43,12 @@ log = logging.getLogger(__name__)
 # thread of a Zen 5 EPYC, Winograd / direct: 64 channels at 14x14 (16 tiles) 0.94, 96 0.65, 48 1.10, 32 1.37;
 # 32 channels at 28x28 (49 tiles) 0.82, at 56x56-147x147 0.68-0.71, 36 and 40 channels at 56x56 1.02-1.03
 MIN_TILES = 16
-# more groups than this stay direct: 2-4 groups measured 0.54-0.83x direct, 6-32 groups 0.93-2.04x (ResNeXt-101
-# 32x16d's 32 groups of 64 channels at 14x14: 2.04x; the products are many small ones against a large transform)
-MAX_GROUPS = 4
 MIN_CHANNELS = 64
 NARROW_CHANNELS = 32
 NARROW_MIN_TILES = 49
+# more groups than this stay direct: 2-4 groups measured 0.54-0.83x direct, 6-32 groups 0.93-2.04x (ResNeXt-101
+# 32x16d's 32 groups of 64 channels at 14x14: 2.04x; the products are many small ones against a large transform)
+MAX_GROUPS = 4
 # tiles a call transforms and multiplies at a time: as many as keep their V and M within CHUNK_BYTES (L2-sized), at
 # least MIN_CHUNK_TILES, all at once where the weight's transform is over MAX_CHUNKED_WEIGHT (chunk_tiles)
 CHUNK_BYTES = 2 << 20
@@ -72,7 +72,7 @@ def _load(path: str):
         log.warning("kernel-lens: Winograd helper unloadable (%s): convolutions run direct", e)
         return None
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 10, ctypes.c_int]
+    lib.lens_winograd_input.argtypes = [ptr, ptr, *[i64] * 9, ctypes.c_int]
     lib.lens_winograd_products.argtypes = [ptr, ptr, ptr, i64, i64, i64, i64, ctypes.c_int]
     lib.lens_winograd_output.argtypes = [ptr, ptr, ptr, ptr, *[i64] * 8, ctypes.c_int, ctypes.c_float,
                                          ctypes.c_float, ctypes.c_int, ctypes.c_int]
@@ -228,11 +228,12 @@ class Convolution:
         space = _WORKSPACE.take(36 * chunk * (c + kp))
         v, m = space[:36 * chunk * c], space[36 * chunk * c:]
         lib, out = self._lib, torch.empty_strided(self.out_size, self.out_stride, dtype=torch.float32)
-        b_ptr, o_ptr = (bias.data_ptr() if bias is not None else None), (other.data_ptr() if other is not None else None)
+        b_ptr = bias.data_ptr() if bias is not None else None
+        o_ptr = other.data_ptr() if other is not None else None
         for t0 in range(0, t, chunk):  # (tiles in chunks whose transforms stay in cache: chunk_tiles)
             count = min(chunk, t - t0)
-            lib.lens_winograd_input(x.data_ptr(), v.data_ptr(), n, h, w, c, self.padding[0], self.padding[1], th, tw,
-                                    t0, count, threads)
+            lib.lens_winograd_input(x.data_ptr(), v.data_ptr(), h, w, c, self.padding[0], self.padding[1], th, tw, t0,
+                                    count, threads)
             lib.lens_winograd_products(v.data_ptr(), self.u.data_ptr(), m.data_ptr(), count, c, kp, self.groups,
                                        threads)
             lib.lens_winograd_output(m.data_ptr(), b_ptr, o_ptr, out.data_ptr(), ho, wo, k, kp, th, tw, t0, count,

@@ -61,10 +61,9 @@ static inline void lens_tile(int64_t t, int64_t th, int64_t tw, int64_t* n, int6
 
 // x: (N, H, W, C) channels-last; V: [36][T][C] for the T tiles from tile t0 on (of N * th * tw). Input positions
 // outside the image (the padding) are zeros.
-extern "C" void lens_winograd_input(const float* x, float* V, int64_t N, int64_t H, int64_t W, int64_t C,
-                                    int64_t ph, int64_t pw, int64_t th, int64_t tw, int64_t t0, int64_t T, int threads)
+extern "C" void lens_winograd_input(const float* x, float* V, int64_t H, int64_t W, int64_t C, int64_t ph, int64_t pw,
+                                    int64_t th, int64_t tw, int64_t t0, int64_t T, int threads)
 {
-    (void)N;
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (int64_t t = 0; t < T; t++) {
         int64_t n, y0, x0;
