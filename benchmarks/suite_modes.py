@@ -126,8 +126,8 @@ def fp64_reference(mode: Mode, model: torch.nn.Module, inputs, optimizer: str) -
 
 
 # ops whose self time counts as GEMM/convolution (ATen's, oneDNN's, MKL's, lens's own ops that call oneDNN)
-_GEMM_NAMES = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "_addmm_activation", "mkldnn_linear",
-               "_linear_pointwise", "_mkl_linear", "mkl_linear")
+_GEMM_NAMES = ("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "linear_onednn", "_addmm_activation",
+               "mkldnn_linear", "_linear_pointwise", "_mkl_linear", "mkl_linear")
 
 
 def is_gemm_or_conv(key: str) -> bool:

@@ -18,7 +18,8 @@ from lens_format.kernel_map import MappedKernel
 VERSION = why_format.VERSION
 # frozen convolutions (graph_passes/conv_onednn.py): machine/conv_packed.py's ops
 CONVOLUTION_TARGETS = ("lens.conv2d_onednn",)
-GEMM_TARGETS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten._scaled_dot")
+GEMM_TARGETS = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.convolution", "aten._scaled_dot",
+                "lens.linear_onednn")
 
 SCALAR_REDUCTIONS = {"max": "NaN propagation", "min": "NaN propagation", "argmax": "first index of the maximum",
                      "argmin": "first index of the minimum"}

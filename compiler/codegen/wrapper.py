@@ -127,6 +127,7 @@ def _out_variant(step: ExternCall) -> str | None:
 # (convolution_backward: machine/conv_train.py), and the import that brings each
 DIRECT_CALLS = {"lens.conv2d_onednn.default": ("conv_packed.conv2d", "from compiler.machine import conv_packed"),
                 "lens.conv2d_onednn_add.default": ("conv_packed.conv2d_add", "from compiler.machine import conv_packed"),
+                "lens.linear_onednn.default": ("linear_packed.linear", "from compiler.machine import linear_packed"),
                 "aten.convolution_backward.default": ("conv_train.convolution_backward",
                                                       "from compiler.machine import conv_train")}
 

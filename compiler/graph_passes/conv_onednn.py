@@ -64,7 +64,7 @@ def _post_op(node: torch.fx.Node | None):
     return rule(node) if rule is not None else None
 
 
-def _activation_after(node: torch.fx.Node):
+def activation_after(node: torch.fx.Node):
     """(its only reader, that reader's (attr, scalars, algorithm)) when `node`'s only reader is an activation of it
     oneDNN can apply as it writes (`_post_op`); (that reader or None, None) otherwise."""
     (user,) = node.users if len(node.users) == 1 else (None,)
@@ -83,11 +83,11 @@ def _string_padding(padding, weight, stride, dilation) -> list[int] | None:
     """`padding="valid"` or `"same"` as the explicit padding it is: "same" (stride 1 only) pads each side by half of
     dilation * (kernel - 1) where that is even; where it is odd ATen pads one more on the far side, which an explicit
     padding cannot say (None: such a convolution is left to ATen)."""
-    w = _example(weight)
+    w = example(weight)
     while w is None and isinstance(weight, torch.fx.Node) and weight.args and \
             getattr(weight.target, "__name__", weight.target) in ("channels_last", "contiguous", "to"):
         weight = weight.args[0]  # (freezing's relayout of the weight, or a cast: its source's shape)
-        w = _example(weight)
+        w = example(weight)
     if padding == "valid":
         return [0, 0]
     if padding != "same" or w is None or w.dim() != 4 or stride != [1, 1] or dilation is None:
@@ -96,7 +96,7 @@ def _string_padding(padding, weight, stride, dilation) -> list[int] | None:
     return None if any(t % 2 for t in total) else [t // 2 for t in total]
 
 
-def _example(node) -> torch.Tensor | None:
+def example(node) -> torch.Tensor | None:
     value = node.meta.get("example_value") if isinstance(node, torch.fx.Node) else None
     return value if isinstance(value, torch.Tensor) else None
 
@@ -129,15 +129,15 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
                                                                    (5, "dilation", 1))]
         geometry[0] = geometry[0] or _string_padding(call_arg(conv, 4, "padding", 0), weight, *geometry[1:])
         groups = call_arg(conv, 6, "groups", 1)
-        val, out = _example(x), _example(conv)  # (the output's dtype is the one the weight was cast to)
+        val, out = example(x), example(conv)  # (the output's dtype is the one the weight was cast to)
         if (dtype is None or weight not in const or (bias is not None and bias not in const) or None in geometry
                 or not isinstance(groups, int) or val is None or val.dim() != 4 or not val.is_floating_point()
                 or (dtype == torch.float32 and val.dtype != dtype) or val.device.type != "cpu" or out is None
                 or out.dtype != dtype):
             continue  # (an asymmetric "same" padding: left to ATen)
 
-        user, post = _activation_after(conv)
-        if post and _example(user) is not None and _example(user).dtype != dtype:
+        user, post = activation_after(conv)
+        if post and example(user) is not None and example(user).dtype != dtype:
             post = None  # (an activation autocast runs in float32)
         attr, scalars, algorithm = post or ("none", [], "")
         with graph.inserting_before(conv):
@@ -146,7 +146,7 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
                 x.meta["example_value"] = out.new_empty(val.shape)
             fused = graph.call_function(conv_packed.CONV2D_ONEDNN, (x, weight, bias, *geometry, groups, attr,
                                                                    scalars, algorithm))
-        _fused_meta(fused, user if post else conv, conv)
+        fused_meta(fused, user if post else conv, conv)
         (user if post else conv).replace_all_uses_with(fused)
         if post:
             graph.erase_node(user)
@@ -155,7 +155,7 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
     return changed
 
 
-def _fused_meta(fused: torch.fx.Node, last: torch.fx.Node, conv: torch.fx.Node) -> None:
+def fused_meta(fused: torch.fx.Node, last: torch.fx.Node, conv: torch.fx.Node) -> None:
     """The fused call's meta: the value of `last`, the node it replaces (its output), and the convolution's source
     line (`stack_trace`): the call is the convolution's, which is where its kernel and why-record belong when its
     activation or sum is a later statement (`y = self.conv(x)` then `y = F.relu(y)`)."""
@@ -180,7 +180,7 @@ def _residual_add(conv: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | 
     if add.target in _IN_PLACE_ADDS and add.args[0] is not conv:
         return None  # (`shortcut += conv(x)` changes the shortcut, which others may read)
     other = add.args[1] if add.args[0] is conv else add.args[0]
-    out, val, total = _example(conv), _example(other), _example(add)
+    out, val, total = example(conv), example(other), example(add)
     if not isinstance(other, torch.fx.Node) or out is None or val is None or total is None:
         return None
     if not (out.dtype == val.dtype == total.dtype == torch.float32 and out.shape == val.shape == total.shape):
@@ -201,14 +201,14 @@ def conv_onednn_adds(graph: torch.fx.Graph) -> int:
         if found is None:
             continue
         add, other = found
-        user, post = _activation_after(add)
+        user, post = activation_after(add)
         attr = post[0] if post and post[0] in conv_packed.ADD_POST_OPS else "none"
         last = user if attr != "none" else add
         x, weight, bias, padding, stride, dilation, groups = conv.args[:7]
         with graph.inserting_before(last):
             fused = graph.call_function(conv_packed.CONV2D_ONEDNN_ADD, (x, other, weight, bias, padding, stride,
                                                                        dilation, groups, attr))
-        _fused_meta(fused, last, conv)
+        fused_meta(fused, last, conv)
         last.replace_all_uses_with(fused)
         for node in ([user] if attr != "none" else []) + [add, conv]:
             graph.erase_node(node)

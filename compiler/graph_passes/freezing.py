@@ -27,6 +27,7 @@ import torch.fx
 from compiler import config
 from compiler.graph_passes import freezing_concat
 from compiler.graph_passes.conv_onednn import conv_onednn, conv_onednn_adds
+from compiler.graph_passes.linear_onednn import linear_onednn
 from compiler.graph_passes.freezing_autocast import autocast_casts
 from compiler.graph_passes.fx_calls import (
     CONV,
@@ -329,6 +330,8 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
         folds["linears sharing an input as one product"] = merged = freezing_concat.concat_linears(graph, const)
         if merged and not freezing_concat.traces(gm, graph, example_inputs):
             return freeze(gm, example_inputs, concat=False)
+    if config.freezing_linear_onednn:
+        folds["half linear as oneDNN with its activation"] = linear_onednn(graph, const)
     # an in-place change whose result nobody reads (`out.mul_(g)`: NFNet's skip-init gain) is no dead code: FX counts
     # a method call pure
     graph.eliminate_dead_code(is_impure_node=lambda n: n.is_impure() or changes_in_place(n))

@@ -138,25 +138,27 @@ def _half_from_pack(bias, a: torch.Tensor, b: torch.Tensor, beta, alpha, size, s
     if (a.requires_grad or b.requires_grad) and torch.is_grad_enabled():
         return None  # the op has no derivative
     w = gemm_packed.onednn_weight(b, m)  # (None unless b is a view of a registered constant, a CPU tensor)
-    return None if w is None else _linear_into(a, w, bias, size, stride)
+    return None if w is None else linear_into(a, w, bias, size, stride)
 
 
 def _onednn(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None, size, stride) -> torch.Tensor:
     w = gemm_packed.onednn_weight(b, a.shape[0])  # a frozen weight's blocked copy, else the weight (N, K) as
-    return _linear_into(a, b.t() if w is None else w, bias, size, stride)  # nn.Linear's
+    return linear_into(a, b.t() if w is None else w, bias, size, stride)  # nn.Linear's
 
 
-def _linear_into(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, size, stride) -> torch.Tensor:
-    """oneDNN's a @ w.T (+ bias) of `size`/`stride`, in row blocks where the result is large."""
+def linear_into(a: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, size, stride, attr: str = "none",
+                scalars=(), algorithm: str = "") -> torch.Tensor:
+    """oneDNN's attr(a @ w.T (+ bias)) of `size`/`stride` (`attr` an activation oneDNN applies as it writes, with its
+    `scalars` and `algorithm`; "none"), in row blocks where the result is large."""
     m, n = a.shape[0], size[1]
     if bias is not None and bias.dim() != 1:
         bias = bias.reshape(-1)
     if m * n * a.element_size() < config.cpp.onednn_blocked_min_bytes:
-        return _linear()(a, w, bias, "none", [], "")
+        return _linear()(a, w, bias, attr, list(scalars), algorithm)
     rows = max(1, config.cpp.onednn_block_bytes // max(1, n * a.element_size()))
     out = empty_strided(size, stride, dtype=a.dtype)
     for r in range(0, m, rows):
-        out[r:r + rows].copy_(_linear()(a[r:r + rows], w, bias, "none", [], ""))
+        out[r:r + rows].copy_(_linear()(a[r:r + rows], w, bias, attr, list(scalars), algorithm))
     return out
 
 

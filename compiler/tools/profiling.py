@@ -17,7 +17,7 @@ from lens_format.kernel_map import KernelMap, read_kernel_map
 from lens_format.profile import CategoryTime, EagerOp, GraphProfile, KernelTime
 
 from compiler.machine import pch
-from compiler.machine import conv_packed
+from compiler.machine import conv_packed, linear_packed
 from compiler.machine.gemm import PROFILER_NAMES
 from compiler.machine.kernel_timer import KernelTimer
 
@@ -38,8 +38,10 @@ def _events(prof: torch.profiler.profile):
     return [e for e in prof.key_averages() if e.key]
 
 
-# generated code calls lens.conv2d_onednn's kernel directly (machine/conv_packed.py), which names its calls itself
-_CALLED_AS = {**PROFILER_NAMES, **{str(op): name for op, name in conv_packed.PROFILER_NAMES.items()}}
+# generated code calls lens.conv2d_onednn's and lens.linear_onednn's kernels directly (machine/conv_packed.py,
+# linear_packed.py), which name their calls themselves
+_CALLED_AS = {**PROFILER_NAMES, **{str(op): name for names in (conv_packed.PROFILER_NAMES, linear_packed.PROFILER_NAMES)
+                                   for op, name in names.items()}}
 
 
 def _extern_op_name(target: str) -> str:

@@ -31,6 +31,9 @@ def served(monkeypatch):
     monkeypatch.setattr(config.cpp, "gemm_packed", True)
     monkeypatch.setattr(config.cpp, "half_gemm", "auto")
     monkeypatch.setattr(config.cpp, "gemm_packed_max_bytes", 1 << 62)  # (whatever other tests left packed)
+    # (Linear layers stay products of the lowering, which these tests are about, not lens.linear_onednn calls:
+    # tests/compiler/graph_passes/test_linear_onednn.py)
+    monkeypatch.setattr(config, "freezing_linear_onednn", False)
     yield record_results(monkeypatch, gemm_packed, "onednn_weight")
 
 

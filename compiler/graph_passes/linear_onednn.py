@@ -1,0 +1,71 @@
+"""Frozen half-dtype Linear layers as one oneDNN call with the activation after them fused.
+
+In a frozen inference graph (compiler/graph_passes/freezing.py), inside a bfloat16/float16 autocast region whose
+products oneDNN computes in that dtype from a frozen weight's blocked copy (machine/gemm_half.py `packs_weights`),
+each Linear whose weight (and bias) are constants becomes `torch.ops.lens.linear_onednn` (machine/linear_packed.py),
+and an activation that is its only reader and computes in the same dtype (GELU, ReLU, SiLU, sigmoid, tanh,
+hardswish, ...; conv_onednn.py's list) is applied by oneDNN as it writes the product instead of by a kernel reading
+it back. Inductor's freezing fuses the same (its mkldnn linear fusion); float32 Linears keep gemm.py's choice of
+library (MKL or oneDNN) and stay products of the lowering.
+"""
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from compiler.graph_passes.conv_onednn import activation_after, example, fused_meta
+from compiler.graph_passes.freezing_autocast import autocast_regions
+from compiler.graph_passes.fx_calls import LINEAR, call_arg
+from compiler.machine import gemm_half, linear_packed
+
+
+def _dtype_here(region: torch.dtype | None) -> torch.dtype | None:
+    """The half dtype a Linear in autocast region `region` computes in where oneDNN computes it from a pack."""
+    return region if region in gemm_half.HALF_DTYPES and gemm_half.packs_weights(region) else None
+
+
+def _weight(node) -> tuple[torch.dtype, int] | None:
+    """(dtype, dims) of a constant weight node: its traced value's, or for autocast's cast of it made a constant
+    (freezing_autocast.py, a node no trace has seen) its source's dims in the cast's dtype."""
+    val = example(node)
+    if val is not None:
+        return val.dtype, val.dim()
+    if isinstance(node, torch.fx.Node) and node.op == "call_method" and node.target == "to" and len(node.args) == 2 \
+            and isinstance(node.args[1], torch.dtype) and example(node.args[0]) is not None:
+        return node.args[1], example(node.args[0]).dim()
+    return None
+
+
+def linear_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
+    """Each Linear with constant weight (and bias) in a half-dtype autocast region oneDNN computes natively as
+    lens.linear_onednn, an activation that is its only reader fused; returns how many Linears. The input is cast to
+    the dtype as autocast casts it (a kernel's store, where a kernel computes it)."""
+    regions = autocast_regions(graph)
+    changed = 0
+    for lin in list(graph.nodes):
+        if lin.op != "call_function" or lin.target not in LINEAR:
+            continue
+        dtype = _dtype_here(regions.get(lin))
+        x, weight, bias = lin.args[0], call_arg(lin, 1, "weight"), call_arg(lin, 2, "bias")
+        val, out = example(x), example(lin)
+        if (dtype is None or weight not in const or (bias is not None and bias not in const) or val is None
+                or out is None or out.dtype != dtype or _weight(weight) != (dtype, 2)
+                or (bias is not None and _weight(bias) != (dtype, 1))
+                or val.dim() < 1 or not val.is_floating_point() or val.device.type != "cpu"):
+            continue
+        user, post = activation_after(lin)
+        if post and (example(user) is None or example(user).dtype != dtype):
+            post = None  # (an activation autocast runs in float32)
+        attr, scalars, algorithm = post or ("none", [], "")
+        with graph.inserting_before(lin):
+            if val.dtype != dtype:
+                x = graph.call_method("to", (x, dtype))
+                x.meta["example_value"] = out.new_empty(val.shape)
+            fused = graph.call_function(linear_packed.LINEAR_ONEDNN, (x, weight, bias, attr, scalars, algorithm))
+        fused_meta(fused, user if post else lin, lin)
+        (user if post else lin).replace_all_uses_with(fused)
+        if post:
+            graph.erase_node(user)
+        graph.erase_node(lin)
+        changed += 1
+    return changed
