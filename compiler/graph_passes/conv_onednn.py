@@ -168,9 +168,31 @@ _ADDS = {operator.add, torch.add, "add"}
 _IN_PLACE_ADDS = {operator.iadd, "add_"}  # (their first argument is changed: only the convolution's own output may be)
 
 
+def constant_meta(node) -> tuple[torch.dtype, int] | None:
+    """(dtype, dims) of a constant node: its traced value's, or for autocast's cast of it made a constant
+    (freezing_autocast.py, a node no trace has seen) its source's dims in the cast's dtype."""
+    val = example(node)
+    if val is not None:
+        return val.dtype, val.dim()
+    if isinstance(node, torch.fx.Node) and node.op == "call_method" and node.target == "to" and len(node.args) == 2 \
+            and isinstance(node.args[1], torch.dtype) and example(node.args[0]) is not None:
+        return node.args[1], example(node.args[0]).dim()
+    return None
+
+
+def _sums_in_one_pass(conv: torch.fx.Node, dtype: torch.dtype) -> bool:
+    """Whether oneDNN adds a residual to this convolution's accumulator before rounding to `dtype`: always in
+    float32; in bfloat16 for an ungrouped convolution whose bias is bfloat16 or absent (ATen's binary op refuses a
+    float32 bias, and rounds a grouped convolution's output before the sum: no pass saved)."""
+    if dtype == torch.float32:
+        return True
+    bias = conv.args[2]
+    return dtype == torch.bfloat16 and conv.args[6] == 1 and (bias is None or constant_meta(bias) == (dtype, 1))
+
+
 def _residual_add(conv: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | None:
-    """(the add, its other operand) when the unfused float32 convolution `conv` is read only by an add of a tensor of
-    its own shape (a residual block's sum: no broadcast, no alpha), else None."""
+    """(the add, its other operand) when the unfused float32 or bfloat16 convolution `conv` is read only by an add of
+    a tensor of its own shape and dtype (a residual block's sum: no broadcast, no alpha), else None."""
     if len(conv.users) != 1 or conv.args[7] != "none":
         return None
     (add,) = conv.users
@@ -183,7 +205,8 @@ def _residual_add(conv: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | 
     out, val, total = example(conv), example(other), example(add)
     if not isinstance(other, torch.fx.Node) or out is None or val is None or total is None:
         return None
-    if not (out.dtype == val.dtype == total.dtype == torch.float32 and out.shape == val.shape == total.shape):
+    if not (out.dtype == val.dtype == total.dtype and out.shape == val.shape == total.shape
+            and _sums_in_one_pass(conv, out.dtype)):
         return None
     return add, other
 
@@ -191,8 +214,10 @@ def _residual_add(conv: torch.fx.Node) -> tuple[torch.fx.Node, torch.fx.Node] | 
 def conv_onednn_adds(graph: torch.fx.Graph) -> int:
     """Each `lens.conv2d_onednn` without an activation whose only reader adds a residual of its shape, as one
     `lens.conv2d_onednn_add` (the sum as oneDNN's binary post-op, the ReLU after it too where that is the sum's only
-    reader); returns how many. Float32 only: the sum is the separate convolution and add's bit for bit (one float32
-    accumulator plus the residual), where a bfloat16 one would skip the convolution output's rounding."""
+    reader); returns how many. In float32 the sum is the separate convolution and add's bit for bit (one float32
+    accumulator plus the residual); in bfloat16 (autocast) the residual is added to the float32 accumulator before
+    the one rounding, where eager rounds the convolution's output first: within a rounding of eager's, as Inductor's
+    fused bfloat16 sum."""
     changed = 0
     for conv in list(graph.nodes):
         if conv.op != "call_function" or conv.target is not conv_packed.CONV2D_ONEDNN:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from compiler.graph_passes.conv_onednn import activation_after, example, fused_meta
+from compiler.graph_passes.conv_onednn import activation_after, constant_meta, example, fused_meta
 from compiler.graph_passes.freezing_autocast import autocast_regions
 from compiler.graph_passes.fx_calls import LINEAR, call_arg
 from compiler.machine import gemm_half, linear_packed
@@ -22,18 +22,6 @@ from compiler.machine import gemm_half, linear_packed
 def _dtype_here(region: torch.dtype | None) -> torch.dtype | None:
     """The half dtype a Linear in autocast region `region` computes in where oneDNN computes it from a pack."""
     return region if region in gemm_half.HALF_DTYPES and gemm_half.packs_weights(region) else None
-
-
-def _weight(node) -> tuple[torch.dtype, int] | None:
-    """(dtype, dims) of a constant weight node: its traced value's, or for autocast's cast of it made a constant
-    (freezing_autocast.py, a node no trace has seen) its source's dims in the cast's dtype."""
-    val = example(node)
-    if val is not None:
-        return val.dtype, val.dim()
-    if isinstance(node, torch.fx.Node) and node.op == "call_method" and node.target == "to" and len(node.args) == 2 \
-            and isinstance(node.args[1], torch.dtype) and example(node.args[0]) is not None:
-        return node.args[1], example(node.args[0]).dim()
-    return None
 
 
 def linear_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
@@ -49,8 +37,8 @@ def linear_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
         x, weight, bias = lin.args[0], call_arg(lin, 1, "weight"), call_arg(lin, 2, "bias")
         val, out = example(x), example(lin)
         if (dtype is None or weight not in const or (bias is not None and bias not in const) or val is None
-                or out is None or out.dtype != dtype or _weight(weight) != (dtype, 2)
-                or (bias is not None and _weight(bias) != (dtype, 1))
+                or out is None or out.dtype != dtype or constant_meta(weight) != (dtype, 2)
+                or (bias is not None and constant_meta(bias) != (dtype, 1))
                 or val.dim() < 1 or not val.is_floating_point() or val.device.type != "cpu"):
             continue
         user, post = activation_after(lin)

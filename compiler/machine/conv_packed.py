@@ -159,7 +159,8 @@ def conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr):
     """`lens.conv2d_onednn_add`'s kernel: `attr(conv2d(x) + other)` (attr "none" or "relu", the activations oneDNN
     applies after a binary post-op) in one pass, `other` read as the convolution writes its output (a residual
     block's sum: Inductor's freezing fuses the same); `other` is left as it is. Float32: the sum of the same
-    float32 accumulator and `other` as a separate add's, so the result is the unfused pair's bit for bit."""
+    float32 accumulator and `other` as a separate add's, so the result is the unfused pair's bit for bit; bfloat16:
+    `other` joins the float32 accumulator before the one rounding to bfloat16."""
     if _profiling():
         with torch.profiler.record_function(PROFILER_NAMES[CONV2D_ONEDNN_ADD]):
             return _conv2d_add(x, other, weight, bias, padding, stride, dilation, groups, attr)

@@ -177,7 +177,8 @@ class _ConvNet(nn.Module):
 @pytest.mark.parametrize("ambient", [True, False], ids=["called-in-autocast", "autocast-inside"])
 def test_bfloat16_autocast_convolutions_are_onednn_over_bfloat16_packs(ambient):
     """Under bfloat16 autocast the convolutions run as lens.conv2d_onednn in bfloat16 (weights cast once, packed
-    once, activations fused; the float32 input cast as autocast casts it) and match eager's autocast run."""
+    once, activations fused, the residual sum fused into the projection before it; the float32 input cast as
+    autocast casts it) and match eager's autocast run."""
     if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
         pytest.skip("this CPU has no bfloat16 instructions for oneDNN")
     torch.manual_seed(0)
@@ -204,7 +205,9 @@ def test_bfloat16_autocast_convolutions_are_onednn_over_bfloat16_packs(ambient):
     torch.testing.assert_close(again, got, atol=0, rtol=0)
     (frozen,) = freezing.FROZEN[before:]
     calls = [n for n in frozen.gm.graph.nodes if n.target is conv_packed.CONV2D_ONEDNN]
-    assert [n.args[7] for n in calls] == ["hardswish", "relu", "none", "none"]
+    assert [n.args[7] for n in calls] == ["hardswish", "relu", "none"]
+    assert [n.args[-1] for n in frozen.gm.graph.nodes if n.target is conv_packed.CONV2D_ONEDNN_ADD] == ["none"]
+    assert frozen.folds[ADD_FOLD] == 1
     assert frozen.folds["autocast weight casts"] == 8  # four weights, four biases (the stem's from its batch norm)
 
 
@@ -284,6 +287,28 @@ def test_a_residual_sum_is_fused_into_its_convolution_bitwise_as_the_separate_ad
         monkeypatch.setattr(config, "freezing_conv_onednn_add", False)
         separate = _lens_output(model, x)
         assert torch.equal(got, separate)  # (one float32 accumulator plus the residual, as the separate add)
+
+
+@pytest.mark.parametrize("form,groups,fused", [("radd_relu", 1, 1), ("add", 1, 1), ("add", 2, 0)])
+def test_a_bfloat16_residual_sum_is_fused_into_an_ungrouped_convolution_within_a_rounding_of_eager(form, groups,
+                                                                                                   fused):
+    """Under bfloat16 autocast the residual joins the float32 accumulator before the one rounding (eager rounds the
+    convolution's output first): within bfloat16's rounding of eager's result. A grouped convolution is left
+    unfused (oneDNN would round its output before the sum: no pass saved)."""
+    if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("this CPU has no bfloat16 instructions for oneDNN")
+    torch.manual_seed(0)
+    model, x = Residual(form).eval(), torch.randn(2, 3, 12, 12)
+    if groups > 1:
+        model.conv = nn.Conv2d(8, 8, 3, padding=1, groups=groups)
+    torch._dynamo.reset()
+    before = len(freezing.FROZEN)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = model(x)
+        got = torch.compile(model, backend="lens")(x)
+    assert got.dtype == expected.dtype == torch.bfloat16
+    torch.testing.assert_close(got, expected, atol=3e-2, rtol=2e-2)
+    assert sum(f.folds.get(ADD_FOLD, 0) for f in freezing.FROZEN[before:]) == fused
 
 
 def test_the_fused_sum_follows_a_changed_weight_and_a_changed_residual_input():
