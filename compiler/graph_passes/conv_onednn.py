@@ -144,6 +144,7 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
             if val.dtype != dtype:
                 x = graph.call_method("to", (x, dtype))
                 x.meta["example_value"] = out.new_empty(val.shape)
+                x.meta["stack_trace"] = conv.meta.get("stack_trace")  # (autocast's cast, on the call's line)
             fused = graph.call_function(conv_packed.CONV2D_ONEDNN, (x, weight, bias, *geometry, groups, attr,
                                                                    scalars, algorithm))
         fused_meta(fused, user if post else conv, conv)

@@ -49,6 +49,7 @@ def linear_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
             if val.dtype != dtype:
                 x = graph.call_method("to", (x, dtype))
                 x.meta["example_value"] = out.new_empty(val.shape)
+                x.meta["stack_trace"] = lin.meta.get("stack_trace")  # (autocast's cast, on the call's line)
             fused = graph.call_function(linear_packed.LINEAR_ONEDNN, (x, weight, bias, attr, scalars, algorithm))
         fused_meta(fused, user if post else lin, lin)
         (user if post else lin).replace_all_uses_with(fused)
