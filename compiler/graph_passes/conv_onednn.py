@@ -136,24 +136,34 @@ def conv_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
                 or out.dtype != dtype):
             continue  # (an asymmetric "same" padding: left to ATen)
 
-        user, post = activation_after(conv)
-        if post and example(user) is not None and example(user).dtype != dtype:
-            post = None  # (an activation autocast runs in float32)
-        attr, scalars, algorithm = post or ("none", [], "")
-        with graph.inserting_before(conv):
-            if val.dtype != dtype:
-                x = graph.call_method("to", (x, dtype))
-                x.meta["example_value"] = out.new_empty(val.shape)
-                x.meta["stack_trace"] = conv.meta.get("stack_trace")  # (autocast's cast, on the call's line)
-            fused = graph.call_function(conv_packed.CONV2D_ONEDNN, (x, weight, bias, *geometry, groups, attr,
-                                                                   scalars, algorithm))
-        fused_meta(fused, user if post else conv, conv)
-        (user if post else conv).replace_all_uses_with(fused)
-        if post:
-            graph.erase_node(user)
-        graph.erase_node(conv)
+        fuse_call(graph, conv, x, dtype, conv_packed.CONV2D_ONEDNN, (weight, bias, *geometry, groups))
         changed += 1
     return changed
+
+
+def fuse_call(graph: torch.fx.Graph, node: torch.fx.Node, x: torch.fx.Node, dtype: torch.dtype, target,
+              arguments: tuple) -> None:
+    """Replaces call `node` (a product or convolution of input `x` computing in `dtype`), and the activation after it
+    where that is its only reader and oneDNN applies it (`activation_after`; not one autocast runs in float32), by
+    one call of `target` on `(x, *arguments, attr, scalars, algorithm)`; `x` is first cast to `dtype` where it is of
+    another, as autocast casts it (a node on the call's source line)."""
+    val, out = example(x), example(node)
+    user, post = activation_after(node)
+    if post and example(user) is not None and example(user).dtype != dtype:
+        post = None
+    attr, scalars, algorithm = post or ("none", [], "")
+    with graph.inserting_before(node):
+        if val.dtype != dtype:
+            x = graph.call_method("to", (x, dtype))
+            x.meta["example_value"] = out.new_empty(val.shape)
+            x.meta["stack_trace"] = node.meta.get("stack_trace")
+        fused = graph.call_function(target, (x, *arguments, attr, scalars, algorithm))
+    last = user if post else node
+    fused_meta(fused, last, node)
+    last.replace_all_uses_with(fused)
+    if post:
+        graph.erase_node(user)
+    graph.erase_node(node)
 
 
 def fused_meta(fused: torch.fx.Node, last: torch.fx.Node, conv: torch.fx.Node) -> None:

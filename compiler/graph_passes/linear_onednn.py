@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 import torch.fx
 
-from compiler.graph_passes.conv_onednn import activation_after, constant_meta, example, fused_meta
+from compiler.graph_passes.conv_onednn import constant_meta, example, fuse_call
 from compiler.graph_passes.freezing_autocast import autocast_regions
 from compiler.graph_passes.fx_calls import LINEAR, call_arg
 from compiler.machine import gemm_half, linear_packed
@@ -41,20 +41,6 @@ def linear_onednn(graph: torch.fx.Graph, const: set[torch.fx.Node]) -> int:
                 or (bias is not None and constant_meta(bias) != (dtype, 1))
                 or val.dim() < 1 or not val.is_floating_point() or val.device.type != "cpu"):
             continue
-        user, post = activation_after(lin)
-        if post and (example(user) is None or example(user).dtype != dtype):
-            post = None  # (an activation autocast runs in float32)
-        attr, scalars, algorithm = post or ("none", [], "")
-        with graph.inserting_before(lin):
-            if val.dtype != dtype:
-                x = graph.call_method("to", (x, dtype))
-                x.meta["example_value"] = out.new_empty(val.shape)
-                x.meta["stack_trace"] = lin.meta.get("stack_trace")  # (autocast's cast, on the call's line)
-            fused = graph.call_function(linear_packed.LINEAR_ONEDNN, (x, weight, bias, attr, scalars, algorithm))
-        fused_meta(fused, user if post else lin, lin)
-        (user if post else lin).replace_all_uses_with(fused)
-        if post:
-            graph.erase_node(user)
-        graph.erase_node(lin)
+        fuse_call(graph, lin, x, dtype, linear_packed.LINEAR_ONEDNN, (weight, bias))
         changed += 1
     return changed
