@@ -81,7 +81,7 @@ freezing_conv_onednn: bool = os.environ.get("LENS_FREEZE_CONV_ONEDNN", "1") not 
 # ... and a residual sum after such a convolution (and a ReLU after the sum) as its binary post-op: one pass instead
 # of the convolution's and the add's (LENS_FREEZE_CONV_ADD=0 keeps the add a kernel of its own).
 freezing_conv_onednn_add: bool = os.environ.get("LENS_FREEZE_CONV_ADD", "1") not in ("", "0")
-# Frozen bfloat16/float16 Linear layers (autocast) whose products oneDNN computes in the dtype as one oneDNN call over
+# Frozen bfloat16 Linear layers (autocast) whose products oneDNN computes in the dtype as one oneDNN call over
 # the prepacked weight, the activation after them fused (compiler/graph_passes/linear_onednn.py;
 # LENS_FREEZE_LINEAR_ONEDNN=0 leaves them products of the lowering).
 freezing_linear_onednn: bool = os.environ.get("LENS_FREEZE_LINEAR_ONEDNN", "1") not in ("", "0")

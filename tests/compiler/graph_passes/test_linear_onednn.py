@@ -1,7 +1,7 @@
 """Frozen bfloat16-autocast Linear layers as `lens.linear_onednn` with the activation after them fused
 (compiler/graph_passes/linear_onednn.py), against eager's autocast run: each activation, 2-d and 3-d inputs, an
-activation with another reader, a Linear without bias, float32 graphs and CPUs without bfloat16 dot products left
-alone, the setting, the call generated code makes and the why-record of it."""
+activation with another reader, a Linear without bias, float32 and float16 graphs and CPUs without bfloat16 dot
+products left alone, the setting, the call generated code makes and the why-record of it."""
 from __future__ import annotations
 
 import json
@@ -120,9 +120,23 @@ def test_float32_linears_are_left_alone():
 def test_a_cpu_without_them_keeps_the_products(monkeypatch):
     """Where oneDNN does not compute bfloat16 natively, lens computes the products in float32 (gemm_half.py)."""
     monkeypatch.setattr(gemm_half, "packs_weights", lambda dtype: False)
+    monkeypatch.setattr(gemm, "_HALF_ROUTES", {})  # (gemm.py remembers the answer per settings: not past this test)
     torch.manual_seed(0)
     posts, folds = _run(Block().eval(), torch.randn(2, 9, 64))
     assert posts == [] and folds == 0
+
+
+def test_float16_linears_stay_products_even_where_float16_would_be_native(monkeypatch):
+    """The pass takes bfloat16 alone: fused float16 products were measured and tested on no CPU here."""
+    monkeypatch.setattr(gemm_half, "packs_weights", lambda dtype: True)
+    monkeypatch.setattr(gemm, "_HALF_ROUTES", {})  # (gemm.py remembers the answer per settings: not past this test)
+    torch.manual_seed(0)
+    model, x = Block().eval(), torch.randn(2, 9, 64)
+    torch._dynamo.reset()
+    before = len(freezing.FROZEN)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.float16):
+        torch.testing.assert_close(torch.compile(model, backend="lens")(x), model(x), atol=1e-2, rtol=1e-2)
+    assert all(f.folds.get(FOLD, 0) == 0 for f in freezing.FROZEN[before:])
 
 
 @native
