@@ -4,12 +4,12 @@ fused.
 `torch.ops.lens.linear_onednn(x, weight, bias, attr, scalars, algorithm)` is the op compiler/graph_passes/
 linear_onednn.py puts in frozen inference graphs for a Linear layer computed in bfloat16 where oneDNN computes it
 natively (gemm_half.py `packs_weights`: a bfloat16 autocast model on a CPU with AVX512-BF16 or AMX). Generated code
-calls `linear` below directly: oneDNN's `_linear_pointwise` (the kernel Inductor's freezing path calls) from the weight's
-blocked copy (gemm_packed.py `onednn_weight`, made on its first use), with an activation that was the Linear's only
-reader (`attr`: gelu, relu, swish, ...) applied by oneDNN as it writes the product, where it was a kernel of its own
-reading the product back (ConvNeXt-B's 36 GELUs, a transformer's MLP). The activation then reads the float32
-accumulator rather than the product rounded to bfloat16, as Inductor's fused call does: within a rounding of
-eager's result, never further. The call skips gemm.py's per-product checks, which the graph pass made once.
+calls `linear` below directly: oneDNN's `_linear_pointwise` (the kernel Inductor's freezing path calls) from the
+weight's blocked copy (gemm_packed.py `onednn_weight`, made on its first use), with an activation that was the Linear's
+only reader (`attr`: gelu, relu, swish, ...) applied by oneDNN as it writes the product, where it was a kernel of its
+own reading the product back (ConvNeXt-B's 36 GELUs, a transformer's MLP). The activation then reads the float32
+accumulator rather than the product rounded to bfloat16, as Inductor's fused call does: within a rounding of eager's
+result, never further. The call skips gemm.py's per-product checks, which the graph pass made once.
 """
 from __future__ import annotations
 
