@@ -331,7 +331,7 @@ def freeze(gm: torch.fx.GraphModule, example_inputs: Sequence, concat: bool = Tr
         if merged and not freezing_concat.traces(gm, graph, example_inputs):
             return freeze(gm, example_inputs, concat=False)
     if config.freezing_linear_onednn:
-        folds["half linear as oneDNN with its activation"] = linear_onednn(graph, const)
+        folds["bf16 linear as oneDNN with its activation"] = linear_onednn(graph, const)
     # an in-place change whose result nobody reads (`out.mul_(g)`: NFNet's skip-init gain) is no dead code: FX counts
     # a method call pure
     graph.eliminate_dead_code(is_impure_node=lambda n: n.is_impure() or changes_in_place(n))

@@ -16,12 +16,10 @@ no counter shows, as for every frozen constant (`LENS_FREEZING=0`).
 """
 from __future__ import annotations
 
-import weakref
-
 import torch
 
 from compiler.machine import conv_train, onednn_direct, winograd
-from compiler.machine.weight_packs import PackRegistry
+from compiler.machine.weight_packs import PackRegistry, RecentPack
 
 _LIB = torch.library.Library("lens", "DEF")
 _LIB.define("conv2d_onednn(Tensor x, Tensor weight, Tensor? bias, int[] padding, int[] stride, int[] dilation, "
@@ -59,15 +57,7 @@ _CHANNELS_LAST = torch.channels_last
 _profiling = torch._C._autograd._profiler_enabled
 
 
-class _Recent:
-    """The pack a call site used last: its weight (weakly), version counter, input size and geometry."""
-    __slots__ = ("geometry", "packed", "ref", "version")
-
-    def __init__(self, weight, geometry, packed):
-        self.ref, self.version, self.geometry, self.packed = weakref.ref(weight), weight._version, geometry, packed
-
-
-_RECENT: dict[tuple, _Recent] = {}
+_RECENT: dict[tuple, RecentPack] = {}  # (id(weight), input size) -> the pack that call site used last
 
 
 def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple):
@@ -79,8 +69,7 @@ def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple):
     key = (id(weight), x.shape)
     recent = _RECENT.get(key)
     geometry = (padding, stride, dilation, groups, post)
-    if recent is not None and recent.ref() is weight and recent.version == weight._version \
-            and recent.geometry == geometry:
+    if recent is not None and recent.serves(weight, geometry):
         return recent.packed
     packs = _PACKS.packs_of(weight)
     if packs is None:
@@ -98,7 +87,7 @@ def _pack_of_call(x, weight, padding, stride, dilation, groups, post: tuple):
         packs[pack_key] = packed
     if len(_RECENT) > 4096:
         _RECENT.clear()
-    _RECENT[key] = _Recent(weight, geometry, packed)
+    _RECENT[key] = RecentPack(weight, geometry, packed)
     return packed
 
 

@@ -13,11 +13,10 @@ result, never further. The call skips gemm.py's per-product checks, which the gr
 """
 from __future__ import annotations
 
-import weakref
-
 import torch
 
 from compiler.machine import gemm, gemm_packed
+from compiler.machine.weight_packs import RecentPack
 
 _LIB = torch.library.Library("lens", "FRAGMENT")
 _LIB.define("linear_onednn(Tensor x, Tensor weight, Tensor? bias, str attr, Scalar[] scalars, str algorithm) "
@@ -34,9 +33,9 @@ def linear(x, weight, bias, attr, scalars, algorithm):
     return _linear(x, weight, bias, attr, scalars, algorithm)
 
 
-# (id(weight), rows) -> (the weight, weakly; its version counter; the oneDNN weight its products use): a call site's
-# pack without gemm_packed's lookup (a transformer makes ~50-100 of these calls a forward, each a few us of Python)
-_RECENT: dict[tuple[int, int], tuple[weakref.ref, int, torch.Tensor]] = {}
+# (id(weight), rows) -> the oneDNN weight that call site's products used last, without gemm_packed's lookup (a
+# transformer makes ~50-100 of these calls a forward, each a few us of Python); an entry goes with its weight
+_RECENT: dict[tuple[int, int], RecentPack] = {}
 
 
 def _weight_for(weight: torch.Tensor, m: int) -> torch.Tensor:
@@ -44,14 +43,14 @@ def _weight_for(weight: torch.Tensor, m: int) -> torch.Tensor:
     after an in-place change), else the weight itself (oneDNN reorders it on each call)."""
     key = (id(weight), m)
     recent = _RECENT.get(key)
-    if recent is not None and recent[0]() is weight and recent[1] == weight._version:
-        return recent[2]
+    if recent is not None and recent.serves(weight, None):
+        return recent.packed
     packed = gemm_packed.onednn_weight(weight.t(), m)
     if packed is None:
         return weight
     if len(_RECENT) > 4096:
         _RECENT.clear()
-    _RECENT[key] = (weakref.ref(weight, lambda _, key=key: _RECENT.pop(key, None)), weight._version, packed)
+    _RECENT[key] = RecentPack(weight, None, packed, lambda _, key=key: _RECENT.pop(key, None))
     return packed
 
 

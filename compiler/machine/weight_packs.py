@@ -69,3 +69,17 @@ class PackRegistry:
         constant = self._constants.pop(key, None)
         if constant is not None:
             self._drop(constant)
+
+
+class RecentPack:
+    """The pack a call site used last: its weight (weakly; `forget` is called when the weight goes), the weight's
+    version counter then, and the call's `geometry` (whatever else the pack was made for)."""
+    __slots__ = ("geometry", "packed", "ref", "version")
+
+    def __init__(self, weight: torch.Tensor, geometry, packed, forget: Callable[[weakref.ref], None] | None = None):
+        self.ref, self.version = weakref.ref(weight, forget), weight._version
+        self.geometry, self.packed = geometry, packed
+
+    def serves(self, weight: torch.Tensor, geometry) -> bool:
+        """Whether a call of `weight` (the same live tensor, unchanged in place since) with `geometry` may use it."""
+        return self.ref() is weight and self.version == weight._version and self.geometry == geometry

@@ -17,7 +17,7 @@ from compiler.graph_passes import freezing
 from compiler.machine import gemm, gemm_half, gemm_packed, linear_packed
 from tests.compiler.conftest import compile_with_debug
 
-FOLD = "half linear as oneDNN with its activation"
+FOLD = "bf16 linear as oneDNN with its activation"
 BF16 = torch.bfloat16
 native = pytest.mark.skipif(
     not gemm._onednn_ok() or not gemm_half.packs_weights(BF16),
